@@ -1,0 +1,117 @@
+#pragma once
+// pgjobd's configuration: the YAML file's structure, with every default in one place.
+// config/pgjobd.yaml documents each key for operators; this header is the source of truth.
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pgjobd/duration.hpp"
+
+namespace pgjobd {
+
+struct DatabaseConfig {
+  // libpq URL or key=value string. PGJOBD_DATABASE_URL, else DATABASE_URL, overrides it.
+  std::string url = "postgresql://localhost/pgjobd";
+  // Schema holding the jobs table. Must be a plain identifier (letters, digits, _).
+  std::string schema = "public";
+  // Apply pending migrations when `run` starts instead of refusing to start.
+  bool migrate_on_start = false;
+};
+
+struct QueueConfig {
+  // Most jobs of this queue running at once; 0 = bounded only by worker.concurrency.
+  int concurrency = 0;
+};
+
+struct WorkerConfig {
+  int concurrency = 16;  // jobs running at once across all queues
+  // Queues this daemon serves. Empty in the file means {default: {}}.
+  std::map<std::string, QueueConfig> queues = {{"default", {}}};
+};
+
+struct PollConfig {
+  Millis min_interval{50};    // poll interval while work keeps arriving
+  Millis max_interval{5000};  // an idle daemon backs off (doubling) up to this
+  bool listen_notify = true;  // wake at once on the INSERT trigger's NOTIFY
+};
+
+struct RetryConfig {
+  Millis base{1000};         // first retry delay; doubles each attempt
+  Millis max_delay{600000};  // cap on the delay
+  double jitter = 0.1;       // ± this fraction of the delay, in [0, 1]
+};
+
+struct LeaseConfig {
+  Millis duration{30000};  // how long a claim lasts without a heartbeat
+};
+
+struct ShutdownConfig {
+  Millis timeout{30000};  // how long a drain waits for running jobs
+};
+
+struct RetentionConfig {
+  Millis done{24LL * 3600 * 1000};      // keep done/cancelled jobs this long (0 = delete at once)
+  Millis dead{7LL * 24 * 3600 * 1000};  // keep dead jobs this long
+};
+
+struct MetricsConfig {
+  // host:port for /metrics, /healthz, /readyz. Empty disables the HTTP endpoint.
+  std::string listen = "127.0.0.1:9464";
+};
+
+struct LogConfig {
+  std::string level = "info";   // trace, debug, info, warn, error, critical, off
+  std::string format = "text";  // text or json
+};
+
+struct HandlerConfig {
+  enum class Kind { kExec, kHttp, kSql, kBuiltin };
+  Kind kind = Kind::kBuiltin;
+  std::vector<std::string> exec_argv;     // exec: program and arguments, no shell
+  std::vector<int> permanent_exit_codes;  // exec: these exit codes make the job dead
+  std::string http_url;                   // http: the URL the payload is POSTed to
+  std::string sql;                        // sql: statement with $1 = payload (jsonb), $2 = job id
+  std::string builtin;                    // builtin: "noop"
+  Millis timeout{0};                      // 0 = no timeout
+  Millis kill_grace{5000};                // exec: time between SIGTERM and SIGKILL on timeout
+};
+
+struct Config {
+  DatabaseConfig database;
+  WorkerConfig worker;
+  PollConfig poll;
+  RetryConfig retry;
+  LeaseConfig lease;
+  ShutdownConfig shutdown;
+  RetentionConfig retention;
+  MetricsConfig metrics;
+  LogConfig log;
+  std::map<std::string, HandlerConfig> handlers;  // job type → handler
+};
+
+// Every problem found in a config file, each naming file, line and key, e.g.
+// "pgjobd.yaml:12: poll.max_interval: bad duration '5x' (use 250ms, 5s, 10m, 1h or 7d)".
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Reads and validates a YAML file; applies the DATABASE_URL overrides. Throws ConfigError.
+Config load_config(const std::string& path);
+
+// Parses YAML text; `source_name` is used in messages. Does not read the environment.
+Config parse_config(const std::string& yaml_text, const std::string& source_name);
+
+// Checks cross-field rules (min ≤ max interval, concurrency > 0, ...). Throws ConfigError.
+void validate_config(const Config& config, const std::string& source_name);
+
+// Applies PGJOBD_DATABASE_URL, else DATABASE_URL, to config.database.url.
+void apply_environment(Config& config);
+
+}  // namespace pgjobd

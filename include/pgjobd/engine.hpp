@@ -1,0 +1,67 @@
+#pragma once
+// The embeddable engine: claims jobs from PostgreSQL, runs them on a bounded pool and
+// records the outcome. The pgjobd binary is a thin wrapper around this class.
+//
+//   pgjobd::Engine engine(pgjobd::load_config("pgjobd.yaml"));
+//   engine.register_handler("resize", [](const pgjobd::Job& job, std::stop_token) {
+//     resize(job.payload);
+//     return pgjobd::JobResult::done();
+//   });
+//   engine.start();
+//   ...
+//   engine.drain();  // stop claiming, wait for running jobs, release the rest
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "pgjobd/config.hpp"
+#include "pgjobd/handler.hpp"
+
+namespace pgjobd {
+
+class Engine {
+ public:
+  explicit Engine(Config config);
+  ~Engine();  // drains if still running
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers an in-process handler for a job type; overrides a configured handler of the
+  // same type. Call before start().
+  void register_handler(const std::string& type, Handler handler);
+
+  // Connects, checks (or applies) the schema and starts the threads. Throws on a fatal
+  // start-up error (schema missing or too new, bad handler config).
+  void start();
+
+  // Soft stop, then hard stop: stop claiming; wait up to config.shutdown.timeout for
+  // running jobs; request stop of those still running and release them to the queue;
+  // flush completions. Blocks until done. Safe to call twice.
+  void drain();
+
+  // Thread-safe: makes a start() that is still waiting for the database return early
+  // (a SIGTERM during start-up). drain() must still be called.
+  void request_stop();
+
+  // Ends a drain's wait for running jobs at once (the second SIGTERM). Thread-safe.
+  void hurry();
+
+  // Wakes the fetcher as a NOTIFY would (tests, embedders that enqueue in-process).
+  void wake();
+
+  // The TCP port the HTTP endpoint listens on (0 when disabled). Useful with port 0.
+  int http_port() const;
+
+  // This daemon's identity in locked_by: host:pid:random.
+  const std::string& worker_id() const;
+
+  // Jobs currently running on the pool.
+  int busy_workers() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pgjobd

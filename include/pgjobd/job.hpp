@@ -1,0 +1,47 @@
+#pragma once
+// A claimed job as a handler sees it, and the result a handler returns.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace pgjobd {
+
+// One claimed row of the jobs table. `attempt` is 1 on the first run.
+struct Job {
+  std::int64_t id = 0;
+  std::string queue;
+  std::string type;
+  std::string payload = "{}";  // JSON text, exactly as stored (jsonb::text)
+  int attempt = 1;
+  int max_attempts = 5;
+  int priority = 0;
+  double queue_wait_seconds = 0;  // start − run_at, for the queue-wait histogram
+};
+
+enum class Outcome {
+  kDone,      // success
+  kRetry,     // failed; retried after backoff unless attempts are exhausted
+  kDead,      // permanent failure: never retried
+  kReleased,  // not run to completion (shutdown): back to pending, attempt not counted
+};
+
+const char* to_string(Outcome outcome);
+
+struct JobResult {
+  Outcome outcome = Outcome::kDone;
+  std::string error;  // why it failed (kRetry / kDead); becomes last_error
+  // When set, overrides the exponential backoff (e.g. an HTTP Retry-After).
+  std::optional<std::chrono::milliseconds> retry_after;
+
+  static JobResult done() { return {}; }
+  static JobResult retry(std::string error,
+                         std::optional<std::chrono::milliseconds> after = std::nullopt) {
+    return {Outcome::kRetry, std::move(error), after};
+  }
+  static JobResult dead(std::string error) { return {Outcome::kDead, std::move(error), {}}; }
+  static JobResult released() { return {Outcome::kReleased, {}, {}}; }
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,79 @@
+// The command line (CLI11): subcommands, options and exit codes.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+
+#include "cli/commands.hpp"
+#include "pgjobd/version.hpp"
+
+namespace pgjobd {
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"pgjobd: a PostgreSQL-backed job queue daemon"};
+  app.set_version_flag("--version", std::string("pgjobd ") + kVersion);
+  app.require_subcommand(0, 1);
+
+  const char* env_config = std::getenv("PGJOBD_CONFIG");
+  std::string config_path = env_config ? env_config : "/etc/pgjobd/pgjobd.yaml";
+  const auto add_config = [&](CLI::App* cmd) {
+    cmd->add_option("-c,--config", config_path,
+                    "YAML config file (default: $PGJOBD_CONFIG or /etc/pgjobd/pgjobd.yaml)");
+  };
+  add_config(&app);  // `pgjobd -c FILE` runs the daemon
+
+  auto* run = app.add_subcommand("run", "Run the daemon (the default)");
+  add_config(run);
+  auto* migrate = app.add_subcommand("migrate", "Create or upgrade the jobs table");
+  add_config(migrate);
+  auto* check = app.add_subcommand("check-config", "Validate the config file and exit");
+  add_config(check);
+
+  EnqueueRequest request;
+  std::string run_at, unique_key;
+  auto* enqueue = app.add_subcommand("enqueue", "Insert a job");
+  add_config(enqueue);
+  enqueue->add_option("type", request.type, "Job type (selects the handler)")->required();
+  enqueue->add_option("payload", request.payload, "JSON payload (default {})");
+  enqueue->add_option("--queue", request.queue, "Queue (default 'default')");
+  enqueue->add_option("--priority", request.priority, "Higher runs first (default 0)")
+      ->check(CLI::Range(-32768, 32767));
+  enqueue->add_option("--run-at", run_at, "Not before this time (e.g. '2026-12-01 10:00Z')");
+  enqueue->add_option("--max-attempts", request.max_attempts, "Attempts before dead (default 5)")
+      ->check(CLI::Range(1, 1000000));
+  enqueue->add_option("--unique-key", unique_key, "At most one live job per (type, key)");
+
+  bool json = false;
+  auto* stats = app.add_subcommand("stats", "Job counts by queue and status");
+  add_config(stats);
+  stats->add_flag("--json", json, "Print JSON");
+
+  std::int64_t job_id = 0;
+  auto* retry = app.add_subcommand("retry", "Run a failed, dead or cancelled job again");
+  add_config(retry);
+  retry->add_option("id", job_id, "Job id")->required();
+  auto* cancel = app.add_subcommand("cancel", "Cancel a pending or failed job");
+  add_config(cancel);
+  cancel->add_option("id", job_id, "Job id")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (*migrate) return run_migrate(config_path);
+  if (*check) return run_check_config(config_path);
+  if (*enqueue) {
+    if (!run_at.empty()) request.run_at = run_at;
+    if (!unique_key.empty()) request.unique_key = unique_key;
+    return run_enqueue(config_path, request);
+  }
+  if (*stats) return run_stats(config_path, json);
+  if (*retry) return run_retry(config_path, job_id);
+  if (*cancel) return run_cancel(config_path, job_id);
+  return run_daemon(config_path);
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,28 @@
+#pragma once
+// The pgjobd subcommands. Each returns the process exit code: 0 ok, 1 runtime failure,
+// 2 usage or config error.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "db/admin.hpp"
+
+namespace pgjobd {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+int run_daemon(const std::string& config_path);
+int run_migrate(const std::string& config_path);
+int run_check_config(const std::string& config_path);
+int run_enqueue(const std::string& config_path, const EnqueueRequest& request);
+int run_stats(const std::string& config_path, bool json);
+int run_retry(const std::string& config_path, std::int64_t id);
+int run_cancel(const std::string& config_path, std::int64_t id);
+
+// The whole command line: parses argv with CLI11 and dispatches.
+int cli_main(int argc, char** argv);
+
+}  // namespace pgjobd

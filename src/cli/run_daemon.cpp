@@ -1,0 +1,115 @@
+// `pgjobd run`: the daemon's life cycle and its signals.
+//
+// Signals are blocked in every thread (the mask is set before any thread starts and is
+// inherited), and one thread takes them with sigwait: first SIGTERM/SIGINT drains, a
+// second one ends the drain's wait at once (jobs are still released), SIGHUP is logged.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/config_loading.hpp"
+#include "log/logging.hpp"
+#include "pgjobd/engine.hpp"
+
+namespace pgjobd {
+namespace {
+
+// SIGUSR2 is internal: it tells the signal thread the daemon has finished.
+sigset_t daemon_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set, sig);
+  return set;
+}
+
+class ShutdownSignal {
+ public:
+  void trigger() {
+    {
+      std::lock_guard lock(mutex_);
+      triggered_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return triggered_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool triggered_ = false;
+};
+
+}  // namespace
+
+int run_daemon(const std::string& config_path) {
+  const auto config = load_config_or_report(config_path);
+  if (!config) return kExitUsage;
+  setup_logging(config->log);
+
+  const sigset_t signals = daemon_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a handler's child closing its stdin must not kill us
+
+  Engine engine(*config);
+  ShutdownSignal shutdown;
+  std::thread signal_thread([&] {
+    int stops = 0;
+    while (true) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig == SIGUSR2) return;
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP received: live reload is not supported by this version; ignored");
+        continue;
+      }
+      ++stops;
+      if (stops == 1) {
+        spdlog::info("{} received: draining (send it again to stop waiting for running jobs)",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        engine.request_stop();
+        shutdown.trigger();
+      } else {
+        spdlog::warn("second signal: releasing running jobs now");
+        engine.hurry();
+      }
+    }
+  });
+  const auto stop_signal_thread = [&] {
+    pthread_kill(signal_thread.native_handle(), SIGUSR2);
+    signal_thread.join();
+  };
+
+  int code = kExitOk;
+  try {
+    engine.start();
+    shutdown.wait();
+    engine.drain();
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("{}", e.what());
+    code = kExitUsage;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    code = kExitFailure;
+  }
+  stop_signal_thread();
+  const bool stuck = engine.busy_workers() > 0;
+  spdlog::shutdown();
+  // Handler threads that ignored their stop request cannot be joined: leave without
+  // running destructors under their feet (their jobs were already released).
+  if (stuck) std::_Exit(code);
+  return code;
+}
+
+}  // namespace pgjobd

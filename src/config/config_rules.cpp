@@ -1,0 +1,189 @@
+// The rules a Config must satisfy beyond its YAML types: ranges, names and cross-field limits.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+#include <string_view>
+
+#include "config/config_stages.hpp"
+
+namespace pgjobd::config_detail {
+namespace {
+
+constexpr int kMaxConcurrency = 10'000;
+constexpr std::size_t kMaxQueueNameBytes = 200;
+constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
+                                                        "error", "critical", "off"};
+
+// Reports problems unless a key the rule depends on already has one: a bad
+// poll.max_interval should not also produce "min_interval exceeds max_interval".
+class Rules {
+ public:
+  explicit Rules(Diagnostics& diag) : diag_(diag) {}
+
+  // Reports `what` against `key` unless `ok`. `other` names a second key the rule reads; the
+  // problem is placed on whichever of the two was written in the file.
+  void require(bool ok, const std::string& key, const std::string& what,
+               const std::string& other = "") {
+    if (ok || diag_.reported(key) || (!other.empty() && diag_.reported(other))) return;
+    bool use_other = !other.empty() && diag_.line_of(key) == 0 && diag_.line_of(other) != 0;
+    diag_.add(use_other ? other : key, what);
+  }
+
+ private:
+  Diagnostics& diag_;
+};
+
+std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+// The schema reaches SQL as a quoted identifier; PostgreSQL truncates names at 63 bytes.
+bool is_plain_identifier(std::string_view name) {
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  return !name.empty() && name.size() <= 63 &&
+         std::isdigit(static_cast<unsigned char>(name.front())) == 0 &&
+         std::all_of(name.begin(), name.end(),
+                     [&](char c) { return static_cast<unsigned char>(c) < 0x80 && word_char(c); });
+}
+
+// What is wrong with a metrics.listen value, or "" if it is usable ("" disables the endpoint).
+std::string listen_problem(std::string_view listen) {
+  if (listen.empty()) return {};
+  std::string_view::size_type colon = listen.rfind(':');
+  if (colon == std::string_view::npos || listen.find(' ') != std::string_view::npos) {
+    return "expected host:port such as 127.0.0.1:9464, got " + quoted(listen);
+  }
+  std::string_view host = listen.substr(0, colon);
+  std::string_view port = listen.substr(colon + 1);
+  if (host.empty())
+    return "missing host in " + quoted(listen) + " (0.0.0.0:PORT listens everywhere)";
+  if (host.find(':') != std::string_view::npos && !(host.front() == '[' && host.back() == ']')) {
+    return "write an IPv6 host in brackets, e.g. [::1]:9464, not " + quoted(listen);
+  }
+  bool digits =
+      !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      });
+  if (!digits || std::stoi(std::string(port)) > 65535) {
+    return "port must be a number from 0 to 65535, got " + quoted(port);
+  }
+  return {};
+}
+
+void check_database(const DatabaseConfig& database, Rules& rules) {
+  rules.require(!database.url.empty(), "database.url", "must not be empty");
+  rules.require(is_plain_identifier(database.schema), "database.schema",
+                quoted(database.schema) +
+                    " is not a plain identifier (letters, digits and _, not starting with a "
+                    "digit, at most 63 bytes)");
+}
+
+void check_worker(const WorkerConfig& worker, Rules& rules) {
+  rules.require(worker.concurrency >= 1 && worker.concurrency <= kMaxConcurrency,
+                "worker.concurrency",
+                "must be from 1 to " + std::to_string(kMaxConcurrency) + ", got " +
+                    std::to_string(worker.concurrency));
+  rules.require(!worker.queues.empty(), "worker.queues", "serve at least one queue");
+  for (const auto& [name, queue] : worker.queues) {
+    std::string key = "worker.queues." + name;
+    rules.require(!name.empty(), key, "a queue name must not be empty");
+    rules.require(name.size() <= kMaxQueueNameBytes, key,
+                  "queue name is " + std::to_string(name.size()) + " bytes, at most " +
+                      std::to_string(kMaxQueueNameBytes) + " are allowed");
+    rules.require(
+        queue.concurrency >= 0 && queue.concurrency <= worker.concurrency, key + ".concurrency",
+        "must be from 0 (no limit of its own) to worker.concurrency (" +
+            std::to_string(worker.concurrency) + "), got " + std::to_string(queue.concurrency),
+        "worker.concurrency");
+  }
+}
+
+void check_timing(const Config& config, Rules& rules) {
+  const PollConfig& poll = config.poll;
+  rules.require(poll.min_interval > Millis(0), "poll.min_interval", "must be more than 0");
+  rules.require(poll.min_interval <= poll.max_interval, "poll.min_interval",
+                "poll.min_interval (" + format_duration(poll.min_interval) +
+                    ") must not exceed poll.max_interval (" + format_duration(poll.max_interval) +
+                    ")",
+                "poll.max_interval");
+  const RetryConfig& retry = config.retry;
+  rules.require(retry.base > Millis(0), "retry.base", "must be more than 0");
+  rules.require(retry.max_delay >= retry.base, "retry.max_delay",
+                "retry.max_delay (" + format_duration(retry.max_delay) +
+                    ") must be at least retry.base (" + format_duration(retry.base) + ")",
+                "retry.base");
+  // NaN fails both comparisons, so it is reported too.
+  rules.require(retry.jitter >= 0 && retry.jitter <= 1, "retry.jitter",
+                "must be from 0 to 1, got " + std::to_string(retry.jitter));
+  // Shorter leases expire between heartbeats and get running jobs rescued twice.
+  rules.require(config.lease.duration >= Millis(1000), "lease.duration",
+                "must be at least 1s, got " + format_duration(config.lease.duration));
+  // The parser never yields negative durations; configs built in code might.
+  rules.require(config.shutdown.timeout >= Millis(0), "shutdown.timeout", "must not be negative");
+  rules.require(config.retention.done >= Millis(0), "retention.done", "must not be negative");
+  rules.require(config.retention.dead >= Millis(0), "retention.dead", "must not be negative");
+}
+
+void check_output(const Config& config, Rules& rules) {
+  const std::string& level = config.log.level;
+  rules.require(
+      std::find(kLogLevels.begin(), kLogLevels.end(), level) != kLogLevels.end(), "log.level",
+      "unknown level " + quoted(level) + " (use trace, debug, info, warn, error, critical or off)");
+  rules.require(config.log.format == "text" || config.log.format == "json", "log.format",
+                "unknown format " + quoted(config.log.format) + " (use text or json)");
+  std::string listen = listen_problem(config.metrics.listen);
+  rules.require(listen.empty(), "metrics.listen", listen);
+}
+
+void check_handler(const std::string& type, const HandlerConfig& handler, Rules& rules) {
+  using Kind = HandlerConfig::Kind;
+  std::string key = "handlers." + type;
+  rules.require(!type.empty(), key, "a job type must not be empty");
+  switch (handler.kind) {
+    case Kind::kExec:
+      rules.require(!handler.exec_argv.empty(), key + ".exec",
+                    "must list the program and its arguments (no shell)");
+      rules.require(handler.exec_argv.empty() || !handler.exec_argv[0].empty(), key + ".exec[0]",
+                    "the program must not be empty");
+      break;
+    case Kind::kHttp: {
+      std::string_view url = handler.http_url;
+      rules.require(url.starts_with("http://") || url.starts_with("https://"), key + ".http.url",
+                    "must start with http:// or https://, got " + quoted(url));
+      break;
+    }
+    case Kind::kSql:
+      rules.require(!handler.sql.empty(), key + ".sql", "must not be empty");
+      break;
+    case Kind::kBuiltin:
+      rules.require(handler.builtin == "noop", key + ".builtin",
+                    "unknown builtin " + quoted(handler.builtin) + " (known: noop)");
+      break;
+  }
+  rules.require(handler.kind == Kind::kExec || handler.permanent_exit_codes.empty(),
+                key + ".permanent_exit_codes", "only valid with exec");
+  for (std::size_t i = 0; i < handler.permanent_exit_codes.size(); ++i) {
+    int code = handler.permanent_exit_codes[i];
+    rules.require(code >= 1 && code <= 255,
+                  key + ".permanent_exit_codes[" + std::to_string(i) + "]",
+                  "exit code " + std::to_string(code) + " is outside 1..255");
+  }
+  rules.require(handler.timeout >= Millis(0), key + ".timeout", "must not be negative");
+  rules.require(handler.kill_grace >= Millis(0), key + ".kill_grace", "must not be negative");
+}
+
+}  // namespace
+
+void check_config(const Config& config, Diagnostics& diag) {
+  Rules rules(diag);
+  check_database(config.database, rules);
+  check_worker(config.worker, rules);
+  check_timing(config, rules);
+  check_output(config, rules);
+  for (const auto& [type, handler] : config.handlers) {
+    check_handler(type, handler, rules);
+  }
+}
+
+}  // namespace pgjobd::config_detail

@@ -1,0 +1,222 @@
+// JobStore: the prepared statements of statements.cpp executed over one connection.
+
+#include "db/job_store.hpp"
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "db/connection.hpp"
+#include "db/migrator.hpp"
+#include "db/sql_text.hpp"
+#include "db/statements.hpp"
+#include "log/logging.hpp"
+
+namespace pgjobd {
+namespace {
+
+const char* status_for(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kDone:
+      return "done";
+    case Outcome::kRetry:
+      return "failed";
+    case Outcome::kDead:
+      return "dead";
+    case Outcome::kReleased:
+      return "pending";
+  }
+  return "failed";
+}
+
+}  // namespace
+
+// The one place database exceptions are translated: the connection is dropped (a failed
+// connection is reopened on next use; after an SQL error the session may be in an
+// unknown state, and reconnecting is cheap next to a wedged daemon).
+template <typename Fn>
+auto JobStore::guarded(const char* operation, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const pqxx::broken_connection& e) {
+    conn_.reset();
+    throw DbError(std::string(operation) + ": connection lost: " + mask_password(e.what()), "",
+                  true);
+  } catch (const pqxx::sql_error& e) {
+    conn_.reset();
+    throw DbError(std::string(operation) + ": " + e.what(), e.sqlstate(), false);
+  } catch (const pqxx::in_doubt_error& e) {
+    conn_.reset();
+    throw DbError(std::string(operation) + ": commit in doubt: " + e.what(), "", true);
+  } catch (const pqxx::failure& e) {
+    conn_.reset();
+    throw DbError(std::string(operation) + ": " + mask_password(e.what()), "", true);
+  }
+}
+
+JobStore::JobStore(DatabaseConfig config, std::string role)
+    : config_(std::move(config)), role_(std::move(role)) {}
+
+JobStore::~JobStore() = default;
+
+bool JobStore::connected() const { return conn_ && conn_->is_open(); }
+
+void JobStore::disconnect() { conn_.reset(); }
+
+void JobStore::connect() {
+  if (connected()) return;
+  guarded("connect", [&] {
+    conn_ = open_connection(config_, role_);
+    const std::string table = quote_identifier(config_.schema) + ".jobs";
+    for (const auto& statement : stmt::job_statements(table)) {
+      conn_->prepare(statement.name, statement.sql);
+    }
+    return 0;
+  });
+}
+
+pqxx::connection_base& JobStore::connection() {
+  connect();
+  return *conn_;
+}
+
+std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
+                                 const std::vector<std::string>& types, int limit,
+                                 const std::string& worker_id, Millis lease) {
+  connect();
+  return guarded("claim", [&] {
+    std::vector<std::string> queues;
+    std::vector<std::int64_t> free;
+    for (const auto& s : slots) {
+      queues.push_back(s.queue);
+      free.push_back(s.free);
+    }
+    pqxx::work txn(*conn_);
+    const pqxx::result rows = txn.exec_prepared(
+        stmt::kClaim, text_array_literal(queues), int_array_literal(free),
+        text_array_literal(types), limit, worker_id, static_cast<std::int64_t>(lease.count()));
+    txn.commit();
+    std::vector<Job> jobs;
+    jobs.reserve(rows.size());
+    for (const auto& row : rows) {
+      Job job;
+      job.id = row[0].as<std::int64_t>();
+      job.queue = row[1].c_str();
+      job.type = row[2].c_str();
+      job.payload = row[3].c_str();
+      job.attempt = row[4].as<int>();
+      job.max_attempts = row[5].as<int>();
+      job.priority = row[6].as<int>();
+      job.queue_wait_seconds = row[7].as<double>();
+      jobs.push_back(std::move(job));
+    }
+    return jobs;
+  });
+}
+
+CompletionReport JobStore::complete(const std::vector<Completion>& batch,
+                                    const std::string& worker_id, bool delete_done) {
+  connect();
+  return guarded("complete", [&] {
+    std::vector<std::int64_t> done_ids, done_attempts;
+    nlohmann::json others = nlohmann::json::array();
+    for (const Completion& c : batch) {
+      if (c.outcome == Outcome::kDone) {
+        done_ids.push_back(c.id);
+        done_attempts.push_back(c.attempt);
+      } else {
+        others.push_back({{"id", c.id},
+                          {"attempt", c.attempt},
+                          {"status", status_for(c.outcome)},
+                          {"error", sanitize_text(c.error)},
+                          {"delay_ms", c.retry_delay.count()}});
+      }
+    }
+    CompletionReport report;
+    pqxx::work txn(*conn_);
+    if (!done_ids.empty()) {
+      const auto rows = txn.exec_prepared(
+          delete_done ? stmt::kCompleteDoneDelete : stmt::kCompleteDone,
+          int_array_literal(done_ids), int_array_literal(done_attempts), worker_id);
+      report.written += static_cast<int>(rows.size());
+    }
+    if (!others.empty()) {
+      const auto rows = txn.exec_prepared(stmt::kCompleteOther, others.dump(), worker_id);
+      report.written += static_cast<int>(rows.size());
+    }
+    txn.commit();
+    report.stale = static_cast<int>(batch.size()) - report.written;
+    return report;
+  });
+}
+
+std::vector<std::int64_t> JobStore::heartbeat(const std::vector<std::int64_t>& ids,
+                                              const std::vector<std::int64_t>& attempts,
+                                              const std::string& worker_id, Millis lease) {
+  connect();
+  return guarded("heartbeat", [&] {
+    pqxx::work txn(*conn_);
+    const auto rows =
+        txn.exec_prepared(stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
+                          worker_id, static_cast<std::int64_t>(lease.count()));
+    txn.commit();
+    std::vector<std::int64_t> kept;
+    kept.reserve(rows.size());
+    for (const auto& row : rows) kept.push_back(row[0].as<std::int64_t>());
+    return kept;
+  });
+}
+
+RescueReport JobStore::rescue_expired(const RetryConfig& retry, int batch_size) {
+  connect();
+  return guarded("rescue", [&] {
+    pqxx::work txn(*conn_);
+    const auto rows =
+        txn.exec_prepared(stmt::kRescue, static_cast<double>(retry.base.count()),
+                          static_cast<double>(retry.max_delay.count()), retry.jitter, batch_size);
+    txn.commit();
+    return RescueReport{rows[0][0].as<int>(), rows[0][1].as<int>()};
+  });
+}
+
+int JobStore::prune(const RetentionConfig& retention, int batch_size) {
+  connect();
+  return guarded("prune", [&] {
+    pqxx::work txn(*conn_);
+    const auto rows =
+        txn.exec_prepared(stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
+                          static_cast<std::int64_t>(retention.dead.count()), batch_size);
+    txn.commit();
+    return rows[0][0].as<int>();
+  });
+}
+
+std::vector<QueueDepthRow> JobStore::queue_depth() {
+  connect();
+  return guarded("stats", [&] {
+    pqxx::nontransaction txn(*conn_);
+    std::vector<QueueDepthRow> out;
+    for (const auto& row : txn.exec_prepared(stmt::kQueueDepth)) {
+      out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>()});
+    }
+    return out;
+  });
+}
+
+std::vector<std::pair<std::string, double>> JobStore::oldest_due_ages() {
+  connect();
+  return guarded("stats", [&] {
+    pqxx::nontransaction txn(*conn_);
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& row : txn.exec_prepared(stmt::kOldestDue)) {
+      out.emplace_back(row[0].c_str(), row[1].as<double>());
+    }
+    return out;
+  });
+}
+
+std::string JobStore::schema_problem() {
+  connect();
+  return guarded("schema check", [&] { return pgjobd::schema_problem(*conn_, config_.schema); });
+}
+
+}  // namespace pgjobd

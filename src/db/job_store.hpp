@@ -1,0 +1,111 @@
+#pragma once
+// One connection's view of the jobs table: claim, complete, heartbeat, rescue, stats.
+// Each engine thread that talks to the database owns its own JobStore (libpq
+// connections are not shared between threads). Failures surface as DbError, so callers
+// need no pqxx headers; the connection is dropped on error and reopened on next use.
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "db/connection.hpp"
+#include "pgjobd/config.hpp"
+#include "pgjobd/job.hpp"
+
+namespace pgjobd {
+
+class DbError : public std::runtime_error {
+ public:
+  DbError(const std::string& what, std::string sqlstate, bool connection_lost)
+      : std::runtime_error(what),
+        sqlstate_(std::move(sqlstate)),
+        connection_lost_(connection_lost) {}
+  const std::string& sqlstate() const { return sqlstate_; }
+  bool connection_lost() const { return connection_lost_; }
+
+ private:
+  std::string sqlstate_;
+  bool connection_lost_;
+};
+
+struct QueueSlots {
+  std::string queue;
+  int free = 0;
+};
+
+// A finished attempt, as the completer writes it.
+struct Completion {
+  std::int64_t id = 0;
+  int attempt = 0;
+  Outcome outcome = Outcome::kDone;
+  std::string error;      // retry / dead
+  Millis retry_delay{0};  // retry
+};
+
+struct CompletionReport {
+  int written = 0;
+  int stale = 0;  // fenced off: the job is no longer ours (rescued, re-claimed)
+};
+
+struct RescueReport {
+  int failed = 0;  // back in the queue for another attempt
+  int dead = 0;    // attempts used up
+};
+
+struct QueueDepthRow {
+  std::string queue;
+  std::string status;
+  double count = 0;
+};
+
+class JobStore {
+ public:
+  // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer").
+  JobStore(DatabaseConfig config, std::string role);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Opens the connection and prepares statements if not connected. Throws DbError.
+  void connect();
+  void disconnect();
+  bool connected() const;
+  // The open connection (connects first); for callers that run their own SQL.
+  pqxx::connection_base& connection();
+
+  std::vector<Job> claim(const std::vector<QueueSlots>& slots,
+                         const std::vector<std::string>& types, int limit,
+                         const std::string& worker_id, Millis lease);
+
+  // Writes a batch in one transaction. delete_done: remove done rows instead of keeping.
+  CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
+                            bool delete_done);
+
+  // Extends the lease of the given (id, attempt) pairs; returns the ids still ours.
+  std::vector<std::int64_t> heartbeat(const std::vector<std::int64_t>& ids,
+                                      const std::vector<std::int64_t>& attempts,
+                                      const std::string& worker_id, Millis lease);
+
+  RescueReport rescue_expired(const RetryConfig& retry, int batch_size);
+
+  // Deletes one batch of finished jobs past retention; returns how many.
+  int prune(const RetentionConfig& retention, int batch_size);
+
+  std::vector<QueueDepthRow> queue_depth();
+  std::vector<std::pair<std::string, double>> oldest_due_ages();
+
+  // Empty when the schema is current; else what is wrong (never throws for that).
+  std::string schema_problem();
+
+ private:
+  template <typename Fn>
+  auto guarded(const char* operation, Fn&& fn);
+
+  DatabaseConfig config_;
+  std::string role_;
+  ConnectionPtr conn_;
+};
+
+}  // namespace pgjobd

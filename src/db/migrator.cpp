@@ -1,0 +1,82 @@
+// Versioned migrations under an advisory lock, recorded in pgjobd_migrations.
+
+#include "db/migrator.hpp"
+
+#include <spdlog/spdlog.h>
+#include <pqxx/pqxx>
+
+#include "db/migrations.hpp"
+#include "db/sql_text.hpp"
+
+namespace pgjobd {
+namespace {
+
+// Arbitrary constant namespacing pgjobd's advisory locks (the second key is the schema).
+constexpr int kMigrationLockClass = 0x706a6d;  // "pjm"
+
+int recorded_version(pqxx::transaction_base& txn, const std::string& schema) {
+  const auto exists = txn.exec_params("SELECT to_regclass($1) IS NOT NULL",
+                                      quote_identifier(schema) + ".pgjobd_migrations");
+  if (!exists[0][0].as<bool>()) return 0;
+  const auto row = txn.exec("SELECT coalesce(max(version), 0) FROM " + quote_identifier(schema) +
+                            ".pgjobd_migrations");
+  return row[0][0].as<int>();
+}
+
+}  // namespace
+
+MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema) {
+  const std::string quoted = quote_identifier(schema);
+  pqxx::work txn(conn);
+  txn.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", kMigrationLockClass, schema);
+  txn.exec("CREATE SCHEMA IF NOT EXISTS " + quoted);
+  txn.exec("CREATE TABLE IF NOT EXISTS " + quoted +
+           ".pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL,"
+           " applied_at timestamptz NOT NULL DEFAULT now())");
+  MigrationReport report;
+  report.from_version = recorded_version(txn, schema);
+  report.to_version = report.from_version;
+  if (report.from_version > latest_schema_version()) {
+    throw std::runtime_error("schema " + quoted + " is at version " +
+                             std::to_string(report.from_version) + ", newer than this pgjobd (" +
+                             std::to_string(latest_schema_version()) + "): upgrade pgjobd");
+  }
+  // Migrations name objects unqualified; SET LOCAL confines this to the transaction.
+  txn.exec("SET LOCAL search_path TO " + quoted + ", pg_catalog");
+  for (const Migration& migration : migrations()) {
+    if (migration.version <= report.from_version) continue;
+    spdlog::info("applying migration {:03}_{} to schema {}", migration.version, migration.name,
+                 quoted);
+    txn.exec(migration.up_sql);
+    txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
+                    migration.version, std::string(migration.name));
+    report.to_version = migration.version;
+  }
+  txn.commit();
+  return report;
+}
+
+int schema_version(pqxx::connection_base& conn, const std::string& schema) {
+  pqxx::read_transaction txn(conn);
+  return recorded_version(txn, schema);
+}
+
+std::string schema_problem(pqxx::connection_base& conn, const std::string& schema) {
+  const int version = schema_version(conn, schema);
+  const int latest = latest_schema_version();
+  if (version == latest) return {};
+  if (version == 0) {
+    return "schema " + quote_identifier(schema) +
+           " has no pgjobd tables: run `pgjobd migrate -c FILE` (or set "
+           "database.migrate_on_start: true)";
+  }
+  if (version < latest) {
+    return "schema " + quote_identifier(schema) + " is at version " + std::to_string(version) +
+           ", this pgjobd needs " + std::to_string(latest) +
+           ": run `pgjobd migrate -c FILE` (or set database.migrate_on_start: true)";
+  }
+  return "schema " + quote_identifier(schema) + " is at version " + std::to_string(version) +
+         ", newer than this pgjobd (" + std::to_string(latest) + "): upgrade pgjobd";
+}
+
+}  // namespace pgjobd

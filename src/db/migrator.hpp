@@ -1,0 +1,28 @@
+#pragma once
+// Applying and checking the schema migrations of sql/.
+
+#include <string>
+
+namespace pqxx {
+class connection_base;
+}
+
+namespace pgjobd {
+
+struct MigrationReport {
+  int from_version = 0;
+  int to_version = 0;
+};
+
+// Creates the schema if needed and applies every pending migration in one transaction,
+// holding a transaction-level advisory lock so daemons that start together serialise
+// (and it also works through PgBouncer in transaction mode). Idempotent.
+MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema);
+
+// The version recorded in the schema, 0 when it was never migrated.
+int schema_version(pqxx::connection_base& conn, const std::string& schema);
+
+// Empty when the schema is at this binary's version; else what is wrong and what to do.
+std::string schema_problem(pqxx::connection_base& conn, const std::string& schema);
+
+}  // namespace pgjobd

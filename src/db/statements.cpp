@@ -1,0 +1,155 @@
+// The text of pgjobd's prepared statements. Values always travel as $n parameters.
+
+#include "db/statements.hpp"
+
+namespace pgjobd::stmt {
+namespace {
+
+// One statement claims for every served queue: each queue takes at most its free slots
+// (LATERAL), in claim order, skipping rows other daemons hold; the overall LIMIT keeps the
+// total within the pool's free slots. The per-queue index makes each branch a short scan.
+constexpr const char* kClaimSql = R"(
+WITH slots AS (
+  SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
+), picked AS (
+  SELECT c.id FROM slots CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at FROM {jobs} j
+    WHERE j.queue = slots.queue AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+      AND j.type = ANY($3::text[])
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT slots.free
+    FOR UPDATE OF j SKIP LOCKED
+  ) c
+  ORDER BY c.priority DESC, c.run_at, c.id
+  LIMIT $4
+)
+UPDATE {jobs} j
+SET status = 'running', attempts = j.attempts + 1, locked_by = $5,
+    locked_until = now() + $6::bigint * interval '1 millisecond',
+    started_at = now(), updated_at = now()
+FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.queue, j.type, j.payload::text, j.attempts, j.max_attempts, j.priority,
+          extract(epoch FROM now() - j.run_at)::float8)";
+
+// Completions are fenced: only the owner of this very attempt, while it still runs.
+constexpr const char* kCompleteDoneSql = R"(
+UPDATE {jobs} j
+SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
+    locked_until = NULL
+FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
+RETURNING j.id)";
+
+constexpr const char* kCompleteDoneDeleteSql = R"(
+DELETE FROM {jobs} j
+USING unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
+RETURNING j.id)";
+
+// status 'failed' retries after delay_ms; 'dead' is final; 'pending' releases the job
+// (shutdown) without counting the attempt.
+constexpr const char* kCompleteOtherSql = R"(
+UPDATE {jobs} j
+SET status = c.status,
+    run_at = CASE c.status WHEN 'failed' THEN now() + c.delay_ms * interval '1 millisecond'
+                           WHEN 'pending' THEN now() ELSE j.run_at END,
+    attempts = CASE WHEN c.status = 'pending' THEN j.attempts - 1 ELSE j.attempts END,
+    finished_at = CASE WHEN c.status = 'dead' THEN now() END,
+    last_error = CASE WHEN c.status = 'pending' THEN j.last_error ELSE c.error END,
+    errors = CASE WHEN c.status = 'pending' THEN j.errors
+                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                         'attempt', j.attempts, 'at', now(), 'error', c.error)) END,
+    locked_by = NULL, locked_until = NULL, updated_at = now()
+FROM jsonb_to_recordset($1::jsonb) AS c(id bigint, attempt int, status text, error text,
+                                        delay_ms bigint)
+WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $2 AND j.status = 'running'
+RETURNING j.id)";
+
+constexpr const char* kHeartbeatSql = R"(
+UPDATE {jobs} j
+SET locked_until = now() + $4::bigint * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
+RETURNING j.id)";
+
+// A job whose owner stopped heartbeating goes back to the queue with a backoff, or dies
+// when its attempts are used up, so a job that crashes its daemon every time ends dead.
+constexpr const char* kRescueSql = R"(
+WITH expired AS (
+  SELECT id FROM {jobs}
+  WHERE status = 'running' AND locked_until < now()
+  ORDER BY locked_until
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED
+), rescued AS (
+  UPDATE {jobs} j
+  SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'failed' END,
+      run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
+                    ELSE now() + least($1::float8 * power(2, greatest(j.attempts - 1, 0)), $2::float8)
+                                 * (1 + $3::float8 * (2 * random() - 1))
+                                 * interval '1 millisecond' END,
+      finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+      last_error = 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
+                   ' ran attempt ' || j.attempts,
+      errors = j.errors || jsonb_build_array(jsonb_build_object(
+                 'attempt', j.attempts, 'at', now(),
+                 'error', 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
+                          ' ran attempt ' || j.attempts)),
+      locked_by = NULL, locked_until = NULL, updated_at = now()
+  FROM expired WHERE j.id = expired.id
+  RETURNING j.id, j.status
+)
+SELECT count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'dead')
+FROM rescued)";
+
+// Bounded batches with SKIP LOCKED: short transactions, and several daemons pruning at
+// once split the work instead of waiting on each other.
+constexpr const char* kPruneSql = R"(
+WITH doomed AS (
+  SELECT id FROM {jobs}
+  WHERE (status IN ('done', 'cancelled') AND finished_at < now() - $1::bigint * interval '1 millisecond')
+     OR (status = 'dead' AND finished_at < now() - $2::bigint * interval '1 millisecond')
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED
+), deleted AS (
+  DELETE FROM {jobs} j USING doomed WHERE j.id = doomed.id RETURNING 1
+)
+SELECT count(*)::int FROM deleted)";
+
+constexpr const char* kQueueDepthSql = R"(
+SELECT queue, status, count(*)::float8 FROM {jobs}
+WHERE status IN ('pending', 'failed', 'running')
+GROUP BY queue, status)";
+
+constexpr const char* kOldestDueSql = R"(
+SELECT queue, extract(epoch FROM now() - min(run_at))::float8 FROM {jobs}
+WHERE status IN ('pending', 'failed') AND run_at <= now()
+GROUP BY queue)";
+
+std::string with_table(const char* sql, const std::string& table) {
+  std::string text = sql;
+  const std::string placeholder = "{jobs}";
+  for (auto pos = text.find(placeholder); pos != std::string::npos;
+       pos = text.find(placeholder, pos + table.size())) {
+    text.replace(pos, placeholder.size(), table);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<Statement> job_statements(const std::string& table) {
+  return {
+      {kClaim, with_table(kClaimSql, table)},
+      {kCompleteDone, with_table(kCompleteDoneSql, table)},
+      {kCompleteDoneDelete, with_table(kCompleteDoneDeleteSql, table)},
+      {kCompleteOther, with_table(kCompleteOtherSql, table)},
+      {kHeartbeat, with_table(kHeartbeatSql, table)},
+      {kRescue, with_table(kRescueSql, table)},
+      {kPrune, with_table(kPruneSql, table)},
+      {kQueueDepth, with_table(kQueueDepthSql, table)},
+      {kOldestDue, with_table(kOldestDueSql, table)},
+  };
+}
+
+}  // namespace pgjobd::stmt

@@ -1,0 +1,257 @@
+// Engine: wires config, handlers, pool, fetcher, completer, listener, maintenance and the
+// HTTP endpoint together, and runs the drain sequence.
+
+#include "pgjobd/engine.hpp"
+
+#include <unistd.h>
+#include <pqxx/pqxx>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <random>
+
+#include "db/connection.hpp"
+#include "db/job_store.hpp"
+#include "db/migrator.hpp"
+#include "engine/completer.hpp"
+#include "engine/fetcher.hpp"
+#include "engine/health.hpp"
+#include "engine/job_runner.hpp"
+#include "engine/maintenance.hpp"
+#include "engine/notify_listener.hpp"
+#include "engine/worker_pool.hpp"
+#include "handlers/handler_factory.hpp"
+#include "http/http_server.hpp"
+#include "log/logging.hpp"
+#include "metrics/metrics.hpp"
+
+namespace pgjobd {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string make_worker_id() {
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  std::mt19937 generator{std::random_device{}()};
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%04x", static_cast<unsigned>(generator() & 0xffff));
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + suffix;
+}
+
+std::vector<std::string> keys_of(const auto& map) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : map) keys.push_back(key);
+  return keys;
+}
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  explicit Impl(Config config) : config_(std::move(config)), worker_id_(make_worker_id()) {}
+
+  ~Impl() { drain(); }
+
+  void register_handler(const std::string& type, Handler handler) {
+    if (started_) throw std::logic_error("register_handler after start");
+    registered_[type] = std::move(handler);
+  }
+
+  void start();
+  void drain();
+  void hurry() {
+    hurried_ = true;
+    stop_requested_ = true;
+    if (pool_) pool_->interrupt_wait();
+  }
+  void wake() {
+    if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->wake();
+  }
+  int http_port() const { return http_ ? http_->port() : 0; }
+  const std::string& worker_id() const { return worker_id_; }
+  int busy() const { return pool_ ? pool_->busy() : stuck_jobs_.load(); }
+  void request_stop() { stop_requested_ = true; }
+
+ private:
+  void build_handlers();
+  void prepare_schema();
+  Millis release_grace() const;
+
+  const Config config_;
+  const std::string worker_id_;
+  HandlerTable registered_;
+  HandlerTable handlers_;
+  Health health_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> hurried_{false};
+  std::atomic<Fetcher*> fetcher_ptr_{nullptr};
+  bool drained_ = false;
+  std::atomic<int> stuck_jobs_{0};  // handlers that ignored a stop request at drain
+
+  // Construction order is start-up order; each part is stopped explicitly in drain().
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<Completer> completer_;
+  std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<Fetcher> fetcher_;
+  std::unique_ptr<NotifyListener> listener_;
+  std::unique_ptr<Maintenance> maintenance_;
+};
+
+void Engine::Impl::build_handlers() {
+  for (const auto& [type, handler_config] : config_.handlers) {
+    handlers_[type] = make_handler(type, handler_config);
+  }
+  for (const auto& [type, handler] : registered_) handlers_[type] = handler;
+  if (handlers_.empty()) {
+    throw std::invalid_argument("no handlers configured: add at least one under `handlers:`");
+  }
+}
+
+// Waits for the database (a daemon often starts before it), then checks or applies the
+// schema. Returns early if a stop was requested meanwhile.
+void Engine::Impl::prepare_schema() {
+  ReconnectBackoff backoff;
+  while (!stop_requested_) {
+    try {
+      auto conn = open_connection(config_.database, "startup");
+      if (config_.database.migrate_on_start) {
+        const auto report = migrate(*conn, config_.database.schema);
+        if (report.to_version != report.from_version) {
+          spdlog::info("migrated schema {} from version {} to {}", config_.database.schema,
+                       report.from_version, report.to_version);
+        }
+      }
+      const std::string problem = schema_problem(*conn, config_.database.schema);
+      if (!problem.empty()) throw std::runtime_error(problem);
+      return;
+    } catch (const pqxx::broken_connection& e) {
+      const auto wait = backoff.next();
+      spdlog::warn("database not reachable (attempt {}), retrying in {}ms: {}", backoff.failures(),
+                   wait.count(), mask_password(e.what()));
+      const auto until = Clock::now() + wait;
+      while (!stop_requested_ && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+}
+
+void Engine::Impl::start() {
+  if (started_.exchange(true)) throw std::logic_error("Engine::start called twice");
+  build_handlers();
+  spdlog::info("pgjobd starting as {} on {} (schema {}), {} worker(s), queues [{}], types [{}]",
+               worker_id_, mask_password(config_.database.url), config_.database.schema,
+               config_.worker.concurrency, fmt::join(keys_of(config_.worker.queues), ", "),
+               fmt::join(keys_of(handlers_), ", "));
+
+  metrics_ = std::make_unique<Metrics>(keys_of(config_.worker.queues), keys_of(handlers_));
+  metrics_->set_workers_max(config_.worker.concurrency);
+  health_.set_problem("engine", "starting");
+  if (!config_.metrics.listen.empty()) {
+    http_ = std::make_unique<HttpServer>(config_.metrics.listen, metrics_->registry(),
+                                         [this] { return health_.problems(); });
+    spdlog::info("serving /metrics, /healthz and /readyz on port {}", http_->port());
+  }
+  prepare_schema();
+  if (stop_requested_) return;
+
+  completer_ = std::make_unique<Completer>(config_.database, worker_id_,
+                                           config_.retention.done.count() == 0, *metrics_, health_);
+  runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *completer_, *metrics_);
+  pool_ = std::make_unique<WorkerPool>(
+      config_.worker,
+      [this](const Job& job, std::stop_token stop) {
+        metrics_->set_workers_busy(pool_->busy());
+        runner_->run(job, std::move(stop));
+      },
+      [this] {
+        metrics_->set_workers_busy(pool_->busy());
+        if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->slot_freed();
+      });
+  fetcher_ = std::make_unique<Fetcher>(config_, keys_of(handlers_), worker_id_, *pool_, *metrics_,
+                                       health_);
+  fetcher_ptr_ = fetcher_.get();
+  if (config_.poll.listen_notify) {
+    listener_ = std::make_unique<NotifyListener>(
+        config_.database, [this] { wake(); }, *metrics_);
+  }
+  maintenance_ = std::make_unique<Maintenance>(config_, worker_id_, *pool_, *metrics_, health_);
+  health_.clear("engine");
+  spdlog::info("pgjobd ready");
+}
+
+Millis Engine::Impl::release_grace() const {
+  Millis grace(0);
+  for (const auto& [type, handler] : config_.handlers) grace = std::max(grace, handler.kill_grace);
+  return grace + Millis(1000);
+}
+
+void Engine::Impl::drain() {
+  if (drained_ || !started_) return;
+  drained_ = true;
+  stop_requested_ = true;
+  health_.set_problem("engine", "draining");
+  if (!fetcher_) {  // start() was interrupted before the engine ran
+    http_.reset();
+    return;
+  }
+  spdlog::info("draining: no new jobs; waiting up to {} for {} running job(s)",
+               format_duration(config_.shutdown.timeout), pool_->busy());
+  if (listener_) listener_->stop();
+  fetcher_->stop();
+
+  bool idle = pool_->wait_idle(Clock::now() + config_.shutdown.timeout);
+  if (!idle) {
+    spdlog::warn("stopping {} job(s) still running{}; they return to the queue", pool_->busy(),
+                 hurried_ ? " (second signal)" : " after the shutdown timeout");
+    pool_->request_stop_all();
+    // Not interruptible: exec children get their TERM-then-KILL grace either way.
+    idle = pool_->wait_idle(Clock::now() + release_grace(), /*interruptible=*/false);
+  }
+  bool stuck = false;
+  if (!idle) {
+    // Handlers that ignore their stop token: release their jobs ourselves. If one finishes
+    // later its completion is fenced off (the attempt is no longer running).
+    stuck = true;
+    for (const auto& job : pool_->running()) {
+      completer_->submit({job.id, job.attempt, Outcome::kReleased, {}, Millis(0)});
+    }
+    spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
+                  pool_->busy());
+  }
+  completer_->stop(Clock::now() + std::min<Millis>(config_.lease.duration, Millis(10000)));
+  maintenance_->stop();
+  if (stuck) {
+    stuck_jobs_ = pool_->busy();
+    // Their threads cannot be joined; the process is about to exit anyway.
+    (void)pool_.release();
+    (void)runner_.release();
+    (void)completer_.release();
+    (void)metrics_.release();
+  }
+  fetcher_ptr_ = nullptr;
+  http_.reset();
+  spdlog::info("drained");
+}
+
+Engine::Engine(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Engine::~Engine() = default;
+void Engine::register_handler(const std::string& type, Handler handler) {
+  impl_->register_handler(type, std::move(handler));
+}
+void Engine::start() { impl_->start(); }
+void Engine::drain() { impl_->drain(); }
+void Engine::request_stop() { impl_->request_stop(); }
+void Engine::hurry() { impl_->hurry(); }
+void Engine::wake() { impl_->wake(); }
+int Engine::http_port() const { return impl_->http_port(); }
+const std::string& Engine::worker_id() const { return impl_->worker_id(); }
+int Engine::busy_workers() const { return impl_->busy(); }
+
+}  // namespace pgjobd

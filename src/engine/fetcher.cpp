@@ -1,0 +1,129 @@
+// Fetcher: the claim loop and its adaptive poll interval.
+
+#include "engine/fetcher.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+#include "db/connection.hpp"
+
+namespace pgjobd {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// ±10%: daemons that started together do not poll in lockstep.
+Clock::duration jittered(Millis interval) {
+  thread_local std::mt19937 generator{std::random_device{}()};
+  std::uniform_real_distribution<double> factor(0.9, 1.1);
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(
+      static_cast<double>(interval.count()) * factor(generator)));
+}
+}  // namespace
+
+Fetcher::Fetcher(const Config& config, std::vector<std::string> types, std::string worker_id,
+                 WorkerPool& pool, Metrics& metrics, Health& health)
+    : min_interval_(config.poll.min_interval),
+      max_interval_(config.poll.max_interval),
+      lease_(config.lease.duration),
+      types_(std::move(types)),
+      worker_id_(std::move(worker_id)),
+      pool_(pool),
+      metrics_(metrics),
+      health_(health),
+      store_(config.database, "fetcher"),
+      interval_(config.poll.min_interval),
+      thread_([this] { run(); }) {}
+
+Fetcher::~Fetcher() { stop(); }
+
+void Fetcher::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    wake_requested_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Fetcher::slot_freed() {
+  // Taking the lock orders this notify after the waiter's predicate check: no lost wake-up.
+  { std::lock_guard lock(mutex_); }
+  cv_.notify_one();
+}
+
+void Fetcher::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Fetcher::run() {
+  ReconnectBackoff backoff;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      const auto due = [&] { return wake_requested_ || backlog_ || Clock::now() >= next_poll_; };
+      while (!stopping_ && !(due() && pool_.claimable() > 0)) {
+        if (pool_.claimable() > 0) {
+          cv_.wait_until(lock, next_poll_);
+        } else {
+          cv_.wait(lock);  // pool full: a finishing job wakes us
+        }
+      }
+      if (stopping_) return;
+      wake_requested_ = false;
+    }
+    bool full = false;
+    try {
+      full = claim_once();
+      backoff.reset();
+      health_.clear("fetcher");
+    } catch (const DbError& e) {
+      metrics_.db_error("claim");
+      health_.set_problem("fetcher", e.what());
+      const auto wait = backoff.next();
+      spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());
+      std::lock_guard lock(mutex_);
+      backlog_ = false;
+      next_poll_ = Clock::now() + wait;
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    backlog_ = full;
+    metrics_.set_poll_interval(std::chrono::duration<double>(interval_).count());
+    if (!full) next_poll_ = Clock::now() + jittered(interval_);
+  }
+}
+
+bool Fetcher::claim_once() {
+  const std::vector<QueueSlots> slots = pool_.free_slots();
+  const int limit = pool_.claimable();
+  if (slots.empty() || limit <= 0) return false;
+  std::vector<Job> jobs = store_.claim(slots, types_, limit, worker_id_, lease_);
+  metrics_.fetch_batch(static_cast<int>(jobs.size()));
+  const bool full = static_cast<int>(jobs.size()) == limit;
+  {
+    std::lock_guard lock(mutex_);
+    if (jobs.empty()) {
+      interval_ = std::min(interval_ * 2, max_interval_);
+    } else {
+      interval_ = min_interval_;
+    }
+  }
+  // Higher priority first; RETURNING does not keep the claim order.
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+  });
+  for (Job& job : jobs) {
+    spdlog::debug("claimed job {} ({}) attempt {}", job.id, job.type, job.attempt);
+    pool_.submit(std::move(job));
+  }
+  return full;
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,57 @@
+#pragma once
+// The fetcher claims due jobs, never more than the pool can start at once, and hands them
+// to the pool. It polls with adaptive backoff: an empty poll doubles the interval up to
+// poll.max_interval, a poll that finds work resets it to poll.min_interval, and a full
+// batch polls again as soon as slots are free. wake() (a NOTIFY) ends any wait at once.
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "db/job_store.hpp"
+#include "engine/health.hpp"
+#include "engine/worker_pool.hpp"
+#include "metrics/metrics.hpp"
+
+namespace pgjobd {
+
+class Fetcher {
+ public:
+  Fetcher(const Config& config, std::vector<std::string> types, std::string worker_id,
+          WorkerPool& pool, Metrics& metrics, Health& health);
+  ~Fetcher();  // stops
+  Fetcher(const Fetcher&) = delete;
+  Fetcher& operator=(const Fetcher&) = delete;
+
+  void wake();        // new jobs may be due (NOTIFY, enqueue)
+  void slot_freed();  // a worker finished (called from worker threads)
+  void stop();        // stops claiming; returns once no claim is in progress. Safe twice.
+
+ private:
+  void run();
+  bool claim_once();  // true when the batch was full (more work is likely waiting)
+
+  const Millis min_interval_;
+  const Millis max_interval_;
+  const Millis lease_;
+  const std::vector<std::string> types_;
+  const std::string worker_id_;
+  WorkerPool& pool_;
+  Metrics& metrics_;
+  Health& health_;
+  JobStore store_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool wake_requested_ = true;  // poll once at start
+  bool backlog_ = false;        // the last claim was full
+  std::chrono::steady_clock::time_point next_poll_{};
+  Millis interval_;
+  std::thread thread_;  // last: joined before the members it uses go away
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,66 @@
+// JobRunner: one job from handler call to completion hand-off.
+
+#include "engine/job_runner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "engine/retry_policy.hpp"
+#include "log/log_fields.hpp"
+
+namespace pgjobd {
+
+JobResult JobRunner::call_handler(const Job& job, std::stop_token stop) {
+  const auto it = handlers_.find(job.type);
+  if (it == handlers_.end()) {
+    // The claim only takes types with a handler; reaching this is a bug, not bad input.
+    return JobResult::retry("no handler for job type '" + job.type + "'");
+  }
+  try {
+    return it->second(job, std::move(stop));
+  } catch (const std::exception& e) {
+    return JobResult::retry(std::string("handler threw: ") + e.what());
+  } catch (...) {
+    return JobResult::retry("handler threw a non-standard exception");
+  }
+}
+
+void JobRunner::run(const Job& job, std::stop_token stop) {
+  ScopedLogFields fields{
+      {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
+  metrics_.job_started(job.queue, job.queue_wait_seconds);
+  const auto started = std::chrono::steady_clock::now();
+  JobResult result = call_handler(job, stop);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  fields.add({"duration_ms", seconds * 1000.0});
+
+  Completion completion{job.id, job.attempt, result.outcome, std::move(result.error), Millis(0)};
+  if (completion.outcome == Outcome::kRetry && job.attempt >= job.max_attempts) {
+    completion.outcome = Outcome::kDead;
+  }
+  switch (completion.outcome) {
+    case Outcome::kDone:
+      spdlog::debug("job {} done", job.id);
+      break;
+    case Outcome::kRetry:
+      completion.retry_delay = result.retry_after.value_or(retry_delay(retry_, job.attempt));
+      metrics_.retried();
+      fields.add({"error", completion.error});
+      spdlog::warn("job {} failed (attempt {} of {}), retry in {}", job.id, job.attempt,
+                   job.max_attempts, format_duration(completion.retry_delay));
+      break;
+    case Outcome::kDead:
+      fields.add({"error", completion.error});
+      spdlog::warn("job {} dead after attempt {} of {}", job.id, job.attempt, job.max_attempts);
+      break;
+    case Outcome::kReleased:
+      spdlog::info("job {} released back to the queue", job.id);
+      break;
+  }
+  metrics_.job_finished(job.queue, job.type, completion.outcome, seconds);
+  completer_.submit(std::move(completion));
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,139 @@
+// Maintenance: a single timer loop over heartbeat, rescue, prune and stats.
+
+#include "engine/maintenance.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace pgjobd {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// Heartbeat three times per lease: two can be lost before the lease runs out.
+std::chrono::milliseconds heartbeat_interval_for(Millis lease) {
+  return std::max<Millis>(lease / 3, Millis(100));
+}
+// Rescue often enough that a crashed daemon's jobs return within about one lease.
+std::chrono::milliseconds rescue_interval_for(Millis lease) {
+  return std::clamp<Millis>(lease / 6, Millis(500), Millis(5000));
+}
+}  // namespace
+
+Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool& pool,
+                         Metrics& metrics, Health& health)
+    : config_(config),
+      worker_id_(std::move(worker_id)),
+      pool_(pool),
+      metrics_(metrics),
+      health_(health),
+      store_(config.database, "maintenance"),
+      heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
+      rescue_interval_(rescue_interval_for(config.lease.duration)),
+      thread_([this] { run(); }) {}
+
+Maintenance::~Maintenance() { stop(); }
+
+void Maintenance::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+template <typename Task>
+void Maintenance::guarded(const char* operation, Task&& task) {
+  try {
+    task();
+  } catch (const DbError& e) {
+    metrics_.db_error(operation);
+    health_.set_problem("database", e.what());
+    spdlog::warn("{} failed: {}", operation, e.what());
+  }
+}
+
+void Maintenance::run() {
+  auto now = Clock::now();
+  auto next_heartbeat = now + heartbeat_interval_;
+  auto next_rescue = now;
+  auto next_stats = now;
+  auto next_prune = now + std::chrono::seconds(5);
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    const auto next = std::min({next_heartbeat, next_rescue, next_stats, next_prune});
+    if (cv_.wait_until(lock, next, [&] { return stopping_.load(); })) break;
+    lock.unlock();
+    now = Clock::now();
+    if (now >= next_heartbeat) {
+      guarded("heartbeat", [&] { heartbeat(); });
+      next_heartbeat = now + heartbeat_interval_;
+    }
+    if (now >= next_rescue) {
+      guarded("rescue", [&] { rescue(); });
+      next_rescue = now + rescue_interval_;
+    }
+    if (now >= next_stats) {
+      guarded("stats", [&] { collect_stats(); });
+      next_stats = now + kStatsInterval;
+    }
+    if (now >= next_prune) {
+      guarded("prune", [&] { prune(); });
+      next_prune = now + kPruneInterval;
+    }
+    lock.lock();
+  }
+}
+
+void Maintenance::heartbeat() {
+  const auto running = pool_.running();
+  if (running.empty()) return;
+  std::vector<std::int64_t> ids, attempts;
+  for (const auto& job : running) {
+    ids.push_back(job.id);
+    attempts.push_back(job.attempt);
+  }
+  const auto kept = store_.heartbeat(ids, attempts, worker_id_, config_.lease.duration);
+  if (kept.size() == ids.size()) return;
+  // A job we run is no longer ours (its lease expired and it was rescued): stop it, so
+  // two owners never keep running one job.
+  std::vector<std::int64_t> lost;
+  for (auto id : ids) {
+    if (std::find(kept.begin(), kept.end(), id) == kept.end()) lost.push_back(id);
+  }
+  metrics_.stale_write(static_cast<int>(lost.size()));
+  spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
+  pool_.request_stop(lost);
+}
+
+void Maintenance::rescue() {
+  const RescueReport report = store_.rescue_expired(config_.retry, kRescueBatch);
+  const int total = report.failed + report.dead;
+  if (total == 0) return;
+  metrics_.rescued(total);
+  spdlog::warn("rescued {} job(s) with an expired lease: {} back in the queue, {} dead", total,
+               report.failed, report.dead);
+}
+
+void Maintenance::prune() {
+  int deleted = 0;
+  for (int n = kPruneBatch; n == kPruneBatch && !stopping_;) {
+    n = store_.prune(config_.retention, kPruneBatch);
+    deleted += n;
+  }
+  if (deleted > 0) spdlog::info("retention: deleted {} finished job(s)", deleted);
+}
+
+void Maintenance::collect_stats() {
+  health_.set_problem("schema", store_.schema_problem());
+  health_.clear("database");
+  std::vector<Metrics::DepthRow> depth;
+  for (auto& row : store_.queue_depth()) depth.push_back({row.queue, row.status, row.count});
+  metrics_.set_queue_depth(depth);
+  metrics_.set_oldest_due_age(store_.oldest_due_ages());
+  metrics_.set_workers_busy(pool_.busy());
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,61 @@
+#pragma once
+// Periodic work on a connection of its own: lease heartbeats for running jobs, rescue of
+// jobs whose owner stopped heartbeating, retention pruning, and the queue statistics and
+// schema check behind the metrics and /readyz. Every daemon runs it; each statement is
+// safe when several daemons run it at once (SKIP LOCKED, fenced updates).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "db/job_store.hpp"
+#include "engine/health.hpp"
+#include "engine/worker_pool.hpp"
+#include "metrics/metrics.hpp"
+
+namespace pgjobd {
+
+class Maintenance {
+ public:
+  Maintenance(const Config& config, std::string worker_id, WorkerPool& pool, Metrics& metrics,
+              Health& health);
+  ~Maintenance();  // stops
+  Maintenance(const Maintenance&) = delete;
+  Maintenance& operator=(const Maintenance&) = delete;
+
+  void stop();  // safe twice
+
+  static constexpr std::chrono::seconds kStatsInterval{15};
+  static constexpr std::chrono::seconds kPruneInterval{60};
+  static constexpr int kRescueBatch = 1000;
+  static constexpr int kPruneBatch = 1000;
+
+ private:
+  void run();
+  void heartbeat();
+  void rescue();
+  void prune();
+  void collect_stats();
+  // Runs one task, turning a database error into a log line, a metric and a backoff.
+  template <typename Task>
+  void guarded(const char* operation, Task&& task);
+
+  const Config config_;
+  const std::string worker_id_;
+  WorkerPool& pool_;
+  Metrics& metrics_;
+  Health& health_;
+  JobStore store_;
+  const std::chrono::milliseconds heartbeat_interval_;
+  const std::chrono::milliseconds rescue_interval_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;  // last
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,117 @@
+// WorkerPool: slot accounting and the worker threads.
+
+#include "engine/worker_pool.hpp"
+
+#include <algorithm>
+
+namespace pgjobd {
+
+WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed)
+    : capacity_(config.concurrency),
+      executor_(std::move(executor)),
+      slot_freed_(std::move(slot_freed)) {
+  for (const auto& [name, queue] : config.queues) {
+    queue_limits_[name] = queue.concurrency;
+    queue_busy_[name] = 0;
+  }
+  threads_.reserve(capacity_);
+  for (int i = 0; i < capacity_; ++i) threads_.emplace_back([this] { worker_loop(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (auto& thread : threads_) thread.join();
+}
+
+std::vector<QueueSlots> WorkerPool::free_slots() const {
+  std::lock_guard lock(mutex_);
+  const int global_free = capacity_ - busy_.load(std::memory_order_relaxed);
+  std::vector<QueueSlots> slots;
+  for (const auto& [name, limit] : queue_limits_) {
+    int free = global_free;
+    if (limit > 0) free = std::min(free, limit - queue_busy_.at(name));
+    if (free > 0) slots.push_back({name, free});
+  }
+  return slots;
+}
+
+int WorkerPool::claimable() const {
+  int total = 0;
+  for (const auto& slot : free_slots()) total += slot.free;
+  return std::min(total, capacity_ - busy_.load(std::memory_order_relaxed));
+}
+
+void WorkerPool::submit(Job job) {
+  {
+    std::lock_guard lock(mutex_);
+    auto [it, inserted] = running_.try_emplace(job.id, Entry{job.attempt, {}});
+    if (!inserted) it->second = Entry{job.attempt, {}};
+    ++queue_busy_[job.queue];
+    busy_.fetch_add(1, std::memory_order_relaxed);
+    pending_.emplace_back(std::move(job), it->second.stop.get_token());
+  }
+  work_ready_.notify_one();
+}
+
+void WorkerPool::worker_loop() {
+  while (true) {
+    std::pair<Job, std::stop_token> task;
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    executor_(task.first, task.second);
+    {
+      std::lock_guard lock(mutex_);
+      running_.erase(task.first.id);
+      --queue_busy_[task.first.queue];
+      busy_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    idle_.notify_all();
+    slot_freed_();
+  }
+}
+
+std::vector<WorkerPool::RunningJob> WorkerPool::running() const {
+  std::lock_guard lock(mutex_);
+  std::vector<RunningJob> jobs;
+  jobs.reserve(running_.size());
+  for (const auto& [id, entry] : running_) jobs.push_back({id, entry.attempt});
+  return jobs;
+}
+
+void WorkerPool::request_stop(const std::vector<std::int64_t>& ids) {
+  std::lock_guard lock(mutex_);
+  for (auto id : ids) {
+    if (auto it = running_.find(id); it != running_.end()) it->second.stop.request_stop();
+  }
+}
+
+void WorkerPool::request_stop_all() {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, entry] : running_) entry.stop.request_stop();
+}
+
+bool WorkerPool::wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible) {
+  std::unique_lock lock(mutex_);
+  idle_.wait_until(lock, deadline,
+                   [&] { return running_.empty() || (interruptible && interrupted_); });
+  return running_.empty();
+}
+
+void WorkerPool::interrupt_wait() {
+  {
+    std::lock_guard lock(mutex_);
+    interrupted_ = true;
+  }
+  idle_.notify_all();
+}
+
+}  // namespace pgjobd

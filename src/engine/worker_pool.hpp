@@ -1,0 +1,88 @@
+#pragma once
+// A fixed set of worker threads bounded by slots: one global count (worker.concurrency)
+// and one per queue (worker.queues.NAME.concurrency). The fetcher asks for free slots,
+// claims at most that many jobs, and submits each; a submitted job always has a thread
+// waiting for it, so a claimed job starts at once.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "db/job_store.hpp"
+#include "pgjobd/config.hpp"
+#include "pgjobd/job.hpp"
+
+namespace pgjobd {
+
+class WorkerPool {
+ public:
+  // Runs one job to the end (handler, metrics, completion). Must not throw.
+  using Executor = std::function<void(const Job& job, std::stop_token stop)>;
+  // Called after a job left the pool (its slot is free again).
+  using SlotFreed = std::function<void()>;
+
+  WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed);
+  ~WorkerPool();  // stops and joins the threads (after jobs in hand finish)
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Free slots per served queue (each already capped by the global free count).
+  std::vector<QueueSlots> free_slots() const;
+  // How many jobs could start now: min(global free, sum of the queues' free slots).
+  int claimable() const;
+  // Hands a claimed job to a worker. Precondition: the job's queue had a free slot.
+  void submit(Job job);
+
+  int busy() const { return busy_.load(std::memory_order_relaxed); }
+  int capacity() const { return capacity_; }
+
+  struct RunningJob {
+    std::int64_t id;
+    int attempt;
+  };
+  std::vector<RunningJob> running() const;
+  // Asks the handlers of these jobs (or all) to stop.
+  void request_stop(const std::vector<std::int64_t>& ids);
+  void request_stop_all();
+  // Waits until no job runs or the deadline passes (or, if interruptible, until
+  // interrupt_wait()); true when idle.
+  bool wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible = true);
+  // Ends wait_idle at once, now and for later calls (the second SIGTERM).
+  void interrupt_wait();
+
+ private:
+  void worker_loop();
+
+  struct Entry {
+    int attempt;
+    std::stop_source stop;
+  };
+
+  const int capacity_;
+  std::map<std::string, int> queue_limits_;  // 0 = only the global bound
+  Executor executor_;
+  SlotFreed slot_freed_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable idle_;
+  std::deque<std::pair<Job, std::stop_token>> pending_;
+  std::unordered_map<std::int64_t, Entry> running_;
+  std::map<std::string, int> queue_busy_;
+  std::atomic<int> busy_{0};
+  bool stopping_ = false;
+  bool interrupted_ = false;
+  // Declared last: threads are joined before the state they use is destroyed.
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,47 @@
+#pragma once
+// Moves bytes between the daemon and a running child: payload in, stdout away, stderr tail kept.
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "handlers/child_process.hpp"
+#include "handlers/tail_buffer.hpp"
+
+namespace pgjobd {
+
+class ChildIo {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Wake { kChildExited, kDeadline, kStopRequested };
+
+  // `payload` must outlive this object. stdin is closed once the payload is written (at
+  // once when it is empty), or as soon as the child closes its end.
+  ChildIo(ChildPipes pipes, std::string_view payload, std::size_t stderr_tail_bytes);
+
+  // Writes the payload and reads stdout/stderr, all without blocking on any one stream,
+  // until the child exits, `deadline` passes (if set) or `stop_fd` (if ≥ 0) is readable.
+  // It never waits for EOF: a grandchild may hold the pipes open long after the child exits.
+  Wake pump_until(const ChildProcess& child, std::optional<Clock::time_point> deadline,
+                  int stop_fd);
+
+  // Reads what the pipes hold right now (after the child exited), without waiting.
+  void drain();
+
+  const TailBuffer& stderr_tail() const { return stderr_tail_; }
+
+ private:
+  void write_payload();
+  // Reads one chunk; closes `fd` on EOF or error. Keeps the bytes in the tail if given.
+  // Returns false when nothing more is readable now.
+  bool read_chunk(UniqueFd& fd, TailBuffer* keep);
+
+  ChildPipes pipes_;
+  std::string_view unwritten_payload_;
+  TailBuffer stderr_tail_;
+  std::vector<char> read_buffer_;
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,32 @@
+// Maps each configured handler kind to its implementation.
+
+#include "handlers/handler_factory.hpp"
+
+#include <stdexcept>
+
+#include "handlers/exec_handler.hpp"
+#include "handlers/http_handler.hpp"
+
+namespace pgjobd {
+
+JobResult noop_handler(const Job&, std::stop_token) { return JobResult::done(); }
+
+Handler make_handler(const std::string& type, const HandlerConfig& config) {
+  switch (config.kind) {
+    case HandlerConfig::Kind::kExec:
+      return make_exec_handler(config);
+    case HandlerConfig::Kind::kHttp:
+      return make_http_handler(config);
+    case HandlerConfig::Kind::kBuiltin:
+      if (config.builtin == "noop") return noop_handler;
+      throw std::invalid_argument("handlers." + type + ": unknown builtin '" + config.builtin +
+                                  "'");
+    case HandlerConfig::Kind::kSql:
+      throw std::invalid_argument("handlers." + type +
+                                  ": sql handlers are not available in this version of pgjobd "
+                                  "yet; use an exec or http handler");
+  }
+  throw std::invalid_argument("handlers." + type + ": unknown handler kind");
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,187 @@
+// The http handler: POSTs a job's payload with libcurl and maps the response to a JobResult.
+#include "handlers/http_handler.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstddef>
+#include <ctime>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "pgjobd/version.hpp"
+
+namespace pgjobd {
+namespace {
+
+constexpr std::size_t kMaxBodyKept = 4096;  // of the response, for last_error
+// HandlerConfig documents timeout 0 as "no timeout", but an HTTP peer that never answers
+// would then hold a worker forever; 0 therefore means this default for the http handler.
+constexpr Millis kDefaultTimeout{30000};
+
+// curl_global_init is not thread-safe; a function-local static runs it exactly once.
+void ensure_curl_initialized() {
+  static const CURLcode result = curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (result != CURLE_OK) {
+    throw std::runtime_error(std::string("curl_global_init failed: ") + curl_easy_strerror(result));
+  }
+}
+
+struct CurlDeleter {
+  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+
+// What the callbacks collect during one transfer.
+struct Transfer {
+  std::string body;  // at most kMaxBodyKept bytes
+  std::optional<Millis> retry_after;
+  std::stop_token stop;
+};
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+// Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3); a date in the past is 0.
+std::optional<Millis> parse_retry_after(std::string_view value) {
+  value = trim(value);
+  long long seconds = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (error == std::errc() && end == value.data() + value.size()) {
+    // Negative or absurd (> ~31 years) values are not worth honouring.
+    if (seconds < 0 || seconds > 1'000'000'000) return std::nullopt;
+    return Millis(seconds * 1000);
+  }
+  const std::string date(value);
+  const std::time_t when = curl_getdate(date.c_str(), nullptr);
+  if (when == -1) return std::nullopt;
+  const std::time_t now = std::time(nullptr);
+  return Millis(when > now ? static_cast<long long>(when - now) * 1000 : 0);
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  const std::string_view line(data, size * count);
+  if (line.starts_with("HTTP/")) {
+    transfer->retry_after.reset();  // a new response (e.g. after 100 Continue) starts
+  } else if (const auto colon = line.find(':'); colon != std::string_view::npos) {
+    constexpr std::string_view kName = "retry-after";
+    const std::string_view name = trim(line.substr(0, colon));
+    bool match = name.size() == kName.size();
+    for (std::size_t i = 0; match && i < name.size(); ++i) {
+      match = std::tolower(static_cast<unsigned char>(name[i])) == kName[i];
+    }
+    if (match) transfer->retry_after = parse_retry_after(line.substr(colon + 1));
+  }
+  return size * count;
+}
+
+// Keeps the first kMaxBodyKept bytes and drains the rest, so the response completes normally.
+std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  const std::size_t bytes = size * count;
+  if (transfer->body.size() < kMaxBodyKept) {
+    transfer->body.append(data, std::min(bytes, kMaxBodyKept - transfer->body.size()));
+  }
+  return bytes;
+}
+
+// libcurl calls this frequently while data moves and about once a second while idle, so a
+// stop request aborts the transfer within roughly a second.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<Transfer*>(user)->stop.stop_requested() ? 1 : 0;
+}
+
+bool is_retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
+
+JobResult post(const std::string& url, Millis timeout, const Job& job, std::stop_token stop) {
+  if (stop.stop_requested()) return JobResult::released();
+  ensure_curl_initialized();
+  const std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) throw std::runtime_error("curl_easy_init failed");
+
+  std::unique_ptr<curl_slist, CurlDeleter> headers;
+  auto add_header = [&headers](const std::string& header) {
+    // curl_slist_append returns the list's head (new on the first call) or null on failure.
+    curl_slist* head = curl_slist_append(headers.get(), header.c_str());
+    if (head == nullptr) throw std::bad_alloc();
+    if (headers == nullptr) headers.reset(head);
+  };
+  add_header("Content-Type: application/json");
+  add_header("X-Pgjobd-Job-Id: " + std::to_string(job.id));
+  add_header("X-Pgjobd-Job-Type: " + job.type);
+  add_header("X-Pgjobd-Job-Queue: " + job.queue);
+  add_header("X-Pgjobd-Job-Attempt: " + std::to_string(job.attempt));
+  // Without this, curl sends "Expect: 100-continue" for large bodies and waits up to a
+  // second for a 100 that many servers never send.
+  add_header("Expect:");
+
+  Transfer transfer;
+  transfer.stop = std::move(stop);
+  char error_text[CURL_ERROR_SIZE] = {};
+  const std::string user_agent = std::string("pgjobd/") + kVersion;
+  CURL* handle = curl.get();
+  curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+  // The payload must never go to file://, ldap:// or the like. Redirects are not followed.
+  curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(handle, CURLOPT_POST, 1L);
+  curl_easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
+  curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
+                   static_cast<curl_off_t>(job.payload.size()));
+  curl_easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide; we are threaded
+  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_text);
+  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &on_progress);
+  curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &transfer);
+
+  const CURLcode code = curl_easy_perform(handle);
+  if (code == CURLE_ABORTED_BY_CALLBACK || transfer.stop.stop_requested()) {
+    return JobResult::released();
+  }
+  if (code != CURLE_OK) {
+    std::string text = error_text[0] != '\0' ? error_text : curl_easy_strerror(code);
+    if (code == CURLE_OPERATION_TIMEDOUT) {
+      text = "timeout after " + std::to_string(timeout.count()) + "ms: " + text;
+    }
+    return JobResult::retry(std::move(text));  // connection errors and timeouts are transient
+  }
+
+  long status = 0;
+  curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 200 && status < 300) return JobResult::done();
+  std::string error = "HTTP " + std::to_string(status);
+  if (!transfer.body.empty()) error += ": " + transfer.body;
+  if (is_retryable_status(status)) return JobResult::retry(std::move(error), transfer.retry_after);
+  return JobResult::dead(std::move(error));
+}
+
+}  // namespace
+
+Handler make_http_handler(const HandlerConfig& config) {
+  const Millis timeout = config.timeout.count() > 0 ? config.timeout : kDefaultTimeout;
+  return [url = config.http_url, timeout](const Job& job, std::stop_token stop) {
+    return post(url, timeout, job, std::move(stop));
+  };
+}
+
+}  // namespace pgjobd

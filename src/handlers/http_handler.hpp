@@ -1,0 +1,20 @@
+#pragma once
+// The http handler: POSTs the payload to a URL with libcurl.
+
+#include "pgjobd/config.hpp"
+#include "pgjobd/handler.hpp"
+
+namespace pgjobd {
+
+// Builds a handler from an http HandlerConfig (http_url, timeout). Contract:
+// - POST the payload with Content-Type: application/json and headers X-Pgjobd-Job-Id,
+//   X-Pgjobd-Job-Type, X-Pgjobd-Job-Queue, X-Pgjobd-Job-Attempt;
+// - 2xx → done; 408, 429, 5xx, connection errors and timeouts → retry (a Retry-After in
+//   seconds or as an HTTP-date becomes JobResult::retry_after); other statuses → dead;
+// - last_error: "HTTP 503: <first 4 KiB of the body>" ("HTTP 503" when the body is empty),
+//   or curl's error text ("timeout after 10000ms: ..." for timeouts);
+// - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB;
+// - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a worker forever.
+Handler make_http_handler(const HandlerConfig& config);
+
+}  // namespace pgjobd

@@ -1,0 +1,164 @@
+// Logging setup: a text or JSON-lines formatter for spdlog's default logger, plus the
+// structured fields (job id, type, ...) that a thread attaches to its log lines.
+
+#include "log/logging.hpp"
+
+#include <spdlog/cfg/env.h>
+#include <spdlog/details/fmt_helper.h>
+#include <spdlog/formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <regex>
+
+#include "log/log_fields.hpp"
+
+namespace pgjobd {
+namespace {
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);  // UTF-8 passes through; invalid bytes are the writer's
+        }
+    }
+  }
+  out += '"';
+}
+
+// logfmt: bare when simple, else double-quoted with escapes, so fields stay parseable.
+void append_logfmt_value(std::string& out, std::string_view value) {
+  const bool bare = !value.empty() && value.find_first_of(" \"=\\\n\t\r") == std::string_view::npos;
+  if (bare) {
+    out += value;
+  } else {
+    append_json_string(out, value);
+  }
+}
+
+std::string iso_timestamp(spdlog::log_clock::time_point tp) {
+  const auto since_epoch = tp.time_since_epoch();
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch - secs);
+  std::time_t t = secs.count();
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[96];  // generous: GCC cannot prove the fields stay 2 digits
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(millis.count()));
+  return buf;
+}
+
+// {"ts":"...","level":"info","msg":"...","job_id":1,...}
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    std::string line = "{\"ts\":\"" + iso_timestamp(msg.time) + "\",\"level\":";
+    const auto level = spdlog::level::to_string_view(msg.level);
+    append_json_string(line, std::string_view(level.data(), level.size()));
+    line += ",\"msg\":";
+    append_json_string(line, std::string_view(msg.payload.data(), msg.payload.size()));
+    for (const LogField& field : current_log_fields()) {
+      line += ',';
+      append_json_string(line, field.key);
+      line += ':';
+      if (field.numeric) {
+        line += field.value;
+      } else {
+        append_json_string(line, field.value);
+      }
+    }
+    line += "}\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>();
+  }
+};
+
+// 2026-11-29 08:00:00.123 info  job 12 done  job_id=12 type=mail queue=default attempt=1
+class TextFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    std::string line = iso_timestamp(msg.time);
+    line[10] = ' ';
+    line.pop_back();  // the Z: terminals read local-looking times, but this is UTC
+    line += ' ';
+    const auto level = spdlog::level::to_string_view(msg.level);
+    line.append(level.data(), level.size());
+    line.append(level.size() < 5 ? 6 - level.size() : 1, ' ');
+    line.append(msg.payload.data(), msg.payload.size());
+    for (const LogField& field : current_log_fields()) {
+      line += ' ';
+      line += field.key;
+      line += '=';
+      append_logfmt_value(line, field.value);
+    }
+    line += '\n';
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<TextFormatter>();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<spdlog::formatter> make_log_formatter(const std::string& format) {
+  if (format == "json") return std::make_unique<JsonFormatter>();
+  return std::make_unique<TextFormatter>();
+}
+
+void setup_logging(const LogConfig& config) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  sink->set_formatter(make_log_formatter(config.format));
+  auto logger = std::make_shared<spdlog::logger>("pgjobd", sink);
+  logger->set_level(spdlog::level::from_str(config.level));
+  logger->flush_on(spdlog::level::trace);  // a daemon's stderr goes to journald/docker: no lag
+  spdlog::set_default_logger(logger);
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL wins, for debugging a deployed daemon
+}
+
+std::string mask_password(std::string_view conninfo) {
+  // URL form: scheme://user:password@host  →  scheme://user:***@host
+  static const std::regex url_password(R"(^([a-zA-Z][a-zA-Z0-9+.-]*://[^:@/]*:)[^@]*@)");
+  // key=value form: password=secret or password='se cret'
+  static const std::regex kv_password(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*))",
+                                      std::regex::icase);
+  // URL query parameter: ?password=secret&...
+  static const std::regex query_password(R"(([?&]password=)[^&]*)", std::regex::icase);
+  std::string text(conninfo);
+  text = std::regex_replace(text, url_password, "$1***@");
+  text = std::regex_replace(text, query_password, "$1***");
+  if (text.find("://") == std::string::npos) {
+    text = std::regex_replace(text, kv_password, "$1***");
+  }
+  return text;
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,291 @@
+// The engine with in-process handlers against PostgreSQL: slots, retries, failures,
+// draining and releasing.
+
+#include "pgjobd/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include "support/test_database.hpp"
+
+namespace pgjobd {
+namespace {
+
+using testing::TestSchema;
+using testing::wait_until;
+using namespace std::chrono_literals;
+
+// A gate handlers block on until the test opens it.
+class Gate {
+ public:
+  void wait(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, stop, [&] { return open_; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable_any cv_;
+  bool open_ = false;
+};
+
+TEST(Engine, RunsInProcessHandlersToDone) {
+  TestSchema schema;
+  schema.insert_jobs("count", 500);
+  std::mutex mutex;
+  std::multiset<std::string> payloads;
+  Engine engine(schema.config());
+  engine.register_handler("count", [&](const Job& job, std::stop_token) {
+    std::lock_guard lock(mutex);
+    payloads.insert(job.payload);
+    return JobResult::done();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 500; }, 30s));
+  engine.drain();
+  EXPECT_EQ(payloads.size(), 500u);
+  EXPECT_EQ(std::set<std::string>(payloads.begin(), payloads.end()).size(), 500u);
+}
+
+TEST(Engine, NeverClaimsMoreThanFreeSlots) {
+  TestSchema schema;
+  schema.insert_jobs("slow", 40);
+  schema.insert_jobs("slow", 40, "mail");
+  Config config = schema.config();
+  config.worker.concurrency = 6;
+  config.worker.queues = {{"default", {}}, {"mail", {2}}};
+  std::atomic<int> running{0}, max_running{0}, max_mail{0};
+  std::atomic<int> mail_running{0};
+  Engine engine(config);
+  engine.register_handler("slow", [&](const Job& job, std::stop_token) {
+    const int now = ++running;
+    int seen = max_running.load();
+    while (now > seen && !max_running.compare_exchange_weak(seen, now)) {
+    }
+    if (job.queue == "mail") {
+      const int m = ++mail_running;
+      int seen_mail = max_mail.load();
+      while (m > seen_mail && !max_mail.compare_exchange_weak(seen_mail, m)) {
+      }
+    }
+    std::this_thread::sleep_for(5ms);  // the work itself, not synchronisation
+    if (job.queue == "mail") --mail_running;
+    --running;
+    return JobResult::done();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 80; }, 60s));
+  engine.drain();
+  EXPECT_LE(max_running.load(), 6);
+  EXPECT_LE(max_mail.load(), 2);
+  EXPECT_GE(max_running.load(), 2);  // it did run jobs in parallel
+}
+
+TEST(Engine, ClaimsNothingWhileEverySlotIsBusy) {
+  TestSchema schema;
+  schema.insert_jobs("gated", 20);
+  schema.insert_jobs("gated", 20, "mail");
+  Config config = schema.config();
+  config.worker.concurrency = 6;
+  config.worker.queues = {{"default", {}}, {"mail", {2}}};
+  Gate gate;
+  Engine engine(config);
+  engine.register_handler("gated", [&](const Job&, std::stop_token stop) {
+    gate.wait(stop);
+    return JobResult::done();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return engine.busy_workers() == 6; }, 30s));
+  // The fetcher is woken repeatedly and polls every 10-200 ms; over a window of several
+  // poll intervals it must not claim a seventh job (this checks an absence, so it is a
+  // bounded observation rather than a wait for a condition).
+  for (int i = 0; i < 30; ++i) {
+    engine.wake();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(schema.count("status = 'running'"), 6);
+  EXPECT_LE(schema.count("status = 'running' AND queue = 'mail'"), 2);
+  gate.open();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 40; }, 60s));
+  engine.drain();
+}
+
+TEST(Engine, FailedJobsRetryWithBackoffThenDie) {
+  TestSchema schema;
+  schema.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('flaky', 3), ('boom', 3)");
+  std::atomic<int> flaky_calls{0};
+  Engine engine(schema.config());
+  engine.register_handler("flaky", [&](const Job& job, std::stop_token) {
+    ++flaky_calls;
+    return job.attempt < 2 ? JobResult::retry("not yet") : JobResult::done();
+  });
+  engine.register_handler(
+      "boom", [&](const Job&, std::stop_token) -> JobResult { throw std::runtime_error("kaput"); });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status IN ('done', 'dead')") == 2; }, 30s));
+  engine.drain();
+  EXPECT_EQ(flaky_calls.load(), 2);
+  EXPECT_EQ(schema.query("SELECT status || ' ' || attempts || ' ' || jsonb_array_length(errors) "
+                         "FROM {jobs} WHERE type = 'flaky'"),
+            "done 2 1");
+  EXPECT_EQ(schema.query("SELECT status || ' ' || attempts || ' ' || jsonb_array_length(errors) "
+                         "|| ' ' || last_error FROM {jobs} WHERE type = 'boom'"),
+            "dead 3 3 handler threw: kaput");
+}
+
+TEST(Engine, PermanentFailureIsDeadAtOnce) {
+  TestSchema schema;
+  schema.insert_jobs("bad", 1);
+  Engine engine(schema.config());
+  engine.register_handler(
+      "bad", [](const Job&, std::stop_token) { return JobResult::dead("invalid payload"); });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'dead'") == 1; }, 30s));
+  engine.drain();
+  EXPECT_EQ(schema.query("SELECT attempts || ' ' || last_error FROM {jobs}"), "1 invalid payload");
+}
+
+TEST(Engine, UnknownTypesStayPending) {
+  TestSchema schema;
+  schema.insert_jobs("known", 5);
+  schema.insert_jobs("mystery", 5);
+  Engine engine(schema.config());
+  engine.register_handler("known", [](const Job&, std::stop_token) { return JobResult::done(); });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 5; }, 30s));
+  engine.drain();
+  EXPECT_EQ(schema.count("type = 'mystery' AND status = 'pending' AND attempts = 0"), 5);
+}
+
+TEST(Engine, DrainWaitsForRunningJobsToFinish) {
+  TestSchema schema;
+  schema.insert_jobs("gated", 3);
+  Gate gate;
+  std::atomic<int> started{0};
+  Engine engine(schema.config());
+  engine.register_handler("gated", [&](const Job&, std::stop_token stop) {
+    ++started;
+    gate.wait(stop);
+    return JobResult::done();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return started == 3; }, 30s));
+  std::thread opener([&] {
+    wait_until([&] { return engine.busy_workers() == 3; }, 5s);
+    gate.open();
+  });
+  engine.drain();
+  opener.join();
+  EXPECT_EQ(schema.count("status = 'done'"), 3);
+}
+
+TEST(Engine, DrainReleasesJobsStillRunningAtTheTimeout) {
+  TestSchema schema;
+  schema.insert_jobs("stuck", 2);
+  Config config = schema.config();
+  config.shutdown.timeout = 200ms;
+  Gate never;
+  std::atomic<int> started{0};
+  Engine engine(config);
+  engine.register_handler("stuck", [&](const Job&, std::stop_token stop) {
+    ++started;
+    never.wait(stop);  // returns only when the engine asks it to stop
+    return JobResult::released();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return started == 2; }, 30s));
+  engine.drain();
+  EXPECT_EQ(schema.count("status = 'running'"), 0);
+  EXPECT_EQ(schema.count("status = 'pending' AND attempts = 0 AND locked_by IS NULL"), 2);
+}
+
+TEST(Engine, HurryEndsTheDrainWaitButStillReleases) {
+  TestSchema schema;
+  schema.insert_jobs("stuck", 1);
+  Config config = schema.config();
+  config.shutdown.timeout = 60s;
+  Gate never;
+  std::atomic<bool> started{false};
+  Engine engine(config);
+  engine.register_handler("stuck", [&](const Job&, std::stop_token stop) {
+    started = true;
+    never.wait(stop);
+    return JobResult::released();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return started.load(); }, 30s));
+  const auto begin = std::chrono::steady_clock::now();
+  std::thread hurrier([&] { engine.hurry(); });
+  engine.drain();
+  hurrier.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 10s);
+  EXPECT_EQ(schema.count("status = 'pending' AND attempts = 0"), 1);
+}
+
+TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
+  TestSchema schema;
+  Config config = schema.config();
+  config.poll.min_interval = 10s;
+  config.poll.max_interval = 10s;
+  config.poll.listen_notify = false;  // only the explicit wake() can explain a fast start
+  std::atomic<bool> ran{false};
+  Engine engine(config);
+  engine.register_handler("now", [&](const Job&, std::stop_token) {
+    ran = true;
+    return JobResult::done();
+  });
+  engine.start();
+  // Let the start-up poll pass so the fetcher is in its 10 s wait.
+  ASSERT_TRUE(wait_until([&] { return schema.count() == 0; }, 1s));
+  std::this_thread::sleep_for(200ms);  // no observable condition for "fetcher is waiting"
+  schema.insert_jobs("now", 1);
+  engine.wake();
+  EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
+  engine.drain();
+}
+
+TEST(Engine, NotifyWakesAnIdleEngine) {
+  TestSchema schema;
+  Config config = schema.config();
+  config.poll.min_interval = 10s;
+  config.poll.max_interval = 10s;
+  std::atomic<bool> ran{false};
+  Engine engine(config);
+  engine.register_handler("now", [&](const Job&, std::stop_token) {
+    ran = true;
+    return JobResult::done();
+  });
+  engine.start();
+  std::this_thread::sleep_for(300ms);  // let the LISTEN connection and first poll settle
+  schema.insert_jobs("now", 1);
+  EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
+  engine.drain();
+}
+
+TEST(Engine, RefusesToStartOnAnUnmigratedSchema) {
+  TestSchema schema;
+  Config config = schema.config();
+  config.database.schema = "never_migrated_" + std::to_string(getpid());
+  Engine engine(config);
+  engine.register_handler("x", [](const Job&, std::stop_token) { return JobResult::done(); });
+  try {
+    engine.start();
+    FAIL() << "started on an unmigrated schema";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("pgjobd migrate"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -1,0 +1,147 @@
+// HttpServer: /metrics, /healthz and /readyz over real HTTP, and bind failures.
+#include "http/http_server.hpp"
+
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "metrics/metrics.hpp"
+
+namespace pgjobd {
+namespace {
+
+struct Response {
+  long status = 0;
+  std::string body;
+};
+
+std::size_t append_body(char* data, std::size_t size, std::size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+Response get(int port, const std::string& path) {
+  Response response;
+  CURL* curl = curl_easy_init();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &append_body);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+  const CURLcode code = curl_easy_perform(curl);
+  EXPECT_EQ(code, CURLE_OK) << curl_easy_strerror(code);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  curl_easy_cleanup(curl);
+  return response;
+}
+
+// A readiness answer the test can change while the server runs.
+class FlippableProbe {
+ public:
+  void set(std::string reason) {
+    std::lock_guard lock(mutex_);
+    reason_ = std::move(reason);
+  }
+  std::string operator()() const {
+    std::lock_guard lock(mutex_);
+    return reason_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string reason_;
+};
+
+// One server for the whole suite: stopping a civetweb server takes up to its 2 s poll quantum.
+class HttpServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    metrics_ = std::make_unique<Metrics>(std::vector<std::string>{"default"},
+                                         std::vector<std::string>{"a"});
+    probe_ = std::make_unique<FlippableProbe>();
+    server_ = std::make_unique<HttpServer>("127.0.0.1:0", metrics_->registry(),
+                                           [] { return (*probe_)(); });
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    probe_.reset();
+    metrics_.reset();
+  }
+  void SetUp() override { probe_->set(""); }
+
+  static inline std::unique_ptr<Metrics> metrics_;
+  static inline std::unique_ptr<FlippableProbe> probe_;
+  static inline std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, BindsAFreePort) { EXPECT_GT(server_->port(), 0); }
+
+TEST_F(HttpServerTest, ServesMetrics) {
+  metrics_->job_finished("default", "a", Outcome::kDone, 0.1);
+  const Response response = get(server_->port(), "/metrics");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_NE(response.body.find("pgjobd_build_info{version="), std::string::npos) << response.body;
+  EXPECT_NE(response.body.find(R"(pgjobd_jobs_total{outcome="done",queue="default",type="a"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(HttpServerTest, HealthzIsAlwaysOk) {
+  probe_->set("database unreachable");
+  const Response response = get(server_->port(), "/healthz");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "ok\n");
+}
+
+TEST_F(HttpServerTest, ReadyzFollowsTheProbe) {
+  Response response = get(server_->port(), "/readyz");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "ready\n");
+
+  probe_->set("schema is at version 2, expected 3");
+  response = get(server_->port(), "/readyz");
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.body, "schema is at version 2, expected 3\n");
+
+  probe_->set("");
+  EXPECT_EQ(get(server_->port(), "/readyz").status, 200);
+}
+
+TEST_F(HttpServerTest, UnknownPathIsNotFound) {
+  EXPECT_EQ(get(server_->port(), "/nope").status, 404);
+}
+
+TEST_F(HttpServerTest, ThrowingProbeIsNotReady) {
+  HttpServer server("127.0.0.1:0", metrics_->registry(),
+                    []() -> std::string { throw std::runtime_error("boom"); });
+  const Response response = get(server.port(), "/readyz");
+  EXPECT_EQ(response.status, 503);
+  EXPECT_NE(response.body.find("boom"), std::string::npos) << response.body;
+}
+
+TEST_F(HttpServerTest, TwoServersAnswerWithTheirOwnProbes) {
+  HttpServer other("127.0.0.1:0", metrics_->registry(), [] { return std::string("other"); });
+  EXPECT_EQ(get(server_->port(), "/readyz").status, 200);
+  EXPECT_EQ(get(other.port(), "/readyz").body, "other\n");
+}
+
+TEST_F(HttpServerTest, OccupiedPortThrowsNamingTheAddress) {
+  const std::string address = "127.0.0.1:" + std::to_string(server_->port());
+  try {
+    HttpServer second(address, metrics_->registry(), [] { return std::string(); });
+    FAIL() << "bound an occupied port";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen on " + address), std::string::npos)
+        << e.what();
+  }
+  // The first server is unaffected.
+  EXPECT_EQ(get(server_->port(), "/readyz").status, 200);
+}
+
+}  // namespace
+}  // namespace pgjobd

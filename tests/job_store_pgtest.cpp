@@ -1,0 +1,295 @@
+// JobStore against PostgreSQL: claim order and filters, concurrent claims, fenced
+// completions, heartbeat, rescue and retention.
+
+#include "db/job_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "support/test_database.hpp"
+
+namespace pgjobd {
+namespace {
+
+using testing::TestSchema;
+
+constexpr Millis kLease{30000};
+
+std::vector<std::int64_t> ids_of(const std::vector<Job>& jobs) {
+  std::vector<std::int64_t> ids;
+  for (const auto& job : jobs) ids.push_back(job.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+TEST(JobStore, ClaimsInPriorityRunAtIdOrder) {
+  TestSchema schema;
+  // ids 1..6 with mixed priority and run_at; 7 is not due yet.
+  schema.exec(
+      "INSERT INTO {jobs} (id, type, priority, run_at) OVERRIDING SYSTEM VALUE VALUES "
+      "(1, 'a', 0, now() - interval '1 minute'),"
+      "(2, 'a', 5, now() - interval '1 minute'),"
+      "(3, 'a', 5, now() - interval '2 minutes'),"
+      "(4, 'a', 0, now() - interval '3 minutes'),"
+      "(5, 'a', 0, now() - interval '3 minutes'),"
+      "(6, 'a', -1, now() - interval '1 hour'),"
+      "(7, 'a', 100, now() + interval '1 hour')");
+  JobStore store(schema.config().database, "test");
+  std::vector<std::int64_t> order;
+  for (int i = 0; i < 7; ++i) {
+    auto jobs = store.claim({{"default", 1}}, {"a"}, 1, "w1", kLease);
+    if (jobs.empty()) break;
+    ASSERT_EQ(jobs.size(), 1u);
+    order.push_back(jobs[0].id);
+  }
+  EXPECT_EQ(order, (std::vector<std::int64_t>{3, 2, 4, 5, 1, 6}));
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = 7"), "pending");
+}
+
+TEST(JobStore, ClaimSetsRunningAttemptAndLease) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload, queue, max_attempts) VALUES "
+      "('a', '{\"x\": [1, 2]}', 'default', 7)");
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{"default", 5}}, {"a"}, 5, "worker-1", kLease);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].type, "a");
+  EXPECT_EQ(jobs[0].queue, "default");
+  EXPECT_EQ(jobs[0].payload, "{\"x\": [1, 2]}");
+  EXPECT_EQ(jobs[0].attempt, 1);
+  EXPECT_EQ(jobs[0].max_attempts, 7);
+  EXPECT_EQ(schema.query("SELECT status || ' ' || attempts || ' ' || locked_by FROM {jobs}"),
+            "running 1 worker-1");
+  EXPECT_EQ(schema.query("SELECT locked_until > now() + interval '29 seconds' "
+                         "AND started_at IS NOT NULL FROM {jobs}"),
+            "t");
+}
+
+TEST(JobStore, ClaimsOnlyServedQueuesAndKnownTypes) {
+  TestSchema schema;
+  schema.insert_jobs("known", 3, "default");
+  schema.insert_jobs("unknown", 3, "default");
+  schema.insert_jobs("known", 3, "other-queue");
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{"default", 100}}, {"known"}, 100, "w", kLease);
+  EXPECT_EQ(jobs.size(), 3u);
+  for (const auto& job : jobs) {
+    EXPECT_EQ(job.type, "known");
+    EXPECT_EQ(job.queue, "default");
+  }
+  // Unknown types and other queues stay pending and untouched.
+  EXPECT_EQ(schema.count("type = 'unknown' AND status = 'pending' AND attempts = 0 "
+                         "AND locked_by IS NULL AND updated_at = created_at"),
+            3);
+  EXPECT_EQ(schema.count("queue = 'other-queue' AND status = 'pending' AND attempts = 0"), 3);
+}
+
+TEST(JobStore, ClaimRespectsPerQueueSlotsAndTotalLimit) {
+  TestSchema schema;
+  schema.insert_jobs("a", 10, "mail");
+  schema.insert_jobs("a", 10, "default");
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{"mail", 2}, {"default", 10}}, {"a"}, 5, "w", kLease);
+  ASSERT_EQ(jobs.size(), 5u);
+  const auto mail =
+      std::count_if(jobs.begin(), jobs.end(), [](const Job& j) { return j.queue == "mail"; });
+  EXPECT_LE(mail, 2);
+  EXPECT_EQ(schema.count("status = 'running'"), 5);
+}
+
+TEST(JobStore, QueueAndTypeNamesAreParametersNotSql) {
+  TestSchema schema;
+  const std::string hostile = "q'; DROP TABLE jobs; --\"{},\\";
+  schema.exec("INSERT INTO {jobs} (type, queue) VALUES ('t\"x', $$" + hostile + "$$)");
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{hostile, 1}}, {"t\"x"}, 1, "w", kLease);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].queue, hostile);
+  EXPECT_EQ(jobs[0].type, "t\"x");
+}
+
+TEST(JobStore, FourThreadsClaimTenThousandJobsWithoutDuplicates) {
+  TestSchema schema;
+  schema.insert_jobs("a", 10000);
+  std::mutex mutex;
+  std::multiset<std::int64_t> claimed;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      JobStore store(schema.config().database, "test");
+      while (true) {
+        const auto jobs =
+            store.claim({{"default", 50}}, {"a"}, 50, "w" + std::to_string(t), kLease);
+        if (jobs.empty()) return;
+        std::lock_guard lock(mutex);
+        for (const auto& job : jobs) claimed.insert(job.id);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(claimed.size(), 10000u);
+  EXPECT_EQ(std::set<std::int64_t>(claimed.begin(), claimed.end()).size(), 10000u);
+  EXPECT_EQ(schema.count("status = 'running' AND attempts = 1"), 10000);
+}
+
+TEST(JobStore, CompletesDoneFailedDeadAndReleased) {
+  TestSchema schema;
+  schema.insert_jobs("a", 4);
+  JobStore store(schema.config().database, "test");
+  auto jobs = store.claim({{"default", 4}}, {"a"}, 4, "w", kLease);
+  ASSERT_EQ(jobs.size(), 4u);
+  const auto ids = ids_of(jobs);
+  const auto report = store.complete({{ids[0], 1, Outcome::kDone, "", Millis(0)},
+                                      {ids[1], 1, Outcome::kRetry, "boom\xff", Millis(60000)},
+                                      {ids[2], 1, Outcome::kDead, "fatal", Millis(0)},
+                                      {ids[3], 1, Outcome::kReleased, "", Millis(0)}},
+                                     "w", false);
+  EXPECT_EQ(report.written, 4);
+  EXPECT_EQ(report.stale, 0);
+  const auto row = [&](std::int64_t id, const std::string& expr) {
+    return schema.query("SELECT " + expr + " FROM {jobs} WHERE id = " + std::to_string(id));
+  };
+  EXPECT_EQ(row(ids[0],
+                "status || ' ' || (finished_at IS NOT NULL) || ' ' || "
+                "coalesce(locked_by, 'none')"),
+            "done true none");
+  EXPECT_EQ(row(ids[1], "status"), "failed");
+  EXPECT_EQ(row(ids[1], "last_error"), "boom\xEF\xBF\xBD");  // invalid UTF-8 sanitised
+  EXPECT_EQ(row(ids[1], "run_at > now() + interval '50 seconds'"), "t");
+  EXPECT_EQ(row(ids[1], "errors->0->>'error' || ' ' || (errors->0->>'attempt')"),
+            "boom\xEF\xBF\xBD 1");
+  EXPECT_EQ(row(ids[2], "status || ' ' || last_error || ' ' || (finished_at IS NOT NULL)"),
+            "dead fatal true");
+  EXPECT_EQ(row(ids[3], "status || ' ' || attempts || ' ' || jsonb_array_length(errors)"),
+            "pending 0 0");
+}
+
+TEST(JobStore, CompletionGuardRefusesAJobAnotherWorkerOwns) {
+  TestSchema schema;
+  schema.insert_jobs("a", 1);
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{"default", 1}}, {"a"}, 1, "owner", kLease);
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::int64_t id = jobs[0].id;
+  // Another worker, and a stale attempt number, are both fenced off.
+  auto report = store.complete({{id, 1, Outcome::kDone, "", Millis(0)}}, "intruder", false);
+  EXPECT_EQ(report.written, 0);
+  EXPECT_EQ(report.stale, 1);
+  report = store.complete({{id, 2, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
+  EXPECT_EQ(report.stale, 1);
+  EXPECT_EQ(schema.query("SELECT status || ' ' || locked_by FROM {jobs}"), "running owner");
+  report = store.complete({{id, 1, Outcome::kDone, "", Millis(0)}}, "owner", false);
+  EXPECT_EQ(report.written, 1);
+  // A second, late completion of the same attempt changes nothing.
+  report = store.complete({{id, 1, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
+  EXPECT_EQ(report.stale, 1);
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "done");
+}
+
+TEST(JobStore, DeleteDoneRemovesTheRow) {
+  TestSchema schema;
+  schema.insert_jobs("a", 2);
+  JobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{"default", 2}}, {"a"}, 2, "w", kLease);
+  const auto ids = ids_of(jobs);
+  store.complete(
+      {{ids[0], 1, Outcome::kDone, "", Millis(0)}, {ids[1], 1, Outcome::kRetry, "x", Millis(0)}},
+      "w", true);
+  EXPECT_EQ(schema.count(), 1);
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "failed");
+}
+
+TEST(JobStore, HeartbeatExtendsOnlyOwnedLeases) {
+  TestSchema schema;
+  schema.insert_jobs("a", 2);
+  JobStore store(schema.config().database, "test");
+  const auto ids = ids_of(store.claim({{"default", 2}}, {"a"}, 2, "w", Millis(1000)));
+  schema.exec("UPDATE {jobs} SET locked_by = 'other' WHERE id = " + std::to_string(ids[1]));
+  const auto kept = store.heartbeat(ids, {1, 1}, "w", Millis(60000));
+  EXPECT_EQ(kept, std::vector<std::int64_t>{ids[0]});
+  EXPECT_EQ(schema.count("locked_until > now() + interval '50 seconds'"), 1);
+}
+
+TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
+  TestSchema schema;
+  schema.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('a', 5), ('a', 1), ('a', 5)");
+  JobStore store(schema.config().database, "test");
+  const auto ids = ids_of(store.claim({{"default", 3}}, {"a"}, 3, "crashed", kLease));
+  // Two leases expired; the third is still valid.
+  schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second' WHERE id IN (" +
+              std::to_string(ids[0]) + "," + std::to_string(ids[1]) + ")");
+  const auto report = store.rescue_expired(schema.config().retry, 100);
+  EXPECT_EQ(report.failed, 1);
+  EXPECT_EQ(report.dead, 1);
+  EXPECT_EQ(schema.query("SELECT status || ' ' || (last_error LIKE 'rescued: lease expired%') "
+                         "|| ' ' || coalesce(locked_by, 'none') FROM {jobs} WHERE id = " +
+                         std::to_string(ids[0])),
+            "failed true none");
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + std::to_string(ids[1])), "dead");
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + std::to_string(ids[2])),
+            "running");
+  // The late owner's completion is fenced off.
+  EXPECT_EQ(store.complete({{ids[0], 1, Outcome::kDone, "", Millis(0)}}, "crashed", false).stale,
+            1);
+}
+
+TEST(JobStore, PruneDeletesOnlyExpiredFinishedJobsInBatches) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, status, finished_at) SELECT 'a', 'done', now() - interval '2 "
+      "days' "
+      "FROM generate_series(1, 25)");
+  schema.exec(
+      "INSERT INTO {jobs} (type, status, finished_at) VALUES "
+      "('a', 'done', now()), ('a', 'dead', now() - interval '2 days'), "
+      "('a', 'cancelled', now() - interval '2 days'), ('a', 'pending', NULL)");
+  JobStore store(schema.config().database, "test");
+  RetentionConfig retention;  // done 24h, dead 7d
+  EXPECT_EQ(store.prune(retention, 10), 10);
+  EXPECT_EQ(store.prune(retention, 100), 16);  // 15 old done + 1 old cancelled
+  EXPECT_EQ(store.prune(retention, 100), 0);
+  EXPECT_EQ(schema.count(), 3);  // recent done, recent-enough dead, pending
+}
+
+TEST(JobStore, QueueDepthAndOldestDueAge) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, run_at) VALUES "
+      "('a', 'q1', now() - interval '100 seconds'), ('a', 'q1', now()),"
+      "('a', 'q2', now() + interval '1 hour')");
+  JobStore store(schema.config().database, "test");
+  const auto depth = store.queue_depth();
+  double q1 = 0, q2 = 0;
+  for (const auto& row : depth) {
+    if (row.queue == "q1" && row.status == "pending") q1 = row.count;
+    if (row.queue == "q2" && row.status == "pending") q2 = row.count;
+  }
+  EXPECT_EQ(q1, 2);
+  EXPECT_EQ(q2, 1);
+  const auto ages = store.oldest_due_ages();
+  ASSERT_EQ(ages.size(), 1u);  // q2 has nothing due
+  EXPECT_EQ(ages[0].first, "q1");
+  EXPECT_GE(ages[0].second, 99.0);
+  EXPECT_LT(ages[0].second, 200.0);
+}
+
+TEST(JobStore, ConnectionErrorsBecomeDbError) {
+  DatabaseConfig db;
+  db.url = "postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2";
+  JobStore store(db, "test");
+  try {
+    store.connect();
+    FAIL() << "connected to a closed port";
+  } catch (const DbError& e) {
+    EXPECT_TRUE(e.connection_lost());
+    EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pgjobd

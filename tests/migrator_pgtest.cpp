@@ -1,0 +1,146 @@
+// Migrations: idempotent, safe when run concurrently, and the schema checks `run` relies on.
+
+#include "db/migrator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "db/migrations.hpp"
+#include "db/sql_text.hpp"
+#include "support/test_database.hpp"
+
+namespace pgjobd {
+namespace {
+
+class MigratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_.url = testing::test_database_url();
+    static int counter = 0;
+    db_.schema = "mig_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    conn_ = open_connection(db_, "test");
+    drop();
+  }
+  void TearDown() override { drop(); }
+  void drop() {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec("DROP SCHEMA IF EXISTS " + quote_identifier(db_.schema) + " CASCADE");
+  }
+  DatabaseConfig db_;
+  ConnectionPtr conn_;
+};
+
+TEST_F(MigratorTest, FreshSchemaNeedsMigrationAndSaysHow) {
+  EXPECT_EQ(schema_version(*conn_, db_.schema), 0);
+  const std::string problem = schema_problem(*conn_, db_.schema);
+  EXPECT_NE(problem.find("pgjobd migrate"), std::string::npos) << problem;
+}
+
+TEST_F(MigratorTest, MigratesOnceAndIsIdempotent) {
+  auto report = migrate(*conn_, db_.schema);
+  EXPECT_EQ(report.from_version, 0);
+  EXPECT_EQ(report.to_version, latest_schema_version());
+  report = migrate(*conn_, db_.schema);
+  EXPECT_EQ(report.from_version, latest_schema_version());
+  EXPECT_EQ(report.to_version, latest_schema_version());
+  EXPECT_EQ(schema_problem(*conn_, db_.schema), "");
+  pqxx::nontransaction txn(*conn_);
+  EXPECT_EQ(
+      txn.exec("SELECT count(*) FROM " + quote_identifier(db_.schema) + ".pgjobd_migrations")[0][0]
+          .as<int>(),
+      latest_schema_version());
+}
+
+TEST_F(MigratorTest, ConcurrentMigrationsAllSucceed) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      try {
+        auto conn = open_connection(db_, "test");
+        migrate(*conn, db_.schema);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(schema_version(*conn_, db_.schema), latest_schema_version());
+}
+
+TEST_F(MigratorTest, RefusesASchemaNewerThanTheBinary) {
+  migrate(*conn_, db_.schema);
+  {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec("INSERT INTO " + quote_identifier(db_.schema) +
+             ".pgjobd_migrations (version, name) VALUES (999, 'future')");
+  }
+  EXPECT_NE(schema_problem(*conn_, db_.schema).find("upgrade pgjobd"), std::string::npos);
+  EXPECT_THROW(migrate(*conn_, db_.schema), std::runtime_error);
+}
+
+TEST_F(MigratorTest, SchemaNamesAreQuoted) {
+  db_.schema = "Mixed Case";
+  drop();
+  migrate(*conn_, db_.schema);
+  EXPECT_EQ(schema_version(*conn_, db_.schema), latest_schema_version());
+  drop();
+}
+
+TEST_F(MigratorTest, CreatesEveryDocumentedColumnAndTheNotifyTrigger) {
+  migrate(*conn_, db_.schema);
+  pqxx::nontransaction txn(*conn_);
+  const auto columns = txn.exec_params(
+      "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM information_schema.columns "
+      "WHERE table_schema = $1 AND table_name = 'jobs'",
+      db_.schema);
+  EXPECT_EQ(std::string(columns[0][0].c_str()),
+            "attempts,created_at,errors,finished_at,id,last_error,locked_by,locked_until,"
+            "max_attempts,payload,priority,queue,run_at,started_at,status,type,unique_key,"
+            "updated_at");
+  const std::string table = quote_identifier(db_.schema) + ".jobs";
+  EXPECT_THROW(txn.exec("INSERT INTO " + table + " (type, status) VALUES ('a', 'bogus')"),
+               pqxx::check_violation);
+  // The unique key is unique among live jobs only.
+  txn.exec("INSERT INTO " + table + " (type, unique_key) VALUES ('a', 'k')");
+  EXPECT_THROW(txn.exec("INSERT INTO " + table + " (type, unique_key) VALUES ('a', 'k')"),
+               pqxx::unique_violation);
+  txn.exec("UPDATE " + table + " SET status = 'done'");
+  txn.exec("INSERT INTO " + table + " (type, unique_key) VALUES ('a', 'k')");
+}
+
+class CountingReceiver final : public pqxx::notification_receiver {
+ public:
+  CountingReceiver(pqxx::connection_base& conn, const std::string& channel)
+      : pqxx::notification_receiver(conn, channel) {}
+  void operator()(const std::string& payload, int) override {
+    ++count;
+    last_payload = payload;
+  }
+  int count = 0;
+  std::string last_payload;
+};
+
+TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
+  migrate(*conn_, db_.schema);
+  auto listener = open_connection(db_, "test");
+  CountingReceiver receiver(*listener, "pgjobd_jobs");
+  {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec("INSERT INTO " + quote_identifier(db_.schema) +
+             ".jobs (type) SELECT 'bulk' FROM generate_series(1, 100000)");
+    txn.exec("INSERT INTO " + quote_identifier(db_.schema) + ".jobs (type) VALUES ('single')");
+  }
+  // Both notifications were committed before we wait; collect until one second of silence.
+  while (listener->await_notification(1, 0) > 0) {
+  }
+  EXPECT_EQ(receiver.count, 2);  // one per INSERT statement, not one per row
+  EXPECT_EQ(receiver.last_payload, db_.schema);
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -1,0 +1,49 @@
+#pragma once
+// Test support: a migrated schema of its own per test on the server named by
+// PGJOBD_TEST_DATABASE_URL, plus small query helpers and condition waits.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "db/connection.hpp"
+#include "pgjobd/config.hpp"
+
+namespace pgjobd::testing {
+
+// The server under test; fails the test run loudly when the variable is unset.
+std::string test_database_url();
+
+class TestSchema {
+ public:
+  TestSchema();   // creates and migrates a fresh schema
+  ~TestSchema();  // drops it
+  TestSchema(const TestSchema&) = delete;
+  TestSchema& operator=(const TestSchema&) = delete;
+
+  const std::string& name() const { return name_; }
+  // A config for this schema: fast polling, metrics off, no handlers.
+  Config config() const;
+
+  // Runs SQL (with {jobs} replaced by the quoted table) and returns the first column of
+  // the first row as text ("" when there is no row or it is NULL).
+  std::string query(const std::string& sql);
+  std::int64_t count(const std::string& where = "true");
+  void exec(const std::string& sql);
+  // INSERTs `n` jobs of `type` in one statement; extra columns as "col = value" pairs
+  // are not needed by the tests: use exec() for special rows.
+  void insert_jobs(const std::string& type, int n, const std::string& queue = "default");
+
+ private:
+  std::string expand(const std::string& sql) const;
+  std::string name_;
+  ConnectionPtr conn_;
+};
+
+// Polls `condition` every few milliseconds until it holds or `timeout` passes; returns
+// whether it held. For state that lives in the database or another process, where no
+// in-process signal exists to wait on.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+}  // namespace pgjobd::testing
