@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -256,26 +257,24 @@ TEST(JobStore, PruneDeletesOnlyExpiredFinishedJobsInBatches) {
   EXPECT_EQ(schema.count(), 3);  // recent done, recent-enough dead, pending
 }
 
-TEST(JobStore, QueueDepthAndOldestDueAge) {
+TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
   TestSchema schema;
   schema.exec(
       "INSERT INTO {jobs} (type, queue, run_at) VALUES "
       "('a', 'q1', now() - interval '100 seconds'), ('a', 'q1', now()),"
       "('a', 'q2', now() + interval '1 hour')");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, finished_at) VALUES "
+      "('a', 'q1', 'done', now())");
   JobStore store(schema.config().database, "test");
-  const auto depth = store.queue_depth();
-  double q1 = 0, q2 = 0;
-  for (const auto& row : depth) {
-    if (row.queue == "q1" && row.status == "pending") q1 = row.count;
-    if (row.queue == "q2" && row.status == "pending") q2 = row.count;
-  }
-  EXPECT_EQ(q1, 2);
-  EXPECT_EQ(q2, 1);
-  const auto ages = store.oldest_due_ages();
-  ASSERT_EQ(ages.size(), 1u);  // q2 has nothing due
-  EXPECT_EQ(ages[0].first, "q1");
-  EXPECT_GE(ages[0].second, 99.0);
-  EXPECT_LT(ages[0].second, 200.0);
+  std::map<std::string, QueueStatsRow> rows;
+  for (const auto& row : store.queue_stats()) rows[row.queue + "/" + row.status] = row;
+  ASSERT_EQ(rows.size(), 2u);  // finished jobs are not counted
+  EXPECT_EQ(rows["q1/pending"].count, 2);
+  EXPECT_GE(rows["q1/pending"].oldest_due_age_seconds, 99.0);
+  EXPECT_LT(rows["q1/pending"].oldest_due_age_seconds, 200.0);
+  EXPECT_EQ(rows["q2/pending"].count, 1);
+  EXPECT_EQ(rows["q2/pending"].oldest_due_age_seconds, 0.0);  // nothing due
 }
 
 TEST(JobStore, ConnectionErrorsBecomeDbError) {

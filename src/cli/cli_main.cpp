@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "bench/bench.hpp"
 #include "cli/commands.hpp"
 #include "pgjobd/version.hpp"
 
@@ -56,6 +57,30 @@ int cli_main(int argc, char** argv) {
   add_config(cancel);
   cancel->add_option("id", job_id, "Job id")->required();
 
+  BenchOptions bench_options;
+  bool bench_json = false, no_latency = false, no_idle = false;
+  auto* bench = app.add_subcommand("bench", "Measure throughput, latency and idle cost");
+  add_config(bench);
+  bench->add_option("--jobs", bench_options.jobs, "Jobs per throughput run (default 100000)");
+  bench->add_option("--concurrency", bench_options.concurrency, "Workers (default 64)");
+  bench->add_option("--latency-jobs", bench_options.latency_jobs,
+                    "Single INSERTs for the latency run (default 1000)");
+  bench->add_option("--latency-rate", bench_options.latency_rate,
+                    "Latency INSERTs per second (default 100)");
+  bench->add_option("--finished-rows", bench_options.finished_rows,
+                    "Also measure with this many done rows in the table (default 0: skip)");
+  bench->add_option("--idle-seconds", bench_options.idle_seconds,
+                    "Idle measurement window (default 20)");
+  bench
+      ->add_option("--schema", bench_options.schema,
+                   "Scratch schema, dropped and recreated (default pgjobd_bench)")
+      ->check([](const std::string& s) {
+        return s.empty() || s.size() > 63 ? std::string("bad schema name") : std::string();
+      });
+  bench->add_flag("--no-latency", no_latency, "Skip the latency and idle runs");
+  bench->add_flag("--no-idle", no_idle, "Skip the idle run");
+  bench->add_flag("--json", bench_json, "Print JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,6 +98,12 @@ int cli_main(int argc, char** argv) {
   if (*stats) return run_stats(config_path, json);
   if (*retry) return run_retry(config_path, job_id);
   if (*cancel) return run_cancel(config_path, job_id);
+  if (*bench) {
+    bench_options.measure_latency = !no_latency;
+    bench_options.measure_idle = !no_idle;
+    const bool config_given = bench->count("--config") > 0 || app.count("--config") > 0;
+    return run_bench_command(config_path, config_given, bench_options, bench_json);
+  }
   return run_daemon(config_path);
 }
 

@@ -22,6 +22,11 @@ int run_stats(const std::string& config_path, bool json);
 int run_retry(const std::string& config_path, std::int64_t id);
 int run_cancel(const std::string& config_path, std::int64_t id);
 
+struct BenchOptions;
+// config_given: -c was on the command line (else a missing default file is fine).
+int run_bench_command(const std::string& config_path, bool config_given, BenchOptions options,
+                      bool json);
+
 // The whole command line: parses argv with CLI11 and dispatches.
 int cli_main(int argc, char** argv);
 

@@ -2,7 +2,7 @@
 
 #include "db/job_store.hpp"
 
-#include <nlohmann/json.hpp>
+#include <atomic>
 #include <pqxx/pqxx>
 
 #include "db/connection.hpp"
@@ -28,7 +28,16 @@ const char* status_for(Outcome outcome) {
   return "failed";
 }
 
+// Counts statements sent, across all JobStores (relaxed: a statistic, not a guard).
+std::atomic<std::uint64_t> g_round_trips{0};
+
+void count_round_trip(std::uint64_t n = 1) {
+  g_round_trips.fetch_add(n, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+std::uint64_t JobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
 // The one place database exceptions are translated: the connection is dropped (a failed
 // connection is reopened on next use; after an SQL error the session may be in an
@@ -90,11 +99,11 @@ std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
       queues.push_back(s.queue);
       free.push_back(s.free);
     }
-    pqxx::work txn(*conn_);
+    pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+    count_round_trip();
     const pqxx::result rows = txn.exec_prepared(
         stmt::kClaim, text_array_literal(queues), int_array_literal(free),
         text_array_literal(types), limit, worker_id, static_cast<std::int64_t>(lease.count()));
-    txn.commit();
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) {
@@ -118,32 +127,29 @@ CompletionReport JobStore::complete(const std::vector<Completion>& batch,
   connect();
   return guarded("complete", [&] {
     std::vector<std::int64_t> done_ids, done_attempts;
-    nlohmann::json others = nlohmann::json::array();
+    std::vector<std::int64_t> other_ids, other_attempts, other_delays;
+    std::vector<std::string> other_statuses, other_errors;
     for (const Completion& c : batch) {
       if (c.outcome == Outcome::kDone) {
         done_ids.push_back(c.id);
         done_attempts.push_back(c.attempt);
       } else {
-        others.push_back({{"id", c.id},
-                          {"attempt", c.attempt},
-                          {"status", status_for(c.outcome)},
-                          {"error", sanitize_text(c.error)},
-                          {"delay_ms", c.retry_delay.count()}});
+        other_ids.push_back(c.id);
+        other_attempts.push_back(c.attempt);
+        other_statuses.push_back(status_for(c.outcome));
+        other_errors.push_back(sanitize_text(c.error));
+        other_delays.push_back(c.retry_delay.count());
       }
     }
     CompletionReport report;
-    pqxx::work txn(*conn_);
-    if (!done_ids.empty()) {
-      const auto rows = txn.exec_prepared(
-          delete_done ? stmt::kCompleteDoneDelete : stmt::kCompleteDone,
-          int_array_literal(done_ids), int_array_literal(done_attempts), worker_id);
-      report.written += static_cast<int>(rows.size());
-    }
-    if (!others.empty()) {
-      const auto rows = txn.exec_prepared(stmt::kCompleteOther, others.dump(), worker_id);
-      report.written += static_cast<int>(rows.size());
-    }
-    txn.commit();
+    pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+    count_round_trip();
+    const auto rows = txn.exec_prepared(
+        delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete, int_array_literal(done_ids),
+        int_array_literal(done_attempts), int_array_literal(other_ids),
+        int_array_literal(other_attempts), text_array_literal(other_statuses),
+        text_array_literal(other_errors), int_array_literal(other_delays), worker_id);
+    report.written = rows[0][0].as<int>();
     report.stale = static_cast<int>(batch.size()) - report.written;
     return report;
   });
@@ -154,11 +160,11 @@ std::vector<std::int64_t> JobStore::heartbeat(const std::vector<std::int64_t>& i
                                               const std::string& worker_id, Millis lease) {
   connect();
   return guarded("heartbeat", [&] {
-    pqxx::work txn(*conn_);
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
     const auto rows =
         txn.exec_prepared(stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
                           worker_id, static_cast<std::int64_t>(lease.count()));
-    txn.commit();
     std::vector<std::int64_t> kept;
     kept.reserve(rows.size());
     for (const auto& row : rows) kept.push_back(row[0].as<std::int64_t>());
@@ -169,11 +175,11 @@ std::vector<std::int64_t> JobStore::heartbeat(const std::vector<std::int64_t>& i
 RescueReport JobStore::rescue_expired(const RetryConfig& retry, int batch_size) {
   connect();
   return guarded("rescue", [&] {
-    pqxx::work txn(*conn_);
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
     const auto rows =
         txn.exec_prepared(stmt::kRescue, static_cast<double>(retry.base.count()),
                           static_cast<double>(retry.max_delay.count()), retry.jitter, batch_size);
-    txn.commit();
     return RescueReport{rows[0][0].as<int>(), rows[0][1].as<int>()};
   });
 }
@@ -181,34 +187,23 @@ RescueReport JobStore::rescue_expired(const RetryConfig& retry, int batch_size) 
 int JobStore::prune(const RetentionConfig& retention, int batch_size) {
   connect();
   return guarded("prune", [&] {
-    pqxx::work txn(*conn_);
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
     const auto rows =
         txn.exec_prepared(stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
                           static_cast<std::int64_t>(retention.dead.count()), batch_size);
-    txn.commit();
     return rows[0][0].as<int>();
   });
 }
 
-std::vector<QueueDepthRow> JobStore::queue_depth() {
+std::vector<QueueStatsRow> JobStore::queue_stats() {
   connect();
   return guarded("stats", [&] {
     pqxx::nontransaction txn(*conn_);
-    std::vector<QueueDepthRow> out;
-    for (const auto& row : txn.exec_prepared(stmt::kQueueDepth)) {
-      out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>()});
-    }
-    return out;
-  });
-}
-
-std::vector<std::pair<std::string, double>> JobStore::oldest_due_ages() {
-  connect();
-  return guarded("stats", [&] {
-    pqxx::nontransaction txn(*conn_);
-    std::vector<std::pair<std::string, double>> out;
-    for (const auto& row : txn.exec_prepared(stmt::kOldestDue)) {
-      out.emplace_back(row[0].c_str(), row[1].as<double>());
+    count_round_trip();
+    std::vector<QueueStatsRow> out;
+    for (const auto& row : txn.exec_prepared(stmt::kQueueStats)) {
+      out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>(), row[3].as<double>()});
     }
     return out;
   });
@@ -216,7 +211,10 @@ std::vector<std::pair<std::string, double>> JobStore::oldest_due_ages() {
 
 std::string JobStore::schema_problem() {
   connect();
-  return guarded("schema check", [&] { return pgjobd::schema_problem(*conn_, config_.schema); });
+  return guarded("schema check", [&] {
+    count_round_trip(3);  // read-only transaction with two queries
+    return pgjobd::schema_problem(*conn_, config_.schema);
+  });
 }
 
 }  // namespace pgjobd

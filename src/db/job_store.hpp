@@ -54,10 +54,11 @@ struct RescueReport {
   int dead = 0;    // attempts used up
 };
 
-struct QueueDepthRow {
+struct QueueStatsRow {
   std::string queue;
   std::string status;
   double count = 0;
+  double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
 };
 
 class JobStore {
@@ -93,11 +94,15 @@ class JobStore {
   // Deletes one batch of finished jobs past retention; returns how many.
   int prune(const RetentionConfig& retention, int batch_size);
 
-  std::vector<QueueDepthRow> queue_depth();
-  std::vector<std::pair<std::string, double>> oldest_due_ages();
+  // Live (pending, failed, running) jobs by queue and status.
+  std::vector<QueueStatsRow> queue_stats();
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   std::string schema_problem();
+
+  // Statements sent to the server by every JobStore of this process (the benchmark's
+  // queries_per_job and idle_queries_per_s).
+  static std::uint64_t round_trips();
 
  private:
   template <typename Fn>

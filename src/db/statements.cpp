@@ -31,45 +31,68 @@ FROM picked WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.type, j.payload::text, j.attempts, j.max_attempts, j.priority,
           extract(epoch FROM now() - j.run_at)::float8)";
 
-// Completions are fenced: only the owner of this very attempt, while it still runs.
-constexpr const char* kCompleteDoneSql = R"(
-UPDATE {jobs} j
-SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
-    locked_until = NULL
-FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
-RETURNING j.id)";
+// Completions are fenced: only the owner of this very attempt, while it still runs. One
+// statement (one round trip, autocommit) writes a whole batch: done rows from $1/$2;
+// failed ('failed' retries after delay_ms), dead and released ('pending': back to the
+// queue, the attempt not counted) rows from the parallel arrays $3..$7.
+// Rows are found with `id = ANY(array)`, always a primary-key lookup, and matched to
+// their array slot with array_position. A join with unnest() looks natural but lets the
+// planner pick a nested loop over the function scan (quadratic in the batch) or a scan
+// of the whole partial lease index, dead versions included: hundreds of ms per batch.
+constexpr const char* kCompleteOtherCte = R"(
+other AS (
+  UPDATE {jobs} j
+  SET status = ($5::text[])[array_position($3::bigint[], j.id)],
+      run_at = CASE ($5::text[])[array_position($3::bigint[], j.id)]
+                 WHEN 'failed' THEN now() + ($7::bigint[])[array_position($3::bigint[], j.id)]
+                                            * interval '1 millisecond'
+                 WHEN 'pending' THEN now() ELSE j.run_at END,
+      attempts = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending'
+                      THEN j.attempts - 1 ELSE j.attempts END,
+      finished_at = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'dead'
+                         THEN now() END,
+      last_error = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending'
+                        THEN j.last_error
+                        ELSE ($6::text[])[array_position($3::bigint[], j.id)] END,
+      errors = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending' THEN j.errors
+                    ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                           'attempt', j.attempts, 'at', now(),
+                           'error', ($6::text[])[array_position($3::bigint[], j.id)])) END,
+      locked_by = NULL, locked_until = NULL, updated_at = now()
+  WHERE j.id = ANY ($3::bigint[])
+    AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
+    AND j.locked_by = $8 AND j.status = 'running'
+  RETURNING j.id
+)
+SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
 
-constexpr const char* kCompleteDoneDeleteSql = R"(
-DELETE FROM {jobs} j
-USING unnest($1::bigint[], $2::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
-RETURNING j.id)";
+constexpr const char* kCompleteDoneCte = R"(
+WITH done AS (
+  UPDATE {jobs} j
+  SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
+      locked_until = NULL
+  WHERE j.id = ANY ($1::bigint[])
+    AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
+    AND j.locked_by = $8 AND j.status = 'running'
+  RETURNING j.id
+),)";
 
-// status 'failed' retries after delay_ms; 'dead' is final; 'pending' releases the job
-// (shutdown) without counting the attempt.
-constexpr const char* kCompleteOtherSql = R"(
-UPDATE {jobs} j
-SET status = c.status,
-    run_at = CASE c.status WHEN 'failed' THEN now() + c.delay_ms * interval '1 millisecond'
-                           WHEN 'pending' THEN now() ELSE j.run_at END,
-    attempts = CASE WHEN c.status = 'pending' THEN j.attempts - 1 ELSE j.attempts END,
-    finished_at = CASE WHEN c.status = 'dead' THEN now() END,
-    last_error = CASE WHEN c.status = 'pending' THEN j.last_error ELSE c.error END,
-    errors = CASE WHEN c.status = 'pending' THEN j.errors
-                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                         'attempt', j.attempts, 'at', now(), 'error', c.error)) END,
-    locked_by = NULL, locked_until = NULL, updated_at = now()
-FROM jsonb_to_recordset($1::jsonb) AS c(id bigint, attempt int, status text, error text,
-                                        delay_ms bigint)
-WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $2 AND j.status = 'running'
-RETURNING j.id)";
+// retention.done = 0: done rows are deleted instead of kept.
+constexpr const char* kCompleteDeleteDoneCte = R"(
+WITH done AS (
+  DELETE FROM {jobs} j
+  WHERE j.id = ANY ($1::bigint[])
+    AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
+    AND j.locked_by = $8 AND j.status = 'running'
+  RETURNING j.id
+),)";
 
 constexpr const char* kHeartbeatSql = R"(
 UPDATE {jobs} j
 SET locked_until = now() + $4::bigint * interval '1 millisecond'
-FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
-WHERE j.id = c.id AND j.attempts = c.attempt AND j.locked_by = $3 AND j.status = 'running'
+WHERE j.id = ANY ($1::bigint[])
+  AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
+  AND j.locked_by = $3 AND j.status = 'running'
 RETURNING j.id)";
 
 // A job whose owner stopped heartbeating goes back to the queue with a backoff, or dies
@@ -116,15 +139,15 @@ WITH doomed AS (
 )
 SELECT count(*)::int FROM deleted)";
 
-constexpr const char* kQueueDepthSql = R"(
-SELECT queue, status, count(*)::float8 FROM {jobs}
+// Live jobs by queue and status, with the age of the oldest due job of each group: one
+// query feeds both queue-depth gauges (idle daemons should cost almost nothing).
+constexpr const char* kQueueStatsSql = R"(
+SELECT queue, status, count(*)::float8,
+       coalesce(extract(epoch FROM now() - min(run_at) FILTER (
+         WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
+FROM {jobs}
 WHERE status IN ('pending', 'failed', 'running')
 GROUP BY queue, status)";
-
-constexpr const char* kOldestDueSql = R"(
-SELECT queue, extract(epoch FROM now() - min(run_at))::float8 FROM {jobs}
-WHERE status IN ('pending', 'failed') AND run_at <= now()
-GROUP BY queue)";
 
 std::string with_table(const char* sql, const std::string& table) {
   std::string text = sql;
@@ -141,14 +164,13 @@ std::string with_table(const char* sql, const std::string& table) {
 std::vector<Statement> job_statements(const std::string& table) {
   return {
       {kClaim, with_table(kClaimSql, table)},
-      {kCompleteDone, with_table(kCompleteDoneSql, table)},
-      {kCompleteDoneDelete, with_table(kCompleteDoneDeleteSql, table)},
-      {kCompleteOther, with_table(kCompleteOtherSql, table)},
+      {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), table)},
+      {kCompleteDeleteDone,
+       with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), table)},
       {kHeartbeat, with_table(kHeartbeatSql, table)},
       {kRescue, with_table(kRescueSql, table)},
       {kPrune, with_table(kPruneSql, table)},
-      {kQueueDepth, with_table(kQueueDepthSql, table)},
-      {kOldestDue, with_table(kOldestDueSql, table)},
+      {kQueueStats, with_table(kQueueStatsSql, table)},
   };
 }
 

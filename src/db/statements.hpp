@@ -10,12 +10,13 @@ namespace pgjobd::stmt {
 // Claim: $1 queues text[], $2 free slots per queue int[], $3 types text[], $4 total limit,
 // $5 worker id, $6 lease ms. Returns the claimed jobs.
 inline constexpr const char* kClaim = "pgjobd_claim";
-// Complete as done: $1 ids bigint[], $2 attempts int[], $3 worker id. Returns ids written.
-inline constexpr const char* kCompleteDone = "pgjobd_complete_done";
-// Same, deleting the rows (retention.done = 0).
-inline constexpr const char* kCompleteDoneDelete = "pgjobd_complete_done_delete";
-// Fail, kill or release: $1 jsonb [{id, attempt, status, error, delay_ms}], $2 worker id.
-inline constexpr const char* kCompleteOther = "pgjobd_complete_other";
+// Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
+// released jobs the parallel arrays $3 ids, $4 attempts, $5 new status text[] ('failed',
+// 'dead' or 'pending'), $6 errors text[], $7 retry delays in ms bigint[]; $8 worker id.
+// Returns the number of rows written.
+inline constexpr const char* kComplete = "pgjobd_complete";
+// Same, deleting done rows instead of keeping them (retention.done = 0).
+inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
 // Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns ids renewed.
 inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
 // Rescue expired leases: $1 retry base ms, $2 max delay ms, $3 jitter, $4 batch size.
@@ -23,10 +24,8 @@ inline constexpr const char* kRescue = "pgjobd_rescue";
 // Retention: delete up to $3 finished rows; done/cancelled older than $1 ms, dead older
 // than $2 ms. Returns the number deleted.
 inline constexpr const char* kPrune = "pgjobd_prune";
-// Live jobs by queue and status.
-inline constexpr const char* kQueueDepth = "pgjobd_queue_depth";
-// Age of the oldest due job per queue.
-inline constexpr const char* kOldestDue = "pgjobd_oldest_due";
+// Live jobs by queue and status, and the age in seconds of each group's oldest due job.
+inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 
 struct Statement {
   const char* name;

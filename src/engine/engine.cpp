@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <mutex>
 #include <random>
 
 #include "db/connection.hpp"
@@ -65,6 +66,7 @@ class Engine::Impl {
   void hurry() {
     hurried_ = true;
     stop_requested_ = true;
+    std::lock_guard lock(pool_mutex_);
     if (pool_) pool_->interrupt_wait();
   }
   void wake() {
@@ -72,7 +74,10 @@ class Engine::Impl {
   }
   int http_port() const { return http_ ? http_->port() : 0; }
   const std::string& worker_id() const { return worker_id_; }
-  int busy() const { return pool_ ? pool_->busy() : stuck_jobs_.load(); }
+  int busy() const {
+    std::lock_guard lock(pool_mutex_);
+    return pool_ ? pool_->busy() : stuck_jobs_.load();
+  }
   void request_stop() { stop_requested_ = true; }
 
  private:
@@ -90,7 +95,9 @@ class Engine::Impl {
   std::atomic<bool> hurried_{false};
   std::atomic<Fetcher*> fetcher_ptr_{nullptr};
   bool drained_ = false;
-  std::atomic<int> stuck_jobs_{0};  // handlers that ignored a stop request at drain
+  std::atomic<int> stuck_jobs_{0};
+  // Guards pool_ itself (not the pool) for callers on other threads: hurry(), busy().
+  mutable std::mutex pool_mutex_;  // handlers that ignored a stop request at drain
 
   // Construction order is start-up order; each part is stopped explicitly in drain().
   std::unique_ptr<Metrics> metrics_;
@@ -164,16 +171,17 @@ void Engine::Impl::start() {
   completer_ = std::make_unique<Completer>(config_.database, worker_id_,
                                            config_.retention.done.count() == 0, *metrics_, health_);
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *completer_, *metrics_);
-  pool_ = std::make_unique<WorkerPool>(
+  auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [this](const Job& job, std::stop_token stop) {
-        metrics_->set_workers_busy(pool_->busy());
-        runner_->run(job, std::move(stop));
-      },
-      [this] {
-        metrics_->set_workers_busy(pool_->busy());
+      [this](const Job& job, std::stop_token stop) { runner_->run(job, std::move(stop)); },
+      [this](int busy_now) {
+        metrics_->set_workers_busy(busy_now);
         if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->slot_freed();
       });
+  {
+    std::lock_guard lock(pool_mutex_);
+    pool_ = std::move(pool);
+  }
   fetcher_ = std::make_unique<Fetcher>(config_, keys_of(handlers_), worker_id_, *pool_, *metrics_,
                                        health_);
   fetcher_ptr_ = fetcher_.get();
@@ -225,17 +233,23 @@ void Engine::Impl::drain() {
     spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
                   pool_->busy());
   }
-  completer_->stop(Clock::now() + std::min<Millis>(config_.lease.duration, Millis(10000)));
-  maintenance_->stop();
+  maintenance_->stop();  // it heartbeats the running jobs: stop it before the pool goes
+  std::lock_guard lock(pool_mutex_);
   if (stuck) {
     stuck_jobs_ = pool_->busy();
-    // Their threads cannot be joined; the process is about to exit anyway.
+    // Their threads cannot be joined, and they still reach the runner, completer, metrics
+    // and fetcher when they return: keep all of those alive. The process exits next.
     (void)pool_.release();
     (void)runner_.release();
-    (void)completer_.release();
     (void)metrics_.release();
+    (void)fetcher_.release();
+  } else {
+    // Joins the workers: after this no thread calls into the fetcher or completer.
+    pool_.reset();
   }
   fetcher_ptr_ = nullptr;
+  completer_->stop(Clock::now() + std::min<Millis>(config_.lease.duration, Millis(10000)));
+  if (stuck) (void)completer_.release();
   http_.reset();
   spdlog::info("drained");
 }

@@ -123,6 +123,7 @@ bool Fetcher::claim_once() {
     spdlog::debug("claimed job {} ({}) attempt {}", job.id, job.type, job.attempt);
     pool_.submit(std::move(job));
   }
+  metrics_.set_workers_busy(pool_.busy());
   return full;
 }
 

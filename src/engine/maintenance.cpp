@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 namespace pgjobd {
 
@@ -15,9 +16,10 @@ namespace {
 std::chrono::milliseconds heartbeat_interval_for(Millis lease) {
   return std::max<Millis>(lease / 3, Millis(100));
 }
-// Rescue often enough that a crashed daemon's jobs return within about one lease.
+// Rescue often enough that a crashed daemon's jobs return within about one lease (a third
+// of it at most), yet cheaply enough for an idle daemon (at most one query per 10 s).
 std::chrono::milliseconds rescue_interval_for(Millis lease) {
-  return std::clamp<Millis>(lease / 6, Millis(500), Millis(5000));
+  return std::clamp<Millis>(lease / 3, Millis(500), Millis(10000));
 }
 }  // namespace
 
@@ -61,6 +63,7 @@ void Maintenance::run() {
   auto next_rescue = now;
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
+  auto next_schema_check = now + kSchemaCheckInterval;
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     const auto next = std::min({next_heartbeat, next_rescue, next_stats, next_prune});
@@ -78,6 +81,10 @@ void Maintenance::run() {
     if (now >= next_stats) {
       guarded("stats", [&] { collect_stats(); });
       next_stats = now + kStatsInterval;
+    }
+    if (now >= next_schema_check) {
+      guarded("schema check", [&] { check_schema(); });
+      next_schema_check = now + kSchemaCheckInterval;
     }
     if (now >= next_prune) {
       guarded("prune", [&] { prune(); });
@@ -127,13 +134,18 @@ void Maintenance::prune() {
 }
 
 void Maintenance::collect_stats() {
-  health_.set_problem("schema", store_.schema_problem());
-  health_.clear("database");
   std::vector<Metrics::DepthRow> depth;
-  for (auto& row : store_.queue_depth()) depth.push_back({row.queue, row.status, row.count});
+  std::map<std::string, double> oldest;
+  for (auto& row : store_.queue_stats()) {
+    depth.push_back({row.queue, row.status, row.count});
+    oldest[row.queue] = std::max(oldest[row.queue], row.oldest_due_age_seconds);
+  }
+  health_.clear("database");
   metrics_.set_queue_depth(depth);
-  metrics_.set_oldest_due_age(store_.oldest_due_ages());
+  metrics_.set_oldest_due_age({oldest.begin(), oldest.end()});
   metrics_.set_workers_busy(pool_.busy());
 }
+
+void Maintenance::check_schema() { health_.set_problem("schema", store_.schema_problem()); }
 
 }  // namespace pgjobd

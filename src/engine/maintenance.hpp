@@ -30,6 +30,9 @@ class Maintenance {
 
   static constexpr std::chrono::seconds kStatsInterval{15};
   static constexpr std::chrono::seconds kPruneInterval{60};
+  // The engine checks the schema at start; later checks only catch a concurrent
+  // migration or downgrade, so they can be rare.
+  static constexpr std::chrono::seconds kSchemaCheckInterval{300};
   static constexpr int kRescueBatch = 1000;
   static constexpr int kPruneBatch = 1000;
 
@@ -39,6 +42,7 @@ class Maintenance {
   void rescue();
   void prune();
   void collect_stats();
+  void check_schema();
   // Runs one task, turning a database error into a log line, a metric and a backoff.
   template <typename Task>
   void guarded(const char* operation, Task&& task);

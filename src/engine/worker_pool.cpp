@@ -48,18 +48,18 @@ int WorkerPool::claimable() const {
 void WorkerPool::submit(Job job) {
   {
     std::lock_guard lock(mutex_);
-    auto [it, inserted] = running_.try_emplace(job.id, Entry{job.attempt, {}});
-    if (!inserted) it->second = Entry{job.attempt, {}};
+    const std::uint64_t ticket = next_ticket_++;
+    auto& entry = running_[ticket] = Entry{job.id, job.attempt, {}};
     ++queue_busy_[job.queue];
     busy_.fetch_add(1, std::memory_order_relaxed);
-    pending_.emplace_back(std::move(job), it->second.stop.get_token());
+    pending_.push_back(Task{std::move(job), ticket, entry.stop.get_token()});
   }
   work_ready_.notify_one();
 }
 
 void WorkerPool::worker_loop() {
   while (true) {
-    std::pair<Job, std::stop_token> task;
+    Task task;
     {
       std::unique_lock lock(mutex_);
       work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
@@ -67,15 +67,20 @@ void WorkerPool::worker_loop() {
       task = std::move(pending_.front());
       pending_.pop_front();
     }
-    executor_(task.first, task.second);
+    executor_(task.job, task.stop);
+    int busy_now;
     {
       std::lock_guard lock(mutex_);
-      running_.erase(task.first.id);
-      --queue_busy_[task.first.queue];
-      busy_.fetch_sub(1, std::memory_order_relaxed);
+      --queue_busy_[task.job.queue];
+      busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
+    }
+    slot_freed_(busy_now);
+    {
+      // Last: once wait_idle() sees the job gone, this thread no longer calls out.
+      std::lock_guard lock(mutex_);
+      running_.erase(task.ticket);
     }
     idle_.notify_all();
-    slot_freed_();
   }
 }
 
@@ -83,20 +88,20 @@ std::vector<WorkerPool::RunningJob> WorkerPool::running() const {
   std::lock_guard lock(mutex_);
   std::vector<RunningJob> jobs;
   jobs.reserve(running_.size());
-  for (const auto& [id, entry] : running_) jobs.push_back({id, entry.attempt});
+  for (const auto& [ticket, entry] : running_) jobs.push_back({entry.id, entry.attempt});
   return jobs;
 }
 
 void WorkerPool::request_stop(const std::vector<std::int64_t>& ids) {
   std::lock_guard lock(mutex_);
-  for (auto id : ids) {
-    if (auto it = running_.find(id); it != running_.end()) it->second.stop.request_stop();
+  for (auto& [ticket, entry] : running_) {
+    if (std::find(ids.begin(), ids.end(), entry.id) != ids.end()) entry.stop.request_stop();
   }
 }
 
 void WorkerPool::request_stop_all() {
   std::lock_guard lock(mutex_);
-  for (auto& [id, entry] : running_) entry.stop.request_stop();
+  for (auto& [ticket, entry] : running_) entry.stop.request_stop();
 }
 
 bool WorkerPool::wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible) {

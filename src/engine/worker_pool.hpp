@@ -27,8 +27,8 @@ class WorkerPool {
  public:
   // Runs one job to the end (handler, metrics, completion). Must not throw.
   using Executor = std::function<void(const Job& job, std::stop_token stop)>;
-  // Called after a job left the pool (its slot is free again).
-  using SlotFreed = std::function<void()>;
+  // Called after a job left the pool (its slot is free again), with the jobs still busy.
+  using SlotFreed = std::function<void(int busy_now)>;
 
   WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed);
   ~WorkerPool();  // stops and joins the threads (after jobs in hand finish)
@@ -62,9 +62,17 @@ class WorkerPool {
  private:
   void worker_loop();
 
+  // Keyed by a ticket per submission, not by job id: a released job can be claimed again
+  // (same id, same attempt) before the worker that ran it has cleaned up.
   struct Entry {
+    std::int64_t id;
     int attempt;
     std::stop_source stop;
+  };
+  struct Task {
+    Job job;
+    std::uint64_t ticket;
+    std::stop_token stop;
   };
 
   const int capacity_;
@@ -75,8 +83,9 @@ class WorkerPool {
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable idle_;
-  std::deque<std::pair<Job, std::stop_token>> pending_;
-  std::unordered_map<std::int64_t, Entry> running_;
+  std::deque<Task> pending_;
+  std::unordered_map<std::uint64_t, Entry> running_;
+  std::uint64_t next_ticket_ = 0;
   std::map<std::string, int> queue_busy_;
   std::atomic<int> busy_{0};
   bool stopping_ = false;

@@ -1,0 +1,50 @@
+#pragma once
+// `pgjobd bench`: measures the real engine (fetcher, pool, completer, NOTIFY) in-process
+// with the built-in no-op handler against a scratch schema, next to the database's own
+// ceiling for the same SQL, in one run so the ratios hold on a noisy machine.
+
+#include <optional>
+#include <string>
+
+#include "pgjobd/config.hpp"
+
+namespace pgjobd {
+
+struct BenchOptions {
+  DatabaseConfig database;              // schema is replaced by `schema` below
+  std::string schema = "pgjobd_bench";  // dropped and recreated: never point at real data
+  int jobs = 100000;                    // enqueued and burnt down per throughput run
+  int concurrency = 64;                 // engine workers, and the ceiling loop's batch size
+  int latency_jobs = 1000;              // single INSERTs for the pick-up latency
+  double latency_rate = 100;            // of those, per second
+  long long finished_rows = 0;          // also measure throughput with this many done rows present
+  double idle_seconds = 20;             // window for idle_queries_per_s (after backoff)
+  bool measure_latency = true;
+  bool measure_idle = true;
+};
+
+struct BenchReport {
+  int jobs = 0;
+  int concurrency = 0;
+  double enqueue_jobs_per_s = 0;             // bulk INSERT with the NOTIFY trigger
+  double enqueue_no_trigger_jobs_per_s = 0;  // the same INSERT with the trigger disabled
+  double throughput_jobs_per_s = 0;          // the engine burning down `jobs`
+  double ceiling_jobs_per_s = 0;  // claim + complete SQL in a tight loop, same batch size
+  double ratio = 0;               // throughput / ceiling
+  double cpu_s_per_10k_jobs = 0;  // engine process CPU (user + system)
+  double peak_rss_mb = 0;
+  double queries_per_job = 0;  // statements the engine sent, per job
+  std::optional<double> latency_p50_ms, latency_p95_ms, latency_p99_ms;
+  std::optional<double> idle_queries_per_s;
+  std::optional<double> idle_cpu_percent;
+  std::optional<long long> finished_rows;
+  std::optional<double> throughput_with_finished_rows_jobs_per_s;
+};
+
+// Runs every phase; progress goes to the log. Throws on database errors.
+BenchReport run_bench(const BenchOptions& options);
+
+std::string bench_report_json(const BenchReport& report);
+std::string bench_report_table(const BenchReport& report);
+
+}  // namespace pgjobd

@@ -1,0 +1,84 @@
+// Printing a BenchReport as JSON or as an aligned table.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "bench/bench.hpp"
+
+namespace pgjobd {
+namespace {
+
+template <typename T>
+nlohmann::json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+double round_to(double value, double step) {
+  return static_cast<double>(std::llround(value / step)) * step;
+}
+
+}  // namespace
+
+std::string bench_report_json(const BenchReport& r) {
+  nlohmann::json out = {
+      {"jobs", r.jobs},
+      {"concurrency", r.concurrency},
+      {"enqueue_jobs_per_s", round_to(r.enqueue_jobs_per_s, 1)},
+      {"enqueue_no_trigger_jobs_per_s", round_to(r.enqueue_no_trigger_jobs_per_s, 1)},
+      {"throughput_jobs_per_s", round_to(r.throughput_jobs_per_s, 1)},
+      {"ceiling_jobs_per_s", round_to(r.ceiling_jobs_per_s, 1)},
+      {"ratio", round_to(r.ratio, 0.001)},
+      {"latency_ms",
+       {{"p50", optional_json(r.latency_p50_ms)},
+        {"p95", optional_json(r.latency_p95_ms)},
+        {"p99", optional_json(r.latency_p99_ms)}}},
+      {"cpu_s_per_10k_jobs", round_to(r.cpu_s_per_10k_jobs, 0.001)},
+      {"peak_rss_mb", round_to(r.peak_rss_mb, 0.1)},
+      {"queries_per_job", round_to(r.queries_per_job, 0.001)},
+      {"idle_queries_per_s", optional_json(r.idle_queries_per_s)},
+      {"idle_cpu_percent", optional_json(r.idle_cpu_percent)},
+      {"finished_rows", optional_json(r.finished_rows)},
+      {"throughput_with_finished_rows_jobs_per_s",
+       optional_json(r.throughput_with_finished_rows_jobs_per_s)},
+  };
+  return out.dump(2);
+}
+
+std::string bench_report_table(const BenchReport& r) {
+  std::string out;
+  char line[160];
+  const auto row = [&](const char* name, const std::string& value) {
+    std::snprintf(line, sizeof line, "%-42s %s\n", name, value.c_str());
+    out += line;
+  };
+  const auto num = [](double v, const char* fmt = "%.1f") {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
+  const auto opt = [&](const std::optional<double>& v, const char* fmt = "%.2f") {
+    return v ? num(*v, fmt) : std::string("(skipped)");
+  };
+  row("jobs", std::to_string(r.jobs));
+  row("concurrency", std::to_string(r.concurrency));
+  row("enqueue_jobs_per_s", num(r.enqueue_jobs_per_s, "%.0f"));
+  row("enqueue_no_trigger_jobs_per_s", num(r.enqueue_no_trigger_jobs_per_s, "%.0f"));
+  row("throughput_jobs_per_s", num(r.throughput_jobs_per_s, "%.0f"));
+  row("ceiling_jobs_per_s", num(r.ceiling_jobs_per_s, "%.0f"));
+  row("ratio", num(r.ratio, "%.3f"));
+  row("latency_ms p50", opt(r.latency_p50_ms));
+  row("latency_ms p95", opt(r.latency_p95_ms));
+  row("latency_ms p99", opt(r.latency_p99_ms));
+  row("cpu_s_per_10k_jobs", num(r.cpu_s_per_10k_jobs, "%.3f"));
+  row("peak_rss_mb", num(r.peak_rss_mb));
+  row("queries_per_job", num(r.queries_per_job, "%.3f"));
+  row("idle_queries_per_s", opt(r.idle_queries_per_s, "%.3f"));
+  row("idle_cpu_percent", opt(r.idle_cpu_percent, "%.3f"));
+  row("finished_rows", r.finished_rows ? std::to_string(*r.finished_rows) : "(skipped)");
+  row("throughput_with_finished_rows_jobs_per_s",
+      opt(r.throughput_with_finished_rows_jobs_per_s, "%.0f"));
+  return out;
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,319 @@
+// The benchmark's phases: bulk enqueue (with and without the NOTIFY trigger), the SQL
+// ceiling, the engine's burn-down throughput, pick-up latency, idle cost, and throughput
+// with many finished rows present.
+
+#include <sys/resource.h>
+
+#include <spdlog/spdlog.h>
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bench/bench.hpp"
+#include "db/connection.hpp"
+#include "db/job_store.hpp"
+#include "db/migrator.hpp"
+#include "db/sql_text.hpp"
+#include "handlers/handler_factory.hpp"
+#include "pgjobd/engine.hpp"
+
+namespace pgjobd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kType = "noop";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+double peak_rss_megabytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// The scratch schema, reached over a connection of the benchmark's own (its statements
+// are not counted as the engine's).
+class BenchTable {
+ public:
+  explicit BenchTable(const DatabaseConfig& db)
+      : db_(db),
+        conn_(open_connection(db, "bench")),
+        table_(quote_identifier(db.schema) + ".jobs") {}
+
+  void recreate() {
+    exec("DROP SCHEMA IF EXISTS " + quote_identifier(db_.schema) + " CASCADE");
+    migrate(*conn_, db_.schema);
+  }
+  void drop() { exec("DROP SCHEMA IF EXISTS " + quote_identifier(db_.schema) + " CASCADE"); }
+  void truncate() { exec("TRUNCATE " + table_); }
+  void set_trigger(bool enabled) {
+    exec("ALTER TABLE " + table_ + (enabled ? " ENABLE" : " DISABLE") +
+         " TRIGGER jobs_notify_insert");
+  }
+  // One bulk INSERT of n jobs; returns its duration in seconds.
+  double insert_pending(int n) {
+    const auto start = Clock::now();
+    pqxx::nontransaction txn(*conn_);
+    txn.exec_params("INSERT INTO " + table_ +
+                        " (type, payload) SELECT $1, jsonb_build_object('n', g)"
+                        " FROM generate_series(1, $2) g",
+                    kType, n);
+    return seconds_since(start);
+  }
+  void insert_finished(long long n) {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec_params("INSERT INTO " + table_ +
+                        " (type, status, attempts, started_at, finished_at)"
+                        " SELECT $1, 'done', 1, now(), now() FROM generate_series(1, $2)",
+                    kType, n);
+  }
+  std::int64_t insert_one() {
+    pqxx::nontransaction txn(*conn_);
+    return txn
+        .exec_params("INSERT INTO " + table_ + " (type) VALUES ($1) RETURNING id", kType)[0][0]
+        .as<std::int64_t>();
+  }
+  std::int64_t unfinished() {
+    pqxx::nontransaction txn(*conn_);
+    return txn
+        .exec("SELECT count(*) FROM " + table_ +
+              " WHERE status IN ('pending', 'failed', 'running')")[0][0]
+        .as<std::int64_t>();
+  }
+  void vacuum_analyze() { exec("VACUUM ANALYZE " + table_); }
+
+ private:
+  void exec(const std::string& sql) {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec(sql);
+  }
+  DatabaseConfig db_;
+  ConnectionPtr conn_;
+  std::string table_;
+};
+
+// The built-in no-op handler, counting calls and recording when each job started.
+class CountingNoop {
+ public:
+  Handler handler(bool record_starts) {
+    return [this, record_starts](const Job& job, std::stop_token stop) {
+      JobResult result = noop_handler(job, stop);
+      if (record_starts) {
+        std::lock_guard lock(mutex_);
+        starts_[job.id] = Clock::now();
+      }
+      if (calls_.fetch_add(1, std::memory_order_relaxed) + 1 >= target_.load()) {
+        std::lock_guard lock(mutex_);
+        cv_.notify_all();
+      }
+      return result;
+    };
+  }
+  void expect(long long calls) { target_ = calls; }
+  bool wait(std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return calls_.load() >= target_.load(); });
+  }
+  std::map<std::int64_t, Clock::time_point> starts() {
+    std::lock_guard lock(mutex_);
+    return starts_;
+  }
+
+ private:
+  std::atomic<long long> calls_{0};
+  std::atomic<long long> target_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::int64_t, Clock::time_point> starts_;
+};
+
+Config engine_config(const BenchOptions& options) {
+  Config config;
+  config.database = options.database;
+  config.worker.concurrency = options.concurrency;
+  config.metrics.listen = "";
+  return config;
+}
+
+struct BurnDown {
+  double jobs_per_s = 0;
+  double cpu_seconds = 0;
+  std::uint64_t round_trips = 0;
+};
+
+// Starts an engine on a table holding `jobs` pending jobs and times it until none is left.
+BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
+  CountingNoop noop;
+  noop.expect(jobs);
+  Engine engine(engine_config(options));
+  engine.register_handler(kType, noop.handler(false));
+  const double cpu_before = process_cpu_seconds();
+  const std::uint64_t trips_before = JobStore::round_trips();
+  const auto start = Clock::now();  // includes start-up: conservative
+  engine.start();
+  if (!noop.wait(std::chrono::seconds(600))) throw std::runtime_error("burn-down timed out");
+  // Every handler ran; the last completions are written within milliseconds.
+  while (table.unfinished() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BurnDown result;
+  result.jobs_per_s = jobs / seconds_since(start);
+  result.cpu_seconds = process_cpu_seconds() - cpu_before;
+  result.round_trips = JobStore::round_trips() - trips_before;
+  engine.drain();
+  return result;
+}
+
+// The same claim and complete statements the engine uses, in a tight loop on one
+// connection with the engine's batch size: what the database can do without us.
+double ceiling(const BenchOptions& options, int jobs) {
+  JobStore store(options.database, "bench-ceiling");
+  const std::vector<QueueSlots> slots = {{"default", options.concurrency}};
+  const std::vector<std::string> types = {kType};
+  std::vector<Completion> batch;
+  const auto start = Clock::now();
+  int done = 0;
+  while (true) {
+    const auto claimed =
+        store.claim(slots, types, options.concurrency, "bench-ceiling", Millis(30000));
+    if (claimed.empty()) break;
+    batch.clear();
+    for (const auto& job : claimed) batch.push_back({job.id, job.attempt, Outcome::kDone, {}, {}});
+    store.complete(batch, "bench-ceiling", false);
+    done += static_cast<int>(claimed.size());
+  }
+  if (done != jobs) spdlog::warn("ceiling loop finished {} of {} jobs", done, jobs);
+  return done / seconds_since(start);
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+// An idle engine; single INSERTs at a steady rate; time from sending each INSERT
+// (autocommit) to its handler's start. Then, still idle, the engine's own query rate.
+void latency_and_idle(const BenchOptions& options, BenchTable& table, BenchReport& report) {
+  CountingNoop noop;
+  noop.expect(options.latency_jobs);
+  Engine engine(engine_config(options));
+  engine.register_handler(kType, noop.handler(true));
+  engine.start();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the start-up polls pass
+  std::map<std::int64_t, Clock::time_point> sent;
+  const auto period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(1.0 / options.latency_rate));
+  auto next = Clock::now();
+  for (int i = 0; i < options.latency_jobs; ++i) {
+    std::this_thread::sleep_until(next);  // pacing the load generator, not synchronisation
+    next += period;
+    const auto before = Clock::now();
+    sent[table.insert_one()] = before;
+  }
+  if (!noop.wait(std::chrono::seconds(60))) throw std::runtime_error("latency run timed out");
+  std::vector<double> latencies;
+  for (const auto& [id, started] : noop.starts()) {
+    latencies.push_back(std::chrono::duration<double, std::milli>(started - sent.at(id)).count());
+  }
+  report.latency_p50_ms = percentile(latencies, 0.50);
+  report.latency_p95_ms = percentile(latencies, 0.95);
+  report.latency_p99_ms = percentile(latencies, 0.99);
+  spdlog::info("latency: p50 {:.2f} ms, p95 {:.2f} ms, p99 {:.2f} ms", *report.latency_p50_ms,
+               *report.latency_p95_ms, *report.latency_p99_ms);
+
+  if (options.measure_idle) {
+    // Backoff from min to max interval doubles each empty poll: wait until it is at max.
+    const Config config = engine_config(options);
+    const auto backoff = config.poll.max_interval * 3;
+    spdlog::info("idle: waiting {} ms for the poll backoff, then measuring {} s", backoff.count(),
+                 options.idle_seconds);
+    std::this_thread::sleep_for(backoff);
+    const double cpu_before = process_cpu_seconds();
+    const std::uint64_t trips_before = JobStore::round_trips();
+    std::this_thread::sleep_for(std::chrono::duration<double>(options.idle_seconds));
+    report.idle_queries_per_s =
+        static_cast<double>(JobStore::round_trips() - trips_before) / options.idle_seconds;
+    report.idle_cpu_percent = (process_cpu_seconds() - cpu_before) / options.idle_seconds * 100;
+  }
+  engine.drain();
+}
+
+}  // namespace
+
+BenchReport run_bench(const BenchOptions& raw_options) {
+  BenchOptions options = raw_options;
+  options.database.schema = options.schema;
+  BenchReport report;
+  report.jobs = options.jobs;
+  report.concurrency = options.concurrency;
+  BenchTable table(options.database);
+  table.recreate();
+
+  // Enqueue: alternate with and without the trigger, best of two each.
+  spdlog::info("enqueue: {} jobs per bulk INSERT, with and without the NOTIFY trigger",
+               options.jobs);
+  for (int round = 0; round < 2; ++round) {
+    for (bool trigger : {false, true}) {
+      table.truncate();
+      table.set_trigger(trigger);
+      const double rate = options.jobs / table.insert_pending(options.jobs);
+      double& best = trigger ? report.enqueue_jobs_per_s : report.enqueue_no_trigger_jobs_per_s;
+      best = std::max(best, rate);
+    }
+  }
+  table.set_trigger(true);
+
+  spdlog::info("ceiling: claim + complete loop, batch {}", options.concurrency);
+  table.vacuum_analyze();
+  report.ceiling_jobs_per_s = ceiling(options, options.jobs);
+
+  spdlog::info("throughput: engine with {} workers burning down {} jobs", options.concurrency,
+               options.jobs);
+  table.truncate();
+  table.insert_pending(options.jobs);
+  table.vacuum_analyze();
+  const BurnDown run = burn_down(options, table, options.jobs);
+  report.throughput_jobs_per_s = run.jobs_per_s;
+  report.ratio = report.throughput_jobs_per_s / report.ceiling_jobs_per_s;
+  report.cpu_s_per_10k_jobs = run.cpu_seconds / options.jobs * 10000;
+  report.queries_per_job = static_cast<double>(run.round_trips) / options.jobs;
+  spdlog::info("throughput {:.0f} jobs/s, ceiling {:.0f} jobs/s, ratio {:.3f}",
+               report.throughput_jobs_per_s, report.ceiling_jobs_per_s, report.ratio);
+
+  if (options.measure_latency) {
+    table.truncate();
+    latency_and_idle(options, table, report);
+  }
+
+  if (options.finished_rows > 0) {
+    spdlog::info("finished rows: inserting {} done rows", options.finished_rows);
+    table.truncate();
+    table.insert_finished(options.finished_rows);
+    table.insert_pending(options.jobs);
+    table.vacuum_analyze();
+    report.finished_rows = options.finished_rows;
+    report.throughput_with_finished_rows_jobs_per_s =
+        burn_down(options, table, options.jobs).jobs_per_s;
+  }
+  report.peak_rss_mb = peak_rss_megabytes();
+  table.drop();
+  return report;
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,45 @@
+// `pgjobd bench`: runs the benchmark and prints its report.
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "bench/bench.hpp"
+#include "cli/commands.hpp"
+#include "cli/config_loading.hpp"
+#include "log/logging.hpp"
+
+namespace pgjobd {
+
+int run_bench_command(const std::string& config_path, bool config_given, BenchOptions options,
+                      bool json) {
+  Config config;
+  // Without -c, the database comes from the environment alone (DATABASE_URL).
+  if (config_given || std::filesystem::exists(config_path)) {
+    auto loaded = load_config_or_report(config_path);
+    if (!loaded) return kExitUsage;
+    config = *loaded;
+  } else {
+    apply_environment(config);
+  }
+  config.log.level = "info";
+  setup_logging(config.log);
+  options.database = config.database;
+  if (options.jobs < 1 || options.concurrency < 1 || options.latency_jobs < 1 ||
+      options.latency_rate <= 0 || options.finished_rows < 0 || options.idle_seconds <= 0) {
+    std::cerr << "error: --jobs, --concurrency, --latency-jobs, --latency-rate and "
+                 "--idle-seconds must be positive\n";
+    return kExitUsage;
+  }
+  try {
+    const BenchReport report = run_bench(options);
+    std::cout << (json ? bench_report_json(report) : bench_report_table(report)) << std::endl;
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << mask_password(e.what()) << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace pgjobd

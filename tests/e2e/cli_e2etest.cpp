@@ -1,0 +1,298 @@
+// End-to-end: the pgjobd command line: config errors and exit codes, check-config, enqueue,
+// stats, retry, cancel, --help and --version.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "pgjobd/version.hpp"
+#include "support/daemon_process.hpp"
+#include "support/test_database.hpp"
+
+namespace pgjobd::testing {
+namespace {
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A valid config in block style, so each key sits on a known line; `extra` is appended.
+std::string block_config(const std::string& schema, const std::string& extra = "") {
+  return "database:\n"  // line 1
+         "  url: " +
+         yaml_quote(test_database_url()) + "\n" +  // line 2
+         "  schema: " + schema + "\n" +            // line 3
+         "worker:\n"                               // line 4
+         "  concurrency: 2\n"                      // line 5
+         "poll:\n"                                 // line 6
+         "  min_interval: 10ms\n"                  // line 7
+         "metrics:\n"                              // line 8
+         "  listen: \"\"\n"                        // line 9
+         "handlers:\n"                             // line 10
+         "  ping: {builtin: noop}\n" +             // line 11
+         extra;
+}
+
+// ---- configuration errors -------------------------------------------------------------
+
+TEST(CliE2E, UnknownKeyIsAUsageErrorNamingFileLineAndKey) {
+  TempDir dir;
+  std::string text = block_config("cli_unused");
+  text.insert(text.find("poll:\n"), "  concurency: 3\n");  // becomes line 6, in worker
+  const std::string file = dir.write("bad.yaml", text);
+
+  for (const std::string command : {"check-config", "run"}) {
+    SCOPED_TRACE(command);
+    const CliResult result = run_cli({command, "-c", file});
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_TRUE(contains(result.err, file + ":6:")) << result.err;
+    EXPECT_TRUE(contains(result.err, "worker.concurency")) << result.err;
+    EXPECT_TRUE(contains(result.err, "concurrency")) << "no suggestion: " << result.err;
+  }
+}
+
+TEST(CliE2E, BadDurationIsAUsageErrorNamingFileLineAndKey) {
+  TempDir dir;
+  std::string text = block_config("cli_unused");
+  text.replace(text.find("min_interval: 10ms"), 18, "min_interval: 1.5s");
+  const std::string file = dir.write("bad.yaml", text);
+
+  for (const std::string command : {"check-config", "run"}) {
+    SCOPED_TRACE(command);
+    const CliResult result = run_cli({command, "-c", file});
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_TRUE(contains(result.err, file + ":7:")) << result.err;
+    EXPECT_TRUE(contains(result.err, "poll.min_interval")) << result.err;
+    EXPECT_TRUE(contains(result.err, "1.5s")) << result.err;
+  }
+}
+
+TEST(CliE2E, SeveralProblemsAreAllReportedInFileOrder) {
+  TempDir dir;
+  const std::string file = dir.write("bad.yaml",
+                                     "shutdown:\n"
+                                     "  timeout: forever\n"
+                                     "log:\n"
+                                     "  level: chatty\n"
+                                     "  colour: true\n");
+  const CliResult result = run_cli({"check-config", "-c", file});
+  EXPECT_EQ(result.exit_code, 2);
+  const auto timeout = result.err.find(file + ":2: shutdown.timeout");
+  const auto colour = result.err.find(file + ":5: log.colour");
+  ASSERT_NE(timeout, std::string::npos) << result.err;
+  ASSERT_NE(colour, std::string::npos) << result.err;
+  EXPECT_LT(timeout, colour) << result.err;
+  EXPECT_TRUE(contains(result.err, "log.level")) << result.err;
+}
+
+TEST(CliE2E, MissingConfigFileIsAUsageError) {
+  TempDir dir;
+  const std::string missing = dir.file("nowhere.yaml");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"check-config", "-c", missing},
+        std::vector<std::string>{"run", "-c", missing}, std::vector<std::string>{"-c", missing},
+        std::vector<std::string>{"migrate", "-c", missing}}) {
+    SCOPED_TRACE(args[0]);
+    const CliResult result = run_cli(args);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_TRUE(contains(result.err, missing)) << result.err;
+  }
+}
+
+TEST(CliE2E, ValidConfigPassesCheckConfig) {
+  TempDir dir;
+  const std::string file = dir.write("good.yaml", block_config("cli_unused"));
+  const CliResult result = run_cli({"check-config", "-c", file});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "ok")) << result.out;
+  EXPECT_TRUE(contains(result.out, "1 handler")) << result.out;
+
+  // PGJOBD_CONFIG stands in for -c.
+  const CliResult from_env = run_cli({"check-config"}, {{"PGJOBD_CONFIG", file}});
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+
+  // The shipped example config is valid too.
+  const CliResult example =
+      run_cli({"check-config", "-c", std::string(PGJOBD_SOURCE_DIR) + "/config/pgjobd.yaml"});
+  EXPECT_EQ(example.exit_code, 0) << example.err;
+}
+
+TEST(CliE2E, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_cli({"no-such-command"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"enqueue"}).exit_code, 2);  // TYPE missing
+  EXPECT_EQ(run_cli({"retry", "-c", "x.yaml", "not-a-number"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"run", "--frobnicate"}).exit_code, 2);
+}
+
+TEST(CliE2E, HelpAndVersion) {
+  const CliResult help = run_cli({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* command :
+       {"run", "migrate", "check-config", "enqueue", "stats", "retry", "cancel"}) {
+    EXPECT_TRUE(contains(help.out, command)) << command << " missing from --help:\n" << help.out;
+  }
+  const CliResult version = run_cli({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(trimmed(version.out), std::string("pgjobd ") + kVersion);
+}
+
+TEST(CliE2E, DatabaseUrlFromTheEnvironmentOverridesTheFile) {
+  TestSchema schema;
+  TempDir dir;
+  std::string text = block_config(schema.name());
+  const auto url_line = text.find("  url: ");
+  text.replace(url_line, text.find('\n', url_line) - url_line,
+               "  url: \"postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=2\"");
+  const std::string file = dir.write("pgjobd.yaml", text);
+
+  EXPECT_EQ(run_cli({"stats", "-c", file}).exit_code, 1);
+  for (const char* variable : {"PGJOBD_DATABASE_URL", "DATABASE_URL"}) {
+    SCOPED_TRACE(variable);
+    const CliResult result =
+        run_cli({"stats", "-c", file, "--json"}, {{variable, test_database_url()}});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(trimmed(result.out), "{}");
+  }
+}
+
+// ---- enqueue, stats, retry, cancel ----------------------------------------------------
+
+class CliJobsE2E : public ::testing::Test {
+ protected:
+  CliJobsE2E() : file_(dir_.write("pgjobd.yaml", block_config(schema_.name()))) {}
+
+  CliResult cli(std::vector<std::string> args) {
+    args.insert(args.begin() + 1, {"-c", file_});
+    return run_cli(args);
+  }
+  std::string enqueue_ok(std::vector<std::string> args) {
+    args.insert(args.begin(), "enqueue");
+    const CliResult result = cli(args);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return trimmed(result.out);
+  }
+  std::string row(const std::string& id, const std::string& columns) {
+    return schema_.query("SELECT concat_ws('|', " + columns + ") FROM {jobs} WHERE id = " + id);
+  }
+
+  TestSchema schema_;
+  TempDir dir_;
+  std::string file_;
+};
+
+TEST_F(CliJobsE2E, EnqueueSetsEveryColumn) {
+  const std::string id = enqueue_ok({"report", R"({"month": "2031-04", "n": [1, 2]})", "--queue",
+                                     "mail", "--priority", "7", "--run-at", "2031-05-06 07:08:09Z",
+                                     "--max-attempts", "9", "--unique-key", "report-2031-04"});
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(row(id, "type, queue, priority, max_attempts, unique_key, status, attempts"),
+            "report|mail|7|9|report-2031-04|pending|0");
+  EXPECT_EQ(row(id, "run_at = '2031-05-06 07:08:09+00'::timestamptz"), "t");
+  EXPECT_EQ(nlohmann::json::parse(row(id, "payload::text")),
+            nlohmann::json::parse(R"({"month": "2031-04", "n": [1, 2]})"));
+}
+
+TEST_F(CliJobsE2E, EnqueueDefaults) {
+  const std::string id = enqueue_ok({"ping"});
+  EXPECT_EQ(row(id, "type, queue, priority, max_attempts, status, payload::text"),
+            "ping|default|0|5|pending|{}");
+  EXPECT_EQ(row(id, "unique_key IS NULL, run_at <= now(), run_at > now() - interval '1 minute'"),
+            "t|t|t");
+}
+
+TEST_F(CliJobsE2E, EnqueueWithALiveUniqueKeyReturnsTheExistingJob) {
+  const std::string first = enqueue_ok({"report", R"({"n": 1})", "--unique-key", "k1"});
+  const std::string second = enqueue_ok({"report", R"({"n": 2})", "--unique-key", "k1"});
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(schema_.count(), 1);
+  EXPECT_EQ(row(first, "payload->>'n'"), "1");
+  // Another type, or the same key once the first job finished, makes a new job.
+  EXPECT_NE(enqueue_ok({"other", "{}", "--unique-key", "k1"}), first);
+  schema_.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + first);
+  EXPECT_NE(enqueue_ok({"report", "{}", "--unique-key", "k1"}), first);
+  EXPECT_EQ(schema_.count(), 3);
+}
+
+TEST_F(CliJobsE2E, EnqueueRejectsBadInput) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"enqueue", "ping", R"({"n": )"},
+        std::vector<std::string>{"enqueue", "ping", "not json"},
+        std::vector<std::string>{"enqueue", "ping", "{}", "--priority", "40000"},
+        std::vector<std::string>{"enqueue", "ping", "{}", "--max-attempts", "0"}}) {
+    SCOPED_TRACE(args[2]);
+    const CliResult result = cli(args);
+    EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+    EXPECT_EQ(result.out, "");
+  }
+  EXPECT_TRUE(contains(cli({"enqueue", "ping", "not json"}).err, "JSON"));
+  EXPECT_EQ(schema_.count(), 0);
+}
+
+TEST_F(CliJobsE2E, StatsReflectsTheTable) {
+  EXPECT_EQ(trimmed(cli({"stats", "--json"}).out), "{}");
+  schema_.exec(
+      "INSERT INTO {jobs} (type, queue, status, attempts, finished_at) VALUES "
+      "('a', 'default', 'pending', 0, NULL), ('a', 'default', 'pending', 0, NULL),"
+      "('a', 'default', 'pending', 0, NULL), ('a', 'default', 'done', 1, now()),"
+      "('a', 'default', 'done', 1, now()), ('b', 'mail', 'dead', 5, now()),"
+      "('b', 'mail', 'failed', 1, NULL), ('b', 'mail', 'cancelled', 0, now())");
+  const CliResult json = cli({"stats", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out), nlohmann::json::parse(R"({
+      "default": {"pending": 3, "done": 2},
+      "mail": {"dead": 1, "failed": 1, "cancelled": 1}})"));
+
+  const CliResult text = cli({"stats"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "pending")) << text.out;
+  EXPECT_TRUE(contains(text.out, "mail")) << text.out;
+}
+
+TEST_F(CliJobsE2E, RetryMakesADeadJobPendingAgain) {
+  const std::string id = schema_.query(
+      "INSERT INTO {jobs} (type, status, attempts, max_attempts, finished_at, last_error) "
+      "VALUES ('ping', 'dead', 5, 5, now(), 'exit 3') RETURNING id");
+  const CliResult result = cli({"retry", id});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "pending")) << result.out;
+  EXPECT_EQ(row(id, "status, attempts, finished_at IS NULL, run_at <= now()"), "pending|5|t|t");
+  EXPECT_GT(std::stoi(row(id, "max_attempts")), 5) << "a retried dead job gets no attempt";
+
+  // A pending job cannot be retried, a missing one neither.
+  const CliResult again = cli({"retry", id});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(contains(again.err, "pending")) << again.err;
+  const CliResult missing = cli({"retry", "987654321"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(contains(missing.err, "987654321")) << missing.err;
+}
+
+TEST_F(CliJobsE2E, CancelAPendingJobButNotADoneOne) {
+  const std::string pending = enqueue_ok({"ping"});
+  const CliResult cancelled = cli({"cancel", pending});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  EXPECT_EQ(row(pending, "status, finished_at IS NOT NULL"), "cancelled|t");
+
+  const std::string done = schema_.query(
+      "INSERT INTO {jobs} (type, status, attempts, finished_at) VALUES ('ping', 'done', 1, "
+      "now()) RETURNING id");
+  const CliResult refused = cli({"cancel", done});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(contains(refused.err, "done")) << refused.err;
+  EXPECT_EQ(row(done, "status"), "done");
+
+  EXPECT_EQ(cli({"cancel", "987654321"}).exit_code, 1);
+  // A cancelled job can be retried.
+  EXPECT_EQ(cli({"retry", pending}).exit_code, 0);
+  EXPECT_EQ(row(pending, "status"), "pending");
+}
+
+}  // namespace
+}  // namespace pgjobd::testing

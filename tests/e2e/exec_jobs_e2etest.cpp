@@ -1,0 +1,186 @@
+// End-to-end: exec jobs through the real pgjobd binary: exactly-once runs at volume, payload and
+// environment, retries to dead, permanent exit codes and timeouts.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/daemon_process.hpp"
+#include "support/test_database.hpp"
+
+namespace pgjobd::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string table_summary(TestSchema& schema) {
+  return "jobs by status: " +
+         schema.query(
+             "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
+             "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
+}
+
+void stop_daemon(DaemonProcess& daemon) {
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait_for_exit(20s), 0) << "pgjobd did not drain and exit 0 after SIGTERM";
+}
+
+TEST(ExecJobsE2E, ThousandJobsEachRunExactlyOnce) {
+  constexpr int kJobs = 1000;
+  TestSchema schema;
+  TempDir dir;
+  const std::string ran = dir.file("ran");
+  DaemonYaml yaml(schema.name());
+  yaml.set("worker", "{concurrency: 16}")
+      .shell_handler("append", "echo $PGJOBD_JOB_ID >> " + shell_quote(ran));
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+  const auto started = Clock::now();
+  schema.insert_jobs("append", kJobs);
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == kJobs; }, 90s))
+      << table_summary(schema);
+  const auto elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  std::cout << "[ metric ] " << kJobs << " exec jobs (concurrency 16) done in " << elapsed_ms
+            << " ms (" << (kJobs * 1000.0 / static_cast<double>(std::max<long>(elapsed_ms, 1)))
+            << " jobs/s)\n";
+  RecordProperty("exec_1000_jobs_wall_ms", std::to_string(elapsed_ms));
+  stop_daemon(daemon);
+
+  EXPECT_EQ(schema.count(), kJobs);
+  EXPECT_EQ(schema.count("status = 'done' AND attempts = 1 AND locked_by IS NULL"), kJobs)
+      << table_summary(schema);
+
+  const std::vector<std::string> lines = read_lines(ran);
+  EXPECT_EQ(lines.size(), static_cast<std::size_t>(kJobs));
+  std::set<std::int64_t> ids_run;
+  for (const auto& line : lines) ids_run.insert(std::stoll(line));
+  EXPECT_EQ(ids_run.size(), static_cast<std::size_t>(kJobs)) << "some job ran more than once";
+
+  std::set<std::int64_t> ids_in_table;
+  std::istringstream ids(schema.query("SELECT string_agg(id::text, ' ') FROM {jobs}"));
+  for (std::int64_t id = 0; ids >> id;) ids_in_table.insert(id);
+  EXPECT_EQ(ids_run, ids_in_table);
+}
+
+TEST(ExecJobsE2E, HandlerGetsPayloadOnStdinAndJobEnvironment) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string base = shell_quote(dir.path()) + "/$PGJOBD_JOB_ID";
+  DaemonYaml yaml(schema.name());
+  yaml.set("worker", "{concurrency: 2, queues: {default: {}, mail: {}}}")
+      .shell_handler("envtype", "cat > " + base + ".payload; echo \"$PGJOBD_JOB_ID " +
+                                    "$PGJOBD_JOB_TYPE $PGJOBD_JOB_QUEUE $PGJOBD_JOB_ATTEMPT\" > " +
+                                    base + ".env");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+  const std::string payload = R"({"to": "ann@example.com", "n": [1, 2.5, "three"], "ü": null})";
+  const std::string id =
+      schema.query("INSERT INTO {jobs} (type, queue, payload) VALUES ('envtype', 'mail', '" +
+                   payload + "') RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 15s))
+      << table_summary(schema);
+  stop_daemon(daemon);
+
+  EXPECT_EQ(nlohmann::json::parse(read_text_file(dir.file(id + ".payload"))),
+            nlohmann::json::parse(payload));
+  EXPECT_EQ(read_text_file(dir.file(id + ".env")), id + " envtype mail 1\n");
+}
+
+TEST(ExecJobsE2E, FailingJobIsRetriedWithBackoffThenDead) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string attempts_file = dir.file("attempts");
+  DaemonYaml yaml(schema.name());
+  yaml.shell_handler("flaky", "echo $PGJOBD_JOB_ATTEMPT >> " + shell_quote(attempts_file) +
+                                  "; echo \"boom on attempt $PGJOBD_JOB_ATTEMPT\" >&2; exit 3");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+  const std::string id =
+      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('flaky', 3) RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'dead'") == 1; }, 15s))
+      << table_summary(schema);
+  stop_daemon(daemon);
+
+  const std::string where = " FROM {jobs} WHERE id = " + id;
+  EXPECT_EQ(schema.query("SELECT attempts" + where), "3");
+  EXPECT_EQ(schema.query("SELECT jsonb_array_length(errors)" + where), "3");
+  EXPECT_EQ(schema.query("SELECT string_agg(e->>'attempt', ',' ORDER BY n) FROM {jobs}, "
+                         "jsonb_array_elements(errors) WITH ORDINALITY AS x(e, n) WHERE id = " +
+                         id),
+            "1,2,3");
+  EXPECT_EQ(schema.query("SELECT bool_and(e->>'error' LIKE 'exit 3%') FROM {jobs}, "
+                         "jsonb_array_elements(errors) e WHERE id = " +
+                         id),
+            "t");
+  const std::string last_error = schema.query("SELECT last_error" + where);
+  EXPECT_NE(last_error.find("exit 3"), std::string::npos) << last_error;
+  EXPECT_NE(last_error.find("boom on attempt 3"), std::string::npos) << last_error;
+  EXPECT_EQ(schema.query("SELECT finished_at IS NOT NULL AND locked_by IS NULL" + where), "t");
+  EXPECT_EQ(read_lines(attempts_file), (std::vector<std::string>{"1", "2", "3"}));
+}
+
+TEST(ExecJobsE2E, PermanentExitCodeIsDeadAfterOneAttempt) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.shell_handler("bounce", "echo 'no such mailbox' >&2; exit 65",
+                     "permanent_exit_codes: [64, 65]");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+  const std::string id =
+      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('bounce', 5) RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status IN ('dead', 'done')") == 1; }, 15s))
+      << table_summary(schema);
+  stop_daemon(daemon);
+
+  const std::string where = " FROM {jobs} WHERE id = " + id;
+  EXPECT_EQ(schema.query("SELECT status" + where), "dead");
+  EXPECT_EQ(schema.query("SELECT attempts" + where), "1");
+  EXPECT_EQ(schema.query("SELECT jsonb_array_length(errors)" + where), "1");
+  const std::string last_error = schema.query("SELECT last_error" + where);
+  EXPECT_NE(last_error.find("exit 65"), std::string::npos) << last_error;
+  EXPECT_NE(last_error.find("no such mailbox"), std::string::npos) << last_error;
+}
+
+TEST(ExecJobsE2E, TimeoutKillsTheWholeProcessGroup) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string pids = dir.file("pids");
+  DaemonYaml yaml(schema.name());
+  // A background grandchild in the handler's process group, then the handler itself hangs.
+  yaml.shell_handler("hang", "sleep 29 & echo $! >> " + shell_quote(pids) + "; exec sleep 30",
+                     "timeout: 300ms, kill_grace: 200ms");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+  const std::string id =
+      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('hang', 1) RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'dead'") == 1; }, 15s))
+      << table_summary(schema);
+  const std::string last_error = schema.query("SELECT last_error FROM {jobs} WHERE id = " + id);
+  EXPECT_NE(last_error.find("timed out after 300ms"), std::string::npos) << last_error;
+
+  const std::vector<std::string> grandchildren = read_lines(pids);
+  ASSERT_EQ(grandchildren.size(), 1u);
+  const pid_t grandchild = static_cast<pid_t>(std::stol(grandchildren[0]));
+  // It was reparented when the handler died, so its reaping is not the daemon's to wait for.
+  EXPECT_TRUE(wait_until([&] { return !process_alive(grandchild, "sleep"); }, 5s))
+      << "the handler's background child " << grandchild << " survived the timeout";
+  if (process_alive(grandchild, "sleep")) ::kill(grandchild, SIGKILL);
+  stop_daemon(daemon);
+}
+
+}  // namespace
+}  // namespace pgjobd::testing
