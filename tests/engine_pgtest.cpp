@@ -8,8 +8,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <set>
 
+#include "db/sql_text.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -271,6 +273,61 @@ TEST(Engine, NotifyWakesAnIdleEngine) {
   schema.insert_jobs("now", 1);
   EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
   engine.drain();
+}
+
+TEST(Engine, StopsAJobWhoseLeaseWasTakenOver) {
+  TestSchema schema;
+  schema.insert_jobs("long", 1);
+  Config config = schema.config();
+  config.lease.duration = 1500ms;  // heartbeat every 500 ms
+  std::atomic<bool> started{false}, stopped{false};
+  Gate never;
+  Engine engine(config);
+  engine.register_handler("long", [&](const Job&, std::stop_token stop) {
+    started = true;
+    never.wait(stop);
+    stopped = true;
+    return JobResult::released();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return started.load(); }, 30s));
+  // Another daemon now owns the job (as after a rescue and a new claim).
+  schema.exec("UPDATE {jobs} SET locked_by = 'other-daemon', attempts = 2");
+  EXPECT_TRUE(wait_until([&] { return stopped.load(); }, 5s));
+  engine.drain();
+  // Our late release was fenced off: the new owner's claim is intact.
+  EXPECT_EQ(schema.query("SELECT status || ' ' || locked_by || ' ' || attempts FROM {jobs}"),
+            "running other-daemon 2");
+}
+
+TEST(Engine, StopsAJobWhenHeartbeatsCannotReachTheDatabase) {
+  TestSchema schema;
+  schema.insert_jobs("long", 1);
+  Config config = schema.config();
+  config.lease.duration = 1500ms;
+  std::atomic<bool> started{false}, stopped{false};
+  Gate never;
+  Engine engine(config);
+  engine.register_handler("long", [&](const Job&, std::stop_token stop) {
+    started = true;
+    never.wait(stop);
+    stopped = true;
+    return JobResult::released();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return started.load(); }, 30s));
+  // Hold the row lock: the heartbeat UPDATE blocks as if the database were unreachable.
+  auto blocker = open_connection(config.database, "test-blocker");
+  {
+    pqxx::work txn(*blocker);
+    txn.exec("SELECT 1 FROM " + pgjobd::quote_identifier(schema.name()) + ".jobs FOR UPDATE");
+    const auto begin = std::chrono::steady_clock::now();
+    EXPECT_TRUE(wait_until([&] { return stopped.load(); }, 5s));
+    EXPECT_GE(std::chrono::steady_clock::now() - begin, 300ms);  // not before the lease ran out
+    txn.abort();
+  }
+  engine.drain();
+  EXPECT_EQ(schema.count("status = 'running'"), 0);
 }
 
 TEST(Engine, RefusesToStartOnAnUnmigratedSchema) {

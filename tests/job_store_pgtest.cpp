@@ -224,7 +224,8 @@ TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
   // Two leases expired; the third is still valid.
   schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second' WHERE id IN (" +
               std::to_string(ids[0]) + "," + std::to_string(ids[1]) + ")");
-  const auto report = store.rescue_expired(schema.config().retry, 100);
+  const auto report = store.lead_and_rescue("rescuer", Millis(15000), schema.config().retry, 100);
+  EXPECT_TRUE(report.leader);
   EXPECT_EQ(report.failed, 1);
   EXPECT_EQ(report.dead, 1);
   EXPECT_EQ(schema.query("SELECT status || ' ' || (last_error LIKE 'rescued: lease expired%') "
@@ -237,6 +238,37 @@ TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
   // The late owner's completion is fenced off.
   EXPECT_EQ(store.complete({{ids[0], 1, Outcome::kDone, "", Millis(0)}}, "crashed", false).stale,
             1);
+}
+
+TEST(JobStore, OneLeaderAtATimeUntilItResignsOrExpires) {
+  TestSchema schema;
+  JobStore a(schema.config().database, "test");
+  JobStore b(schema.config().database, "test");
+  const RetryConfig retry = schema.config().retry;
+  EXPECT_TRUE(a.lead_and_rescue("a", Millis(60000), retry, 10).leader);
+  EXPECT_FALSE(b.lead_and_rescue("b", Millis(60000), retry, 10).leader);
+  EXPECT_TRUE(a.lead_and_rescue("a", Millis(60000), retry, 10).leader);  // renewal
+  a.resign("a");
+  EXPECT_TRUE(b.lead_and_rescue("b", Millis(1), retry, 10).leader);
+  // b's leadership lapses after 1 ms without renewal; a takes over.
+  EXPECT_TRUE(
+      testing::wait_until([&] { return a.lead_and_rescue("a", Millis(60000), retry, 10).leader; },
+                          std::chrono::milliseconds(5000)));
+  EXPECT_FALSE(b.lead_and_rescue("b", Millis(60000), retry, 10).leader);
+}
+
+TEST(JobStore, OnlyTheLeaderRescues) {
+  TestSchema schema;
+  schema.insert_jobs("a", 1);
+  JobStore store(schema.config().database, "test");
+  store.claim({{"default", 1}}, {"a"}, 1, "crashed", kLease);
+  schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second'");
+  JobStore leader(schema.config().database, "test");
+  ASSERT_TRUE(leader.lead_and_rescue("leader", Millis(60000), schema.config().retry, 0).leader);
+  const auto report = store.lead_and_rescue("follower", Millis(60000), schema.config().retry, 10);
+  EXPECT_FALSE(report.leader);
+  EXPECT_EQ(report.failed + report.dead, 0);
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "running");
 }
 
 TEST(JobStore, PruneDeletesOnlyExpiredFinishedJobsInBatches) {

@@ -75,8 +75,7 @@ void JobStore::connect() {
   if (connected()) return;
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
-    const std::string table = quote_identifier(config_.schema) + ".jobs";
-    for (const auto& statement : stmt::job_statements(table)) {
+    for (const auto& statement : stmt::job_statements(quote_identifier(config_.schema))) {
       conn_->prepare(statement.name, statement.sql);
     }
     return 0;
@@ -172,15 +171,27 @@ std::vector<std::int64_t> JobStore::heartbeat(const std::vector<std::int64_t>& i
   });
 }
 
-RescueReport JobStore::rescue_expired(const RetryConfig& retry, int batch_size) {
+RescueReport JobStore::lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                                       const RetryConfig& retry, int batch_size) {
   connect();
   return guarded("rescue", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
-    const auto rows =
-        txn.exec_prepared(stmt::kRescue, static_cast<double>(retry.base.count()),
-                          static_cast<double>(retry.max_delay.count()), retry.jitter, batch_size);
-    return RescueReport{rows[0][0].as<int>(), rows[0][1].as<int>()};
+    const auto rows = txn.exec_prepared(
+        stmt::kLeadAndRescue, worker_id, static_cast<std::int64_t>(leadership_ttl.count()),
+        static_cast<double>(retry.base.count()), static_cast<double>(retry.max_delay.count()),
+        retry.jitter, batch_size);
+    return RescueReport{rows[0][0].as<bool>(), rows[0][1].as<int>(), rows[0][2].as<int>()};
+  });
+}
+
+void JobStore::resign(const std::string& worker_id) {
+  connect();
+  guarded("resign", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    txn.exec_prepared(stmt::kResign, worker_id);
+    return 0;
   });
 }
 

@@ -50,8 +50,9 @@ struct CompletionReport {
 };
 
 struct RescueReport {
-  int failed = 0;  // back in the queue for another attempt
-  int dead = 0;    // attempts used up
+  bool leader = false;  // this daemon holds the maintenance leadership
+  int failed = 0;       // back in the queue for another attempt
+  int dead = 0;         // attempts used up
 };
 
 struct QueueStatsRow {
@@ -89,7 +90,12 @@ class JobStore {
                                       const std::vector<std::int64_t>& attempts,
                                       const std::string& worker_id, Millis lease);
 
-  RescueReport rescue_expired(const RetryConfig& retry, int batch_size);
+  // Takes or renews the maintenance leadership for `leadership_ttl` and, when leader,
+  // returns up to batch_size jobs whose lease expired to the queue.
+  RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                               const RetryConfig& retry, int batch_size);
+  // Hands leadership over at once (a clean shutdown).
+  void resign(const std::string& worker_id);
 
   // Deletes one batch of finished jobs past retention; returns how many.
   int prune(const RetentionConfig& retention, int batch_size);

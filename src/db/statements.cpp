@@ -95,21 +95,35 @@ WHERE j.id = ANY ($1::bigint[])
   AND j.locked_by = $3 AND j.status = 'running'
 RETURNING j.id)";
 
-// A job whose owner stopped heartbeating goes back to the queue with a backoff, or dies
-// when its attempts are used up, so a job that crashes its daemon every time ends dead.
-constexpr const char* kRescueSql = R"(
-WITH expired AS (
+// Leadership and rescue in one round trip (an idle daemon's budget is a few queries a
+// minute). The leader row is taken when free or expired and renewed by its holder; only
+// the leader rescues. A job whose owner stopped heartbeating goes back to the queue with
+// a backoff, or dies when its attempts are used up, so a job that crashes its daemon
+// every time ends dead. The rescue is safe even if two daemons believe they lead.
+// $1 worker id, $2 leadership TTL ms, $3 retry base ms, $4 max delay ms, $5 jitter,
+// $6 batch size. Returns (leader, rescued back to the queue, rescued dead).
+constexpr const char* kLeadAndRescueSql = R"(
+WITH leader AS (
+  INSERT INTO {leader} AS l (role, leader_id, elected_at, expires_at)
+  VALUES ('maintenance', $1, now(), now() + $2::bigint * interval '1 millisecond')
+  ON CONFLICT (role) DO UPDATE
+    SET leader_id = EXCLUDED.leader_id, expires_at = EXCLUDED.expires_at,
+        elected_at = CASE WHEN l.leader_id = EXCLUDED.leader_id THEN l.elected_at
+                          ELSE now() END
+    WHERE l.leader_id = EXCLUDED.leader_id OR l.expires_at < now()
+  RETURNING leader_id
+), expired AS (
   SELECT id FROM {jobs}
-  WHERE status = 'running' AND locked_until < now()
+  WHERE status = 'running' AND locked_until < now() AND EXISTS (SELECT 1 FROM leader)
   ORDER BY locked_until
-  LIMIT $4
+  LIMIT $6
   FOR UPDATE SKIP LOCKED
 ), rescued AS (
   UPDATE {jobs} j
   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'failed' END,
       run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
-                    ELSE now() + least($1::float8 * power(2, greatest(j.attempts - 1, 0)), $2::float8)
-                                 * (1 + $3::float8 * (2 * random() - 1))
+                    ELSE now() + least($3::float8 * power(2, greatest(j.attempts - 1, 0)), $4::float8)
+                                 * (1 + $5::float8 * (2 * random() - 1))
                                  * interval '1 millisecond' END,
       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
       last_error = 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
@@ -120,10 +134,15 @@ WITH expired AS (
                           ' ran attempt ' || j.attempts)),
       locked_by = NULL, locked_until = NULL, updated_at = now()
   FROM expired WHERE j.id = expired.id
-  RETURNING j.id, j.status
+  RETURNING j.status
 )
-SELECT count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'dead')
-FROM rescued)";
+SELECT EXISTS (SELECT 1 FROM leader),
+       (SELECT count(*) FROM rescued WHERE status = 'failed')::int,
+       (SELECT count(*) FROM rescued WHERE status = 'dead')::int)";
+
+// A leader that stops hands over at once instead of after its TTL.
+constexpr const char* kResignSql = R"(
+DELETE FROM {leader} WHERE role = 'maintenance' AND leader_id = $1)";
 
 // Bounded batches with SKIP LOCKED: short transactions, and several daemons pruning at
 // once split the work instead of waiting on each other.
@@ -149,28 +168,33 @@ FROM {jobs}
 WHERE status IN ('pending', 'failed', 'running')
 GROUP BY queue, status)";
 
-std::string with_table(const char* sql, const std::string& table) {
-  std::string text = sql;
-  const std::string placeholder = "{jobs}";
+void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
-       pos = text.find(placeholder, pos + table.size())) {
-    text.replace(pos, placeholder.size(), table);
+       pos = text.find(placeholder, pos + value.size())) {
+    text.replace(pos, placeholder.size(), value);
   }
+}
+
+std::string with_table(const char* sql, const std::string& schema) {
+  std::string text = sql;
+  replace_all(text, "{jobs}", schema + ".jobs");
+  replace_all(text, "{leader}", schema + ".pgjobd_leader");
   return text;
 }
 
 }  // namespace
 
-std::vector<Statement> job_statements(const std::string& table) {
+std::vector<Statement> job_statements(const std::string& schema) {
   return {
-      {kClaim, with_table(kClaimSql, table)},
-      {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), table)},
+      {kClaim, with_table(kClaimSql, schema)},
+      {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
       {kCompleteDeleteDone,
-       with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), table)},
-      {kHeartbeat, with_table(kHeartbeatSql, table)},
-      {kRescue, with_table(kRescueSql, table)},
-      {kPrune, with_table(kPruneSql, table)},
-      {kQueueStats, with_table(kQueueStatsSql, table)},
+       with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
+      {kHeartbeat, with_table(kHeartbeatSql, schema)},
+      {kLeadAndRescue, with_table(kLeadAndRescueSql, schema)},
+      {kResign, with_table(kResignSql, schema)},
+      {kPrune, with_table(kPruneSql, schema)},
+      {kQueueStats, with_table(kQueueStatsSql, schema)},
   };
 }
 

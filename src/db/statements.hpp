@@ -1,6 +1,7 @@
 #pragma once
 // Every SQL statement pgjobd runs against the jobs table, named and prepared once per
-// connection. `{jobs}` in the text stands for the quoted, schema-qualified table name.
+// connection. `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified
+// tables.
 
 #include <string>
 #include <vector>
@@ -19,8 +20,11 @@ inline constexpr const char* kComplete = "pgjobd_complete";
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
 // Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns ids renewed.
 inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
-// Rescue expired leases: $1 retry base ms, $2 max delay ms, $3 jitter, $4 batch size.
-inline constexpr const char* kRescue = "pgjobd_rescue";
+// Take or renew leadership and, as leader, rescue expired leases: $1 worker id, $2 TTL ms,
+// $3 retry base ms, $4 max delay ms, $5 jitter, $6 batch. Returns (leader, failed, dead).
+inline constexpr const char* kLeadAndRescue = "pgjobd_lead_and_rescue";
+// Give up leadership: $1 worker id.
+inline constexpr const char* kResign = "pgjobd_resign";
 // Retention: delete up to $3 finished rows; done/cancelled older than $1 ms, dead older
 // than $2 ms. Returns the number deleted.
 inline constexpr const char* kPrune = "pgjobd_prune";
@@ -32,7 +36,7 @@ struct Statement {
   std::string sql;
 };
 
-// All statements with {jobs} replaced by `table` (already quoted).
-std::vector<Statement> job_statements(const std::string& table);
+// All statements for a schema (already quoted): {jobs} and {leader} name its tables.
+std::vector<Statement> job_statements(const std::string& schema);
 
 }  // namespace pgjobd::stmt

@@ -19,6 +19,7 @@
 #include "engine/fetcher.hpp"
 #include "engine/health.hpp"
 #include "engine/job_runner.hpp"
+#include "engine/lease_guard.hpp"
 #include "engine/maintenance.hpp"
 #include "engine/notify_listener.hpp"
 #include "engine/worker_pool.hpp"
@@ -108,6 +109,7 @@ class Engine::Impl {
   std::unique_ptr<Fetcher> fetcher_;
   std::unique_ptr<NotifyListener> listener_;
   std::unique_ptr<Maintenance> maintenance_;
+  std::unique_ptr<LeaseGuard> lease_guard_;
 };
 
 void Engine::Impl::build_handlers() {
@@ -190,6 +192,9 @@ void Engine::Impl::start() {
         config_.database, [this] { wake(); }, *metrics_);
   }
   maintenance_ = std::make_unique<Maintenance>(config_, worker_id_, *pool_, *metrics_, health_);
+  lease_guard_ = std::make_unique<LeaseGuard>(
+      *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
+      std::min<Millis>(config_.lease.duration / 10, Millis(2000)));
   health_.clear("engine");
   spdlog::info("pgjobd ready");
 }
@@ -233,6 +238,7 @@ void Engine::Impl::drain() {
     spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
                   pool_->busy());
   }
+  lease_guard_.reset();  // it reads the maintenance's renewal time and stops pool jobs
   maintenance_->stop();  // it heartbeats the running jobs: stop it before the pool goes
   std::lock_guard lock(pool_mutex_);
   if (stuck) {

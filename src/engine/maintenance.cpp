@@ -1,4 +1,4 @@
-// Maintenance: a single timer loop over heartbeat, rescue, prune and stats.
+// Maintenance: a single timer loop over heartbeat, leadership + rescue, retention, stats.
 
 #include "engine/maintenance.hpp"
 
@@ -16,10 +16,10 @@ namespace {
 std::chrono::milliseconds heartbeat_interval_for(Millis lease) {
   return std::max<Millis>(lease / 3, Millis(100));
 }
-// Rescue often enough that a crashed daemon's jobs return within about one lease (a third
-// of it at most), yet cheaply enough for an idle daemon (at most one query per 10 s).
+// Rescue often enough that a dead daemon's jobs return within about one lease plus a few
+// seconds, yet cheaply enough for an idle daemon (one query per 5 s, leadership included).
 std::chrono::milliseconds rescue_interval_for(Millis lease) {
-  return std::clamp<Millis>(lease / 3, Millis(500), Millis(10000));
+  return std::clamp<Millis>(lease / 3, Millis(200), Millis(5000));
 }
 }  // namespace
 
@@ -33,6 +33,8 @@ Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool
       store_(config.database, "maintenance"),
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
+      leadership_ttl_(rescue_interval_ * 3),
+      last_renewal_(Clock::now()),
       thread_([this] { run(); }) {}
 
 Maintenance::~Maintenance() { stop(); }
@@ -40,10 +42,16 @@ Maintenance::~Maintenance() { stop(); }
 void Maintenance::stop() {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+}
+
+Clock::time_point Maintenance::last_renewal() const {
+  std::lock_guard lock(mutex_);
+  return last_renewal_;
 }
 
 template <typename Task>
@@ -66,7 +74,8 @@ void Maintenance::run() {
   auto next_schema_check = now + kSchemaCheckInterval;
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    const auto next = std::min({next_heartbeat, next_rescue, next_stats, next_prune});
+    const auto next =
+        std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
     if (cv_.wait_until(lock, next, [&] { return stopping_.load(); })) break;
     lock.unlock();
     now = Clock::now();
@@ -75,7 +84,7 @@ void Maintenance::run() {
       next_heartbeat = now + heartbeat_interval_;
     }
     if (now >= next_rescue) {
-      guarded("rescue", [&] { rescue(); });
+      guarded("rescue", [&] { lead_and_rescue(); });
       next_rescue = now + rescue_interval_;
     }
     if (now >= next_stats) {
@@ -86,37 +95,50 @@ void Maintenance::run() {
       guarded("schema check", [&] { check_schema(); });
       next_schema_check = now + kSchemaCheckInterval;
     }
-    if (now >= next_prune) {
+    if (now >= next_prune && leader_) {
       guarded("prune", [&] { prune(); });
       next_prune = now + kPruneInterval;
     }
     lock.lock();
   }
+  lock.unlock();
+  if (leader_) guarded("resign", [&] { store_.resign(worker_id_); });
 }
 
 void Maintenance::heartbeat() {
+  const auto sent_at = Clock::now();  // the renewed leases run from no earlier than this
   const auto running = pool_.running();
-  if (running.empty()) return;
-  std::vector<std::int64_t> ids, attempts;
-  for (const auto& job : running) {
-    ids.push_back(job.id);
-    attempts.push_back(job.attempt);
+  if (!running.empty()) {
+    std::vector<std::int64_t> ids, attempts;
+    for (const auto& job : running) {
+      ids.push_back(job.id);
+      attempts.push_back(job.attempt);
+    }
+    const auto kept = store_.heartbeat(ids, attempts, worker_id_, config_.lease.duration);
+    if (kept.size() != ids.size()) {
+      // A job we run is no longer ours (its lease expired and it was rescued): stop it,
+      // so two owners never keep running one job.
+      std::vector<std::int64_t> lost;
+      for (auto id : ids) {
+        if (std::find(kept.begin(), kept.end(), id) == kept.end()) lost.push_back(id);
+      }
+      metrics_.stale_write(static_cast<int>(lost.size()));
+      spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
+      pool_.request_stop(lost);
+    }
   }
-  const auto kept = store_.heartbeat(ids, attempts, worker_id_, config_.lease.duration);
-  if (kept.size() == ids.size()) return;
-  // A job we run is no longer ours (its lease expired and it was rescued): stop it, so
-  // two owners never keep running one job.
-  std::vector<std::int64_t> lost;
-  for (auto id : ids) {
-    if (std::find(kept.begin(), kept.end(), id) == kept.end()) lost.push_back(id);
-  }
-  metrics_.stale_write(static_cast<int>(lost.size()));
-  spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
-  pool_.request_stop(lost);
+  std::lock_guard lock(mutex_);
+  last_renewal_ = sent_at;
 }
 
-void Maintenance::rescue() {
-  const RescueReport report = store_.rescue_expired(config_.retry, kRescueBatch);
+void Maintenance::lead_and_rescue() {
+  const RescueReport report =
+      store_.lead_and_rescue(worker_id_, leadership_ttl_, config_.retry, kRescueBatch);
+  if (report.leader != leader_) {
+    spdlog::info(report.leader ? "this daemon is now the maintenance leader"
+                               : "this daemon is no longer the maintenance leader");
+    leader_ = report.leader;
+  }
   const int total = report.failed + report.dead;
   if (total == 0) return;
   metrics_.rescued(total);

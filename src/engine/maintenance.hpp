@@ -1,8 +1,9 @@
 #pragma once
-// Periodic work on a connection of its own: lease heartbeats for running jobs, rescue of
-// jobs whose owner stopped heartbeating, retention pruning, and the queue statistics and
-// schema check behind the metrics and /readyz. Every daemon runs it; each statement is
-// safe when several daemons run it at once (SKIP LOCKED, fenced updates).
+// Periodic work on a connection of its own: lease heartbeats for running jobs, the
+// maintenance leadership (a row with a TTL), and as leader the rescue of jobs whose owner
+// stopped heartbeating and retention pruning; on every daemon the queue statistics and
+// schema check behind the metrics and /readyz. Each statement is safe even when two
+// daemons believe they lead (SKIP LOCKED, fenced updates).
 
 #include <atomic>
 #include <chrono>
@@ -26,7 +27,11 @@ class Maintenance {
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
 
-  void stop();  // safe twice
+  void stop();  // resigns leadership; safe twice
+
+  // When the last successful heartbeat was sent: every running job's lease lasts at least
+  // lease.duration from then (LeaseGuard stops jobs once that has passed).
+  std::chrono::steady_clock::time_point last_renewal() const;
 
   static constexpr std::chrono::seconds kStatsInterval{15};
   static constexpr std::chrono::seconds kPruneInterval{60};
@@ -39,7 +44,7 @@ class Maintenance {
  private:
   void run();
   void heartbeat();
-  void rescue();
+  void lead_and_rescue();
   void prune();
   void collect_stats();
   void check_schema();
@@ -55,10 +60,13 @@ class Maintenance {
   JobStore store_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds rescue_interval_;
+  const std::chrono::milliseconds leadership_ttl_;
+  bool leader_ = false;  // maintenance thread only
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::atomic<bool> stopping_{false};
+  std::chrono::steady_clock::time_point last_renewal_;
   std::thread thread_;  // last
 };
 

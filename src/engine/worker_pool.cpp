@@ -49,7 +49,8 @@ void WorkerPool::submit(Job job) {
   {
     std::lock_guard lock(mutex_);
     const std::uint64_t ticket = next_ticket_++;
-    auto& entry = running_[ticket] = Entry{job.id, job.attempt, {}};
+    auto& entry = running_[ticket] =
+        Entry{job.id, job.attempt, {}, std::chrono::steady_clock::now(), false};
     ++queue_busy_[job.queue];
     busy_.fetch_add(1, std::memory_order_relaxed);
     pending_.push_back(Task{std::move(job), ticket, entry.stop.get_token()});
@@ -102,6 +103,20 @@ void WorkerPool::request_stop(const std::vector<std::int64_t>& ids) {
 void WorkerPool::request_stop_all() {
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) entry.stop.request_stop();
+}
+
+std::vector<std::int64_t> WorkerPool::stop_expired(std::chrono::steady_clock::time_point renewed_at,
+                                                   Millis lease) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::int64_t> stopped;
+  std::lock_guard lock(mutex_);
+  for (auto& [ticket, entry] : running_) {
+    if (entry.lease_lost || std::max(entry.submitted, renewed_at) + lease > now) continue;
+    entry.lease_lost = true;
+    entry.stop.request_stop();
+    stopped.push_back(entry.id);
+  }
+  return stopped;
 }
 
 bool WorkerPool::wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible) {

@@ -53,6 +53,10 @@ class WorkerPool {
   // Asks the handlers of these jobs (or all) to stop.
   void request_stop(const std::vector<std::int64_t>& ids);
   void request_stop_all();
+  // Stops the jobs whose lease has run out by our own clock, taken to end at
+  // max(submitted, renewed_at) + lease. Returns the ids stopped now (each only once).
+  std::vector<std::int64_t> stop_expired(std::chrono::steady_clock::time_point renewed_at,
+                                         Millis lease);
   // Waits until no job runs or the deadline passes (or, if interruptible, until
   // interrupt_wait()); true when idle.
   bool wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible = true);
@@ -68,6 +72,8 @@ class WorkerPool {
     std::int64_t id;
     int attempt;
     std::stop_source stop;
+    std::chrono::steady_clock::time_point submitted;
+    bool lease_lost = false;
   };
   struct Task {
     Job job;

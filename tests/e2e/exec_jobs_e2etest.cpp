@@ -159,9 +159,11 @@ TEST(ExecJobsE2E, TimeoutKillsTheWholeProcessGroup) {
   TempDir dir;
   const std::string pids = dir.file("pids");
   DaemonYaml yaml(schema.name());
-  // A background grandchild in the handler's process group, then the handler itself hangs.
-  yaml.shell_handler("hang", "sleep 29 & echo $! >> " + shell_quote(pids) + "; exec sleep 30",
-                     "timeout: 300ms, kill_grace: 200ms");
+  // A background grandchild in the handler's process group that ignores SIGTERM (so only the
+  // group SIGKILL ends it), then the handler itself hangs.
+  yaml.shell_handler(
+      "hang", "(trap '' TERM; exec sleep 29) & echo $! >> " + shell_quote(pids) + "; exec sleep 30",
+      "timeout: 300ms, kill_grace: 200ms");
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
 

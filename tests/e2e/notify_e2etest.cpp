@@ -51,20 +51,25 @@ TEST(NotifyE2E, InsertWakesAnIdleDaemonWithinMilliseconds) {
         << "job " << id << " did not run (trial " << trial << ")";
     const std::int64_t handler_started = std::stoll(read_text_file(stamp_file));
     latencies_ms.push_back(static_cast<double>(handler_started - committed) / 1e6);
+    // Picked up by a poll, not a NOTIFY: no need to spend 5 s on each remaining trial.
+    if (latencies_ms.back() >= 1000) break;
     ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == trial + 2; }, 10s));
   }
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait_for_exit(10s), 0);
 
+  ASSERT_FALSE(latencies_ms.empty());
   std::vector<double> sorted = latencies_ms;
   std::sort(sorted.begin(), sorted.end());
-  const double median = (sorted[kTrials / 2 - 1] + sorted[kTrials / 2]) / 2;
+  const std::size_t n = sorted.size();
+  const double median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   const double max = sorted.back();
-  std::cout << "[ metric ] NOTIFY pickup latency (INSERT commit to handler start, " << kTrials
+  std::cout << "[ metric ] NOTIFY pickup latency (INSERT commit to handler start, " << n
             << " trials, poll interval 5s): median " << median << " ms, max " << max << " ms\n";
   RecordProperty("notify_latency_median_ms", std::to_string(median));
   RecordProperty("notify_latency_max_ms", std::to_string(max));
-  for (int trial = 0; trial < kTrials; ++trial) {
+  EXPECT_EQ(latencies_ms.size(), static_cast<std::size_t>(kTrials));
+  for (std::size_t trial = 0; trial < latencies_ms.size(); ++trial) {
     EXPECT_LT(latencies_ms[trial], 100.0) << "trial " << trial;
   }
 }
