@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
@@ -46,6 +47,16 @@ class Engine {
 
   // Ends a drain's wait for running jobs at once (the second SIGTERM). Thread-safe.
   void hurry();
+
+  // Applies a new configuration live (SIGHUP): worker concurrency and queues (running jobs
+  // are never interrupted), poll intervals, retry policy, retention and the handler table.
+  // database.*, metrics.listen, lease.duration and poll.listen_notify need a restart: the
+  // returned messages name those that changed (the old values stay in force). Throws
+  // (and keeps the old configuration entirely) when a handler cannot be built.
+  std::vector<std::string> reload(const Config& config);
+
+  // Counts a reload rejected before it reached the engine (the new file did not parse).
+  void reload_rejected();
 
   // Wakes the fetcher as a NOTIFY would (tests, embedders that enqueue in-process).
   void wake();

@@ -2,7 +2,8 @@
 //
 // Signals are blocked in every thread (the mask is set before any thread starts and is
 // inherited), and one thread takes them with sigwait: first SIGTERM/SIGINT drains, a
-// second one ends the drain's wait at once (jobs are still released), SIGHUP is logged.
+// second one ends the drain's wait at once (jobs are still released), SIGHUP reloads the
+// configuration.
 
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +52,30 @@ class ShutdownSignal {
   bool triggered_ = false;
 };
 
+// SIGHUP: re-read the file; apply what can change live; keep the old config in force when
+// the new one is invalid.
+void reload_config(const std::string& path, Engine& engine) {
+  spdlog::info("SIGHUP received: reloading {}", path);
+  Config next;
+  try {
+    next = load_config(path);
+  } catch (const ConfigError& e) {
+    for (const auto& problem : e.problems()) spdlog::error("reload rejected: {}", problem);
+    spdlog::error("reload rejected: the previous configuration stays in force");
+    engine.reload_rejected();
+    return;
+  }
+  try {
+    for (const auto& note : engine.reload(next)) spdlog::warn("{}", note);
+  } catch (const std::exception& e) {
+    spdlog::error("reload rejected: {}; the previous configuration stays in force", e.what());
+    return;
+  }
+  setup_logging(next.log);
+  spdlog::info("configuration reloaded: {} worker(s), {} handler(s)", next.worker.concurrency,
+               next.handlers.size());
+}
+
 }  // namespace
 
 int run_daemon(const std::string& config_path) {
@@ -71,7 +96,7 @@ int run_daemon(const std::string& config_path) {
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig == SIGUSR2) return;
       if (sig == SIGHUP) {
-        spdlog::info("SIGHUP received: live reload is not supported by this version; ignored");
+        reload_config(config_path, engine);
         continue;
       }
       ++stops;

@@ -3,6 +3,7 @@
 // batches (one transaction for many jobs), in order, and keeps them through a database
 // outage until they can be written.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -26,6 +27,7 @@ class Completer {
   Completer& operator=(const Completer&) = delete;
 
   void submit(Completion completion);
+  void set_delete_done(bool delete_done) { delete_done_ = delete_done; }  // live reload
 
   // Writes everything submitted so far, retrying through errors until `deadline`; then
   // stops the thread. What could not be written by then is logged (the rescuer returns
@@ -44,7 +46,7 @@ class Completer {
 
   JobStore store_;
   const std::string worker_id_;
-  const bool delete_done_;
+  std::atomic<bool> delete_done_;
   Metrics& metrics_;
   Health& health_;
 

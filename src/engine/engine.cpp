@@ -64,6 +64,14 @@ class Engine::Impl {
 
   void start();
   void drain();
+  std::vector<std::string> reload(const Config& next);
+  void reload_rejected() {
+    if (metrics_) metrics_->config_reload(false);
+  }
+  Config current_config() const {
+    std::lock_guard lock(config_mutex_);
+    return config_;
+  }
   void hurry() {
     hurried_ = true;
     stop_requested_ = true;
@@ -82,11 +90,15 @@ class Engine::Impl {
   void request_stop() { stop_requested_ = true; }
 
  private:
-  void build_handlers();
+  HandlerTable build_handlers(const Config& config) const;
   void prepare_schema();
   Millis release_grace() const;
 
-  const Config config_;
+  // Changed only by reload(); threads other than the caller's read it via current_config().
+  Config config_;
+  mutable std::mutex config_mutex_;
+  // Serialises start(), drain() and reload(), which build and tear down the parts below.
+  std::mutex lifecycle_mutex_;
   const std::string worker_id_;
   HandlerTable registered_;
   HandlerTable handlers_;
@@ -112,14 +124,16 @@ class Engine::Impl {
   std::unique_ptr<LeaseGuard> lease_guard_;
 };
 
-void Engine::Impl::build_handlers() {
-  for (const auto& [type, handler_config] : config_.handlers) {
-    handlers_[type] = make_handler(type, handler_config);
+HandlerTable Engine::Impl::build_handlers(const Config& config) const {
+  HandlerTable handlers;
+  for (const auto& [type, handler_config] : config.handlers) {
+    handlers[type] = make_handler(type, handler_config);
   }
-  for (const auto& [type, handler] : registered_) handlers_[type] = handler;
-  if (handlers_.empty()) {
+  for (const auto& [type, handler] : registered_) handlers[type] = handler;
+  if (handlers.empty()) {
     throw std::invalid_argument("no handlers configured: add at least one under `handlers:`");
   }
+  return handlers;
 }
 
 // Waits for the database (a daemon often starts before it), then checks or applies the
@@ -153,7 +167,8 @@ void Engine::Impl::prepare_schema() {
 
 void Engine::Impl::start() {
   if (started_.exchange(true)) throw std::logic_error("Engine::start called twice");
-  build_handlers();
+  std::lock_guard lifecycle(lifecycle_mutex_);
+  handlers_ = build_handlers(config_);
   spdlog::info("pgjobd starting as {} on {} (schema {}), {} worker(s), queues [{}], types [{}]",
                worker_id_, mask_password(config_.database.url), config_.database.schema,
                config_.worker.concurrency, fmt::join(keys_of(config_.worker.queues), ", "),
@@ -199,13 +214,70 @@ void Engine::Impl::start() {
   spdlog::info("pgjobd ready");
 }
 
+std::vector<std::string> Engine::Impl::reload(const Config& next) {
+  // Never wait here: start() may be waiting for the database for a long time.
+  std::unique_lock lifecycle(lifecycle_mutex_, std::try_to_lock);
+  if (!lifecycle.owns_lock() || !fetcher_ || drained_) {
+    throw std::logic_error("the daemon is starting or draining; reload again once it runs");
+  }
+  HandlerTable handlers;
+  try {
+    handlers = build_handlers(next);  // the one step that can fail: do it before changing anything
+  } catch (const std::exception&) {
+    metrics_->config_reload(false);
+    throw;
+  }
+  const Config current = current_config();
+  std::vector<std::string> needs_restart;
+  const auto compare = [&](bool changed, const char* key) {
+    if (changed) needs_restart.push_back(std::string(key) + " changed: restart pgjobd to apply it");
+  };
+  compare(next.database.url != current.database.url, "database.url");
+  compare(next.database.schema != current.database.schema, "database.schema");
+  compare(next.metrics.listen != current.metrics.listen, "metrics.listen");
+  compare(next.lease.duration != current.lease.duration, "lease.duration");
+  compare(next.poll.listen_notify != current.poll.listen_notify, "poll.listen_notify");
+
+  // Narrow the claimed types first and widen them last, so a claimed job always finds
+  // its handler.
+  std::vector<std::string> kept_types;
+  for (const auto& [type, handler] : handlers_) {
+    if (handlers.count(type)) kept_types.push_back(type);
+  }
+  fetcher_->reconfigure(next.poll, kept_types);
+  runner_->reconfigure(next.retry, handlers);
+  fetcher_->reconfigure(next.poll, keys_of(handlers));
+  {
+    std::lock_guard lock(pool_mutex_);
+    pool_->resize(next.worker);
+  }
+  metrics_->set_workers_max(next.worker.concurrency);
+  maintenance_->set_retention(next.retention);
+  completer_->set_delete_done(next.retention.done.count() == 0);
+  {
+    std::lock_guard lock(config_mutex_);
+    Config applied = next;
+    applied.database = current.database;
+    applied.metrics = current.metrics;
+    applied.lease = current.lease;
+    applied.poll.listen_notify = current.poll.listen_notify;
+    config_ = applied;
+  }
+  handlers_ = std::move(handlers);
+  metrics_->config_reload(true);
+  return needs_restart;
+}
+
 Millis Engine::Impl::release_grace() const {
   Millis grace(0);
-  for (const auto& [type, handler] : config_.handlers) grace = std::max(grace, handler.kill_grace);
+  for (const auto& [type, handler] : current_config().handlers) {
+    grace = std::max(grace, handler.kill_grace);
+  }
   return grace + Millis(1000);
 }
 
 void Engine::Impl::drain() {
+  std::lock_guard lifecycle(lifecycle_mutex_);
   if (drained_ || !started_) return;
   drained_ = true;
   stop_requested_ = true;
@@ -214,12 +286,13 @@ void Engine::Impl::drain() {
     http_.reset();
     return;
   }
+  const Config config = current_config();
   spdlog::info("draining: no new jobs; waiting up to {} for {} running job(s)",
-               format_duration(config_.shutdown.timeout), pool_->busy());
+               format_duration(config.shutdown.timeout), pool_->busy());
   if (listener_) listener_->stop();
   fetcher_->stop();
 
-  bool idle = pool_->wait_idle(Clock::now() + config_.shutdown.timeout);
+  bool idle = pool_->wait_idle(Clock::now() + config.shutdown.timeout);
   if (!idle) {
     spdlog::warn("stopping {} job(s) still running{}; they return to the queue", pool_->busy(),
                  hurried_ ? " (second signal)" : " after the shutdown timeout");
@@ -267,6 +340,8 @@ void Engine::register_handler(const std::string& type, Handler handler) {
 }
 void Engine::start() { impl_->start(); }
 void Engine::drain() { impl_->drain(); }
+std::vector<std::string> Engine::reload(const Config& config) { return impl_->reload(config); }
+void Engine::reload_rejected() { impl_->reload_rejected(); }
 void Engine::request_stop() { impl_->request_stop(); }
 void Engine::hurry() { impl_->hurry(); }
 void Engine::wake() { impl_->wake(); }

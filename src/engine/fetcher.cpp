@@ -25,15 +25,15 @@ Clock::duration jittered(Millis interval) {
 
 Fetcher::Fetcher(const Config& config, std::vector<std::string> types, std::string worker_id,
                  WorkerPool& pool, Metrics& metrics, Health& health)
-    : min_interval_(config.poll.min_interval),
-      max_interval_(config.poll.max_interval),
-      lease_(config.lease.duration),
-      types_(std::move(types)),
+    : lease_(config.lease.duration),
       worker_id_(std::move(worker_id)),
       pool_(pool),
       metrics_(metrics),
       health_(health),
       store_(config.database, "fetcher"),
+      min_interval_(config.poll.min_interval),
+      max_interval_(config.poll.max_interval),
+      types_(std::move(types)),
       interval_(config.poll.min_interval),
       thread_([this] { run(); }) {}
 
@@ -50,6 +50,18 @@ void Fetcher::wake() {
 void Fetcher::slot_freed() {
   // Taking the lock orders this notify after the waiter's predicate check: no lost wake-up.
   { std::lock_guard lock(mutex_); }
+  cv_.notify_one();
+}
+
+void Fetcher::reconfigure(const PollConfig& poll, std::vector<std::string> types) {
+  {
+    std::lock_guard lock(mutex_);
+    min_interval_ = poll.min_interval;
+    max_interval_ = poll.max_interval;
+    interval_ = std::clamp(interval_, min_interval_, max_interval_);
+    types_ = std::move(types);
+    wake_requested_ = true;  // new types may have waiting jobs
+  }
   cv_.notify_one();
 }
 
@@ -104,7 +116,12 @@ bool Fetcher::claim_once() {
   const std::vector<QueueSlots> slots = pool_.free_slots();
   const int limit = pool_.claimable();
   if (slots.empty() || limit <= 0) return false;
-  std::vector<Job> jobs = store_.claim(slots, types_, limit, worker_id_, lease_);
+  std::vector<std::string> types;
+  {
+    std::lock_guard lock(mutex_);
+    types = types_;
+  }
+  std::vector<Job> jobs = store_.claim(slots, types, limit, worker_id_, lease_);
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == limit;
   {

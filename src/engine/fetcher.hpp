@@ -29,15 +29,14 @@ class Fetcher {
   void wake();        // new jobs may be due (NOTIFY, enqueue)
   void slot_freed();  // a worker finished (called from worker threads)
   void stop();        // stops claiming; returns once no claim is in progress. Safe twice.
+  // Live reload: new poll intervals and the job types that now have a handler.
+  void reconfigure(const PollConfig& poll, std::vector<std::string> types);
 
  private:
   void run();
   bool claim_once();  // true when the batch was full (more work is likely waiting)
 
-  const Millis min_interval_;
-  const Millis max_interval_;
   const Millis lease_;
-  const std::vector<std::string> types_;
   const std::string worker_id_;
   WorkerPool& pool_;
   Metrics& metrics_;
@@ -46,6 +45,10 @@ class Fetcher {
 
   std::mutex mutex_;
   std::condition_variable cv_;
+  // Guarded by mutex_ (reloadable).
+  Millis min_interval_;
+  Millis max_interval_;
+  std::vector<std::string> types_;
   bool stopping_ = false;
   bool wake_requested_ = true;  // poll once at start
   bool backlog_ = false;        // the last claim was full

@@ -11,11 +11,16 @@
 
 namespace pgjobd {
 
-JobResult JobRunner::call_handler(const Job& job, std::stop_token stop) {
-  const auto it = handlers_.find(job.type);
-  if (it == handlers_.end()) {
-    // The claim only takes types with a handler; reaching this is a bug, not bad input.
-    return JobResult::retry("no handler for job type '" + job.type + "'");
+void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers) {
+  settings_.store(std::make_shared<const Settings>(Settings{retry, std::move(handlers)}));
+}
+
+JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std::stop_token stop) {
+  const auto it = settings.handlers.find(job.type);
+  if (it == settings.handlers.end()) {
+    // A reload removed the handler after the claim: hand the job back for a daemon that
+    // still has one, without counting the attempt.
+    return JobResult::released();
   }
   try {
     return it->second(job, std::move(stop));
@@ -31,7 +36,8 @@ void JobRunner::run(const Job& job, std::stop_token stop) {
       {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
   metrics_.job_started(job.queue, job.queue_wait_seconds);
   const auto started = std::chrono::steady_clock::now();
-  JobResult result = call_handler(job, stop);
+  const std::shared_ptr<const Settings> settings = settings_.load();
+  JobResult result = call_handler(*settings, job, stop);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fields.add({"duration_ms", seconds * 1000.0});
@@ -45,7 +51,8 @@ void JobRunner::run(const Job& job, std::stop_token stop) {
       spdlog::debug("job {} done", job.id);
       break;
     case Outcome::kRetry:
-      completion.retry_delay = result.retry_after.value_or(retry_delay(retry_, job.attempt));
+      completion.retry_delay =
+          result.retry_after.value_or(retry_delay(settings->retry, job.attempt));
       metrics_.retried();
       fields.add({"error", completion.error});
       spdlog::warn("job {} failed (attempt {} of {}), retry in {}", job.id, job.attempt,

@@ -3,7 +3,9 @@
 // dead, records metrics and logs, and hands the outcome to the completer. Never touches
 // the database itself.
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <stop_token>
 #include <string>
 
@@ -18,17 +20,25 @@ using HandlerTable = std::map<std::string, Handler>;
 
 class JobRunner {
  public:
-  JobRunner(const RetryConfig& retry, const HandlerTable& handlers, Completer& completer,
-            Metrics& metrics)
-      : retry_(retry), handlers_(handlers), completer_(completer), metrics_(metrics) {}
+  JobRunner(const RetryConfig& retry, HandlerTable handlers, Completer& completer, Metrics& metrics)
+      : completer_(completer), metrics_(metrics) {
+    reconfigure(retry, std::move(handlers));
+  }
 
   void run(const Job& job, std::stop_token stop);
 
- private:
-  JobResult call_handler(const Job& job, std::stop_token stop);
+  // Live reload: jobs that start from now on use the new handlers and retry policy;
+  // running jobs finish with the ones they started with.
+  void reconfigure(const RetryConfig& retry, HandlerTable handlers);
 
-  const RetryConfig retry_;
-  const HandlerTable& handlers_;
+ private:
+  struct Settings {
+    RetryConfig retry;
+    HandlerTable handlers;
+  };
+  JobResult call_handler(const Settings& settings, const Job& job, std::stop_token stop);
+
+  std::atomic<std::shared_ptr<const Settings>> settings_;
   Completer& completer_;
   Metrics& metrics_;
 };

@@ -35,6 +35,7 @@ Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool
       rescue_interval_(rescue_interval_for(config.lease.duration)),
       leadership_ttl_(rescue_interval_ * 3),
       last_renewal_(Clock::now()),
+      retention_(config.retention),
       thread_([this] { run(); }) {}
 
 Maintenance::~Maintenance() { stop(); }
@@ -47,6 +48,11 @@ void Maintenance::stop() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+}
+
+void Maintenance::set_retention(const RetentionConfig& retention) {
+  std::lock_guard lock(mutex_);
+  retention_ = retention;
 }
 
 Clock::time_point Maintenance::last_renewal() const {
@@ -147,9 +153,14 @@ void Maintenance::lead_and_rescue() {
 }
 
 void Maintenance::prune() {
+  RetentionConfig retention;
+  {
+    std::lock_guard lock(mutex_);
+    retention = retention_;
+  }
   int deleted = 0;
   for (int n = kPruneBatch; n == kPruneBatch && !stopping_;) {
-    n = store_.prune(config_.retention, kPruneBatch);
+    n = store_.prune(retention, kPruneBatch);
     deleted += n;
   }
   if (deleted > 0) spdlog::info("retention: deleted {} finished job(s)", deleted);

@@ -27,7 +27,8 @@ class Maintenance {
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
 
-  void stop();  // resigns leadership; safe twice
+  void stop();                                           // resigns leadership; safe twice
+  void set_retention(const RetentionConfig& retention);  // live reload
 
   // When the last successful heartbeat was sent: every running job's lease lasts at least
   // lease.duration from then (LeaseGuard stops jobs once that has passed).
@@ -52,7 +53,7 @@ class Maintenance {
   template <typename Task>
   void guarded(const char* operation, Task&& task);
 
-  const Config config_;
+  const Config config_;  // retention is read from retention_ instead (reloadable)
   const std::string worker_id_;
   WorkerPool& pool_;
   Metrics& metrics_;
@@ -67,6 +68,7 @@ class Maintenance {
   std::condition_variable cv_;
   std::atomic<bool> stopping_{false};
   std::chrono::steady_clock::time_point last_renewal_;
+  RetentionConfig retention_;
   std::thread thread_;  // last
 };
 

@@ -7,15 +7,26 @@
 namespace pgjobd {
 
 WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed)
-    : capacity_(config.concurrency),
-      executor_(std::move(executor)),
-      slot_freed_(std::move(slot_freed)) {
+    : executor_(std::move(executor)), slot_freed_(std::move(slot_freed)) {
+  resize(config);
+}
+
+void WorkerPool::resize(const WorkerConfig& config) {
+  std::lock_guard lock(mutex_);
+  capacity_ = config.concurrency;
+  // Queues no longer served get no new jobs; their running jobs finish and are counted.
+  queue_limits_.clear();
   for (const auto& [name, queue] : config.queues) {
     queue_limits_[name] = queue.concurrency;
-    queue_busy_[name] = 0;
+    queue_busy_.try_emplace(name, 0);
   }
-  threads_.reserve(capacity_);
-  for (int i = 0; i < capacity_; ++i) threads_.emplace_back([this] { worker_loop(); });
+  // Growing starts threads now; shrinking lets surplus threads exit once idle, so no
+  // running job is interrupted.
+  while (live_threads_ < capacity_) {
+    ++live_threads_;
+    threads_.emplace_back([this] { worker_loop(); });
+  }
+  work_ready_.notify_all();
 }
 
 WorkerPool::~WorkerPool() {
@@ -29,6 +40,10 @@ WorkerPool::~WorkerPool() {
 
 std::vector<QueueSlots> WorkerPool::free_slots() const {
   std::lock_guard lock(mutex_);
+  return free_slots_locked();
+}
+
+std::vector<QueueSlots> WorkerPool::free_slots_locked() const {
   const int global_free = capacity_ - busy_.load(std::memory_order_relaxed);
   std::vector<QueueSlots> slots;
   for (const auto& [name, limit] : queue_limits_) {
@@ -40,9 +55,15 @@ std::vector<QueueSlots> WorkerPool::free_slots() const {
 }
 
 int WorkerPool::claimable() const {
+  std::lock_guard lock(mutex_);
   int total = 0;
-  for (const auto& slot : free_slots()) total += slot.free;
+  for (const auto& slot : free_slots_locked()) total += slot.free;
   return std::min(total, capacity_ - busy_.load(std::memory_order_relaxed));
+}
+
+int WorkerPool::capacity() const {
+  std::lock_guard lock(mutex_);
+  return capacity_;
 }
 
 void WorkerPool::submit(Job job) {
@@ -63,8 +84,13 @@ void WorkerPool::worker_loop() {
     Task task;
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-      if (pending_.empty()) return;  // stopping, and nothing left to run
+      work_ready_.wait(lock,
+                       [&] { return stopping_ || !pending_.empty() || live_threads_ > capacity_; });
+      if (pending_.empty()) {
+        if (stopping_) return;
+        --live_threads_;  // surplus after a resize down
+        return;
+      }
       task = std::move(pending_.front());
       pending_.pop_front();
     }

@@ -43,7 +43,12 @@ class WorkerPool {
   void submit(Job job);
 
   int busy() const { return busy_.load(std::memory_order_relaxed); }
-  int capacity() const { return capacity_; }
+  int capacity() const;
+
+  // Applies a new worker config live (SIGHUP): concurrency up or down and the per-queue
+  // limits. Running jobs are never interrupted; after a shrink the pool claims nothing
+  // until enough of them have finished.
+  void resize(const WorkerConfig& config);
 
   struct RunningJob {
     std::int64_t id;
@@ -65,6 +70,7 @@ class WorkerPool {
 
  private:
   void worker_loop();
+  std::vector<QueueSlots> free_slots_locked() const;
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
   // (same id, same attempt) before the worker that ran it has cleaned up.
@@ -81,7 +87,9 @@ class WorkerPool {
     std::stop_token stop;
   };
 
-  const int capacity_;
+  // Guarded by mutex_, like everything below it.
+  int capacity_ = 0;
+  int live_threads_ = 0;
   std::map<std::string, int> queue_limits_;  // 0 = only the global bound
   Executor executor_;
   SlotFreed slot_freed_;

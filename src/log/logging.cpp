@@ -135,12 +135,20 @@ std::unique_ptr<spdlog::formatter> make_log_formatter(const std::string& format)
 }
 
 void setup_logging(const LogConfig& config) {
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  sink->set_formatter(make_log_formatter(config.format));
-  auto logger = std::make_shared<spdlog::logger>("pgjobd", sink);
+  auto logger = spdlog::get("pgjobd");
+  if (logger) {
+    // A reload: change the existing logger in place. Replacing the default logger would
+    // pull it from under threads that are logging through it right now.
+    for (auto& sink : logger->sinks()) sink->set_formatter(make_log_formatter(config.format));
+  } else {
+    auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    sink->set_formatter(make_log_formatter(config.format));
+    logger = std::make_shared<spdlog::logger>("pgjobd", sink);
+    logger->flush_on(spdlog::level::trace);  // stderr goes to journald/docker: no lag
+    spdlog::register_logger(logger);
+    spdlog::set_default_logger(logger);
+  }
   logger->set_level(spdlog::level::from_str(config.level));
-  logger->flush_on(spdlog::level::trace);  // a daemon's stderr goes to journald/docker: no lag
-  spdlog::set_default_logger(logger);
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL wins, for debugging a deployed daemon
 }
 

@@ -113,6 +113,13 @@ struct Metrics::State {
                                                            .Name("pgjobd_db_errors_total")
                                                            .Help("Database errors, by operation.")
                                                            .Register(*registry);
+  prometheus::Family<prometheus::Counter>& config_reloads =
+      prometheus::BuildCounter()
+          .Name("pgjobd_config_reloads_total")
+          .Help("Configuration reloads (SIGHUP), by result: applied or rejected.")
+          .Register(*registry);
+  prometheus::Counter& reloads_applied = config_reloads.Add({{"result", "applied"}});
+  prometheus::Counter& reloads_rejected = config_reloads.Add({{"result", "rejected"}});
   prometheus::Family<prometheus::Gauge>& build_info =
       prometheus::BuildGauge()
           .Name("pgjobd_build_info")
@@ -247,6 +254,10 @@ void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }
 
 void Metrics::set_poll_interval(double seconds) { state_->poll_interval.Set(seconds); }
+
+void Metrics::config_reload(bool applied) {
+  (applied ? state_->reloads_applied : state_->reloads_rejected).Increment();
+}
 
 void Metrics::db_error(const std::string& operation) {
   // Rare (an error path), so a mutex-guarded lookup is fine here.

@@ -49,6 +49,7 @@ class Metrics {
   void fetch_batch(int size);                   // pgjobd_fetch_batch_size (histogram)
   void set_poll_interval(double seconds);       // pgjobd_poll_interval_seconds
   void db_error(const std::string& operation);  // pgjobd_db_errors_total{operation}
+  void config_reload(bool applied);             // pgjobd_config_reloads_total{result}
 
  private:
   struct State;

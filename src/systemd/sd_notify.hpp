@@ -1,0 +1,97 @@
+#pragma once
+// Tells systemd about the daemon's state and pings its watchdog (the sd_notify(3) datagram
+// protocol, implemented here without libsystemd).
+//
+//   SystemdNotifier notifier;             // reads NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID
+//   ...connect, start...
+//   notifier.ready("claiming from 2 queues");
+//   notifier.start_watchdog([&] { return engine_made_progress_recently(); });
+//   ...SIGTERM...
+//   notifier.stopping("draining 3 running jobs");
+//
+// Every call is a no-op when NOTIFY_SOCKET is unset (not started by systemd), and a failed
+// send is logged at debug and otherwise ignored: the daemon never fails because systemd went
+// away. All members are thread-safe.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace pgjobd {
+
+class SystemdNotifier {
+ public:
+  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from the environment, once.
+  SystemdNotifier();
+  ~SystemdNotifier();  // stops the watchdog thread
+  SystemdNotifier(const SystemdNotifier&) = delete;
+  SystemdNotifier& operator=(const SystemdNotifier&) = delete;
+
+  // NOTIFY_SOCKET was set to a usable address: an absolute path, or "@name" for an abstract
+  // socket. Any other value is logged as a warning and leaves the notifier disabled.
+  bool enabled() const;
+
+  // "READY=1\nSTATUS=<status>\nMAINPID=<pid>": start-up is complete (Type=notify). Also ends
+  // a reload announced with reloading(): systemd stays in "reloading" until READY=1 arrives.
+  void ready(const std::string& status);
+  // "STATUS=<status>": the free-form line `systemctl status` shows.
+  void status(const std::string& status);
+  // "RELOADING=1\nSTATUS=<status>\nMONOTONIC_USEC=<CLOCK_MONOTONIC in µs>". Call ready()
+  // when the reload is done (or abandoned).
+  void reloading(const std::string& status);
+  // "STOPPING=1\nSTATUS=<status>": the daemon has begun shutting down.
+  void stopping(const std::string& status);
+  // "EXTEND_TIMEOUT_USEC=<µs>": asks systemd to wait this much longer than now before it
+  // times out the current start, reload or stop (e.g. while a long drain makes progress).
+  void extend_timeout(std::chrono::microseconds extra);
+
+  // When WATCHDOG_USEC is set (and WATCHDOG_PID is unset or our pid), starts a thread that
+  // sends "WATCHDOG=1" at once and then every WATCHDOG_USEC/2 while healthy() returns true;
+  // a wedged daemon stops pinging and systemd kills and restarts it. healthy() runs on that
+  // thread and must not block; an exception counts as unhealthy. Calling it again replaces
+  // the callback. No-op when the watchdog is disabled.
+  //
+  // systemd arms the watchdog once start-up completes, so call this after ready(); keep it
+  // running through the drain (a missed ping during a long drain gets the daemon killed
+  // with SIGABRT by default).
+  void start_watchdog(std::function<bool()> healthy);
+  // Stops the watchdog thread, if any; returns promptly. The destructor calls it.
+  void stop_watchdog();
+  // The ping period, WATCHDOG_USEC/2; 0 when the watchdog is disabled.
+  std::chrono::microseconds watchdog_interval() const;
+
+  // Removes NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from the environment so that
+  // child processes (exec handlers) do not inherit them, as sd_notify(unset_environment=1)
+  // does. Construct the notifier first. unsetenv is not thread-safe: call this only before
+  // any other thread starts.
+  static void unset_environment();
+
+  // Longest value sent for STATUS=, in bytes (cut at a UTF-8 character boundary), so that a
+  // message stays well below the 4 KiB systemd accepts.
+  static constexpr std::size_t kMaxValueBytes = 2048;
+
+  // A value made safe for one KEY=VALUE line: newlines and NULs become spaces, bytes that
+  // are not valid UTF-8 (systemd drops a STATUS that is not) become '?', and it is cut to
+  // kMaxValueBytes. Exposed for tests.
+  static std::string sanitize_value(std::string_view value);
+
+ private:
+  // Sends one datagram; false (logged at debug) on any error or when disabled.
+  bool send(const std::string& message) const;
+  void watchdog_loop(const std::function<bool()>& healthy);
+
+  std::string address_;  // sun_path bytes; a leading NUL for an abstract socket; empty = off
+  std::chrono::microseconds watchdog_interval_{0};
+
+  std::mutex lifecycle_mutex_;  // serialises start_watchdog / stop_watchdog
+  std::mutex mutex_;            // guards stop_requested_
+  std::condition_variable wake_;
+  bool stop_requested_ = false;
+  std::thread watchdog_thread_;
+};
+
+}  // namespace pgjobd
