@@ -35,6 +35,7 @@ fi
 workdir=""
 pgdir=""
 daemon_pid=""
+# shellcheck disable=SC2317  # (called from traps)
 cleanup() {
   if [[ -n "$daemon_pid" ]] && kill -0 "$daemon_pid" 2>/dev/null; then
     kill -KILL "$daemon_pid" 2>/dev/null || true  # only when this script itself failed
@@ -53,7 +54,7 @@ trap 'exit 129' HUP
 # 1, 2: dependencies and build.
 scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j"$(nproc)"
+cmake --build --preset release -j"$(nproc)" --target pgjobd  # the tests are built by scripts/test.sh
 bin=$repo/build/release/pgjobd
 
 workdir=$(mktemp -d /tmp/pgjobd-run.XXXXXX)
@@ -124,18 +125,23 @@ if [[ -z "$user_config" ]]; then
   enqueue ping
 fi
 
-metrics_port=${PGJOBD_RUN_METRICS_LISTEN:-127.0.0.1:9464}
-metrics_port=${metrics_port##*:}
-cat >&2 <<EOF
-
-run.sh: starting pgjobd (Ctrl-C drains it). Meanwhile, in another shell in $repo:
-  export PGJOBD_CONFIG=$config${pgdir:+ DATABASE_URL=$url}
+{
+  echo
+  echo "run.sh: starting pgjobd (Ctrl-C drains it). Meanwhile, in another shell in $repo:"
+  echo "  export PGJOBD_CONFIG=$config${pgdir:+ DATABASE_URL=$url}"
+  if [[ -z "$user_config" ]]; then
+    metrics_port=${PGJOBD_RUN_METRICS_LISTEN:-127.0.0.1:9464}
+    cat <<EOF
   psql "\$DATABASE_URL" -c "INSERT INTO jobs (type, payload) VALUES ('greet', '{\"name\":\"ada\"}')"
   psql "\$DATABASE_URL" -c "SELECT id, type, status, attempts, last_error FROM jobs ORDER BY id"
   build/release/pgjobd stats -c "\$PGJOBD_CONFIG"
-  curl -s localhost:$metrics_port/metrics | grep pgjobd_jobs_total
-
+  curl -s localhost:${metrics_port##*:}/metrics | grep pgjobd_jobs_total
 EOF
+  else
+    echo "  build/release/pgjobd stats -c \"\$PGJOBD_CONFIG\""
+  fi
+  echo
+} >&2
 
 if [[ -z "$pgdir" && "$config" == "$user_config" ]]; then
   # Nothing to clean up afterwards: become the daemon.
@@ -146,6 +152,7 @@ fi
 
 # The daemon runs in a session of its own so that a Ctrl-C reaches it once, through the
 # forwarding below, and this shell stays to stop PostgreSQL when the daemon has exited.
+# shellcheck disable=SC2317
 forward() { kill -TERM "$daemon_pid" 2>/dev/null || true; }
 trap forward INT TERM HUP
 setsid "$bin" run -c "$config" "$@" &
