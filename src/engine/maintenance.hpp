@@ -34,7 +34,7 @@ class Maintenance {
   // lease.duration from then (LeaseGuard stops jobs once that has passed).
   std::chrono::steady_clock::time_point last_renewal() const;
 
-  static constexpr std::chrono::seconds kStatsInterval{15};
+  static constexpr std::chrono::seconds kStatsInterval{30};
   static constexpr std::chrono::seconds kPruneInterval{60};
   // The engine checks the schema at start; later checks only catch a concurrent
   // migration or downgrade, so they can be rare.

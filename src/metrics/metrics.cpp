@@ -96,7 +96,7 @@ struct Metrics::State {
   prometheus::Counter& stale_writes =
       prometheus::BuildCounter()
           .Name("pgjobd_stale_writes_total")
-          .Help("Completions discarded because the job was rescued and claimed elsewhere.")
+          .Help("Writes fenced off because the job is no longer ours (rescued, re-claimed): late completions and leases lost at heartbeat.")
           .Register(*registry)
           .Add({});
   prometheus::Histogram& fetch_batch = prometheus::BuildHistogram()
