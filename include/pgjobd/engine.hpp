@@ -70,6 +70,10 @@ class Engine {
   // Jobs currently running on the pool.
   int busy_workers() const;
 
+  // False when the claim loop has made no progress for far longer than it ever waits
+  // (a wedged daemon). Feeds the systemd watchdog. Thread-safe.
+  bool responsive() const;
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;

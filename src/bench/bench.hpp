@@ -11,7 +11,9 @@
 namespace pgjobd {
 
 struct BenchOptions {
-  DatabaseConfig database;              // schema is replaced by `schema` below
+  // The engine's settings (database, poll, lease, ...); the benchmark replaces the schema,
+  // worker concurrency, handlers and metrics address.
+  Config engine;
   std::string schema = "pgjobd_bench";  // dropped and recreated: never point at real data
   int jobs = 100000;                    // enqueued and burnt down per throughput run
   int concurrency = 64;                 // engine workers, and the ceiling loop's batch size

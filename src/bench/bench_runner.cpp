@@ -144,9 +144,10 @@ class CountingNoop {
 };
 
 Config engine_config(const BenchOptions& options) {
-  Config config;
-  config.database = options.database;
+  Config config = options.engine;
   config.worker.concurrency = options.concurrency;
+  config.worker.queues = {{"default", {}}};
+  config.handlers.clear();  // the benchmark registers its counting no-op
   config.metrics.listen = "";
   return config;
 }
@@ -181,7 +182,7 @@ BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
 // The same claim and complete statements the engine uses, in a tight loop on one
 // connection with the engine's batch size: what the database can do without us.
 double ceiling(const BenchOptions& options, int jobs) {
-  JobStore store(options.database, "bench-ceiling");
+  JobStore store(options.engine.database, "bench-ceiling");
   const std::vector<QueueSlots> slots = {{"default", options.concurrency}};
   const std::vector<std::string> types = {kType};
   std::vector<Completion> batch;
@@ -258,11 +259,11 @@ void latency_and_idle(const BenchOptions& options, BenchTable& table, BenchRepor
 
 BenchReport run_bench(const BenchOptions& raw_options) {
   BenchOptions options = raw_options;
-  options.database.schema = options.schema;
+  options.engine.database.schema = options.schema;
   BenchReport report;
   report.jobs = options.jobs;
   report.concurrency = options.concurrency;
-  BenchTable table(options.database);
+  BenchTable table(options.engine.database);
   table.recreate();
 
   // Enqueue: alternate with and without the trigger, best of two each.

@@ -25,7 +25,12 @@ int run_bench_command(const std::string& config_path, bool config_given, BenchOp
   }
   config.log.level = "info";
   setup_logging(config.log);
-  options.database = config.database;
+  if (options.schema == config.database.schema || options.schema == "public") {
+    std::cerr << "error: --schema " << options.schema
+              << " would be dropped and recreated: use a scratch schema (default pgjobd_bench)\n";
+    return kExitUsage;
+  }
+  options.engine = config;
   if (options.jobs < 1 || options.concurrency < 1 || options.latency_jobs < 1 ||
       options.latency_rate <= 0 || options.finished_rows < 0 || options.idle_seconds <= 0) {
     std::cerr << "error: --jobs, --concurrency, --latency-jobs, --latency-rate and "

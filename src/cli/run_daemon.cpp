@@ -20,9 +20,15 @@
 #include "cli/config_loading.hpp"
 #include "log/logging.hpp"
 #include "pgjobd/engine.hpp"
+#include "systemd/sd_notify.hpp"
 
 namespace pgjobd {
 namespace {
+
+std::string running_status(const Config& config) {
+  return "processing jobs: " + std::to_string(config.worker.concurrency) + " worker(s), " +
+         std::to_string(config.handlers.size()) + " handler(s)";
+}
 
 // SIGUSR2 is internal: it tells the signal thread the daemon has finished.
 sigset_t daemon_signals() {
@@ -41,6 +47,10 @@ class ShutdownSignal {
     }
     cv_.notify_all();
   }
+  bool triggered() {
+    std::lock_guard lock(mutex_);
+    return triggered_;
+  }
   void wait() {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return triggered_; });
@@ -54,7 +64,8 @@ class ShutdownSignal {
 
 // SIGHUP: re-read the file; apply what can change live; keep the old config in force when
 // the new one is invalid.
-void reload_config(const std::string& path, Engine& engine) {
+// Returns the status line for systemd.
+std::string reload_config(const std::string& path, Engine& engine) {
   spdlog::info("SIGHUP received: reloading {}", path);
   Config next;
   try {
@@ -63,17 +74,18 @@ void reload_config(const std::string& path, Engine& engine) {
     for (const auto& problem : e.problems()) spdlog::error("reload rejected: {}", problem);
     spdlog::error("reload rejected: the previous configuration stays in force");
     engine.reload_rejected();
-    return;
+    return "reload rejected (invalid config); running with the previous one";
   }
   try {
     for (const auto& note : engine.reload(next)) spdlog::warn("{}", note);
   } catch (const std::exception& e) {
     spdlog::error("reload rejected: {}; the previous configuration stays in force", e.what());
-    return;
+    return "reload rejected; running with the previous config";
   }
   setup_logging(next.log);
   spdlog::info("configuration reloaded: {} worker(s), {} handler(s)", next.worker.concurrency,
                next.handlers.size());
+  return running_status(next);
 }
 
 }  // namespace
@@ -82,6 +94,11 @@ int run_daemon(const std::string& config_path) {
   const auto config = load_config_or_report(config_path);
   if (!config) return kExitUsage;
   setup_logging(config->log);
+
+  // Before any thread starts: exec handlers must not inherit NOTIFY_SOCKET (a child
+  // could otherwise report READY or STOPPING for us).
+  SystemdNotifier systemd;
+  SystemdNotifier::unset_environment();
 
   const sigset_t signals = daemon_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
@@ -96,13 +113,16 @@ int run_daemon(const std::string& config_path) {
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig == SIGUSR2) return;
       if (sig == SIGHUP) {
-        reload_config(config_path, engine);
+        systemd.reloading("reloading " + config_path);
+        // systemd keeps the unit "reloading" until READY=1, whatever the outcome.
+        systemd.ready(reload_config(config_path, engine));
         continue;
       }
       ++stops;
       if (stops == 1) {
         spdlog::info("{} received: draining (send it again to stop waiting for running jobs)",
                      sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        systemd.stopping("draining: finishing running jobs");
         engine.request_stop();
         shutdown.trigger();
       } else {
@@ -118,9 +138,14 @@ int run_daemon(const std::string& config_path) {
 
   int code = kExitOk;
   try {
+    systemd.status("starting: connecting to the database");
     engine.start();
+    if (!shutdown.triggered()) systemd.ready(running_status(*config));
+    // Pings keep coming through a drain; they stop only if the claim loop is wedged.
+    systemd.start_watchdog([&] { return engine.responsive(); });
     shutdown.wait();
     engine.drain();
+    systemd.stop_watchdog();
   } catch (const std::invalid_argument& e) {
     spdlog::error("{}", e.what());
     code = kExitUsage;

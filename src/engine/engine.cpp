@@ -88,6 +88,14 @@ class Engine::Impl {
     return pool_ ? pool_->busy() : stuck_jobs_.load();
   }
   void request_stop() { stop_requested_ = true; }
+  bool responsive() const {
+    const Fetcher* fetcher = fetcher_ptr_.load();
+    if (fetcher == nullptr) return true;  // starting or drained: nothing to be stuck in
+    // The loop wakes at least every poll.max_interval; a claim that hangs far longer is a
+    // wedged connection. A database outage is not: the loop retries, and progresses.
+    const auto limit = fetcher->max_interval() + std::chrono::seconds(60);
+    return Clock::now() - fetcher->last_progress() < limit;
+  }
 
  private:
   HandlerTable build_handlers(const Config& config) const;
@@ -348,5 +356,6 @@ void Engine::wake() { impl_->wake(); }
 int Engine::http_port() const { return impl_->http_port(); }
 const std::string& Engine::worker_id() const { return impl_->worker_id(); }
 int Engine::busy_workers() const { return impl_->busy(); }
+bool Engine::responsive() const { return impl_->responsive(); }
 
 }  // namespace pgjobd

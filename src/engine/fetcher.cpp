@@ -74,9 +74,15 @@ void Fetcher::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+Millis Fetcher::max_interval() const {
+  std::lock_guard lock(mutex_);
+  return max_interval_;
+}
+
 void Fetcher::run() {
   ReconnectBackoff backoff;
   while (true) {
+    last_progress_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     {
       std::unique_lock lock(mutex_);
       const auto due = [&] { return wake_requested_ || backlog_ || Clock::now() >= next_poll_; };

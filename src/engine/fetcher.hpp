@@ -4,6 +4,7 @@
 // poll.max_interval, a poll that finds work resets it to poll.min_interval, and a full
 // batch polls again as soon as slots are free. wake() (a NOTIFY) ends any wait at once.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -29,6 +30,14 @@ class Fetcher {
   void wake();        // new jobs may be due (NOTIFY, enqueue)
   void slot_freed();  // a worker finished (called from worker threads)
   void stop();        // stops claiming; returns once no claim is in progress. Safe twice.
+  // When the claim loop last made progress (a wait ended or a claim returned): a stuck
+  // loop means a wedged daemon (the systemd watchdog stops pinging).
+  std::chrono::steady_clock::time_point last_progress() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_progress_.load(std::memory_order_relaxed)));
+  }
+  Millis max_interval() const;
+
   // Live reload: new poll intervals and the job types that now have a handler.
   void reconfigure(const PollConfig& poll, std::vector<std::string> types);
 
@@ -43,7 +52,7 @@ class Fetcher {
   Health& health_;
   JobStore store_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   // Guarded by mutex_ (reloadable).
   Millis min_interval_;
@@ -54,6 +63,8 @@ class Fetcher {
   bool backlog_ = false;        // the last claim was full
   std::chrono::steady_clock::time_point next_poll_{};
   Millis interval_;
+  std::atomic<std::chrono::steady_clock::rep> last_progress_{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
   std::thread thread_;  // last: joined before the members it uses go away
 };
 

@@ -96,7 +96,9 @@ struct Metrics::State {
   prometheus::Counter& stale_writes =
       prometheus::BuildCounter()
           .Name("pgjobd_stale_writes_total")
-          .Help("Writes fenced off because the job is no longer ours (rescued, re-claimed): late completions and leases lost at heartbeat.")
+          .Help(
+              "Writes fenced off because the job is no longer ours (rescued, re-claimed): late "
+              "completions and leases lost at heartbeat.")
           .Register(*registry)
           .Add({});
   prometheus::Histogram& fetch_batch = prometheus::BuildHistogram()
