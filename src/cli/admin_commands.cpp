@@ -71,7 +71,15 @@ int run_enqueue(const std::string& config_path, const EnqueueRequest& request) {
   }
   return with_database(config_path, "enqueue",
                        [&](const Config& config, pqxx::connection_base& conn) {
-                         const auto result = enqueue_job(conn, config.database.schema, request);
+                         EnqueueResult result;
+                         try {
+                           result = enqueue_job(conn, config.database.schema, request);
+                         } catch (const pqxx::data_exception& e) {
+                           // A bad value from the command line (an unparseable --run-at):
+                           // a usage error, like bad JSON.
+                           std::cerr << "error: invalid job: " << e.what();
+                           return kExitUsage;
+                         }
                          if (result.created) {
                            std::cout << result.id << "\n";
                          } else {

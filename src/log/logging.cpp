@@ -14,11 +14,14 @@
 #include <regex>
 
 #include "log/log_fields.hpp"
+#include "text/utf8.hpp"
 
 namespace pgjobd {
 namespace {
 
-void append_json_string(std::string& out, std::string_view text) {
+void append_json_string(std::string& out, std::string_view raw) {
+  // Messages and fields can carry a handler's raw bytes; a JSON line must be UTF-8.
+  const std::string text = valid_utf8(raw);
   out += '"';
   for (unsigned char c : text) {
     switch (c) {
@@ -43,7 +46,7 @@ void append_json_string(std::string& out, std::string_view text) {
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
         } else {
-          out += static_cast<char>(c);  // UTF-8 passes through; invalid bytes are the writer's
+          out += static_cast<char>(c);
         }
     }
   }
