@@ -235,6 +235,15 @@ TEST_F(CliJobsE2E, EnqueueRejectsBadInput) {
   EXPECT_EQ(schema_.count(), 0);
 }
 
+// An unparseable --run-at is bad input on the command line, like bad JSON: exit 2, not a
+// runtime failure (1).
+TEST_F(CliJobsE2E, EnqueueWithAnUnparseableRunAtIsAUsageError) {
+  const CliResult result = cli({"enqueue", "ping", "{}", "--run-at", "next tuesday-ish"});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, "next tuesday-ish")) << result.err;
+  EXPECT_EQ(schema_.count(), 0);
+}
+
 TEST_F(CliJobsE2E, StatsReflectsTheTable) {
   EXPECT_EQ(trimmed(cli({"stats", "--json"}).out), "{}");
   schema_.exec(

@@ -183,6 +183,32 @@ TEST(DrainE2E, SecondSignalEndsTheDrainWaitAtOnce) {
   expect_no_handler_left(pids);
 }
 
+TEST(DrainE2E, HandlerIgnoringSigtermIsKilledAfterKillGrace) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string pids = dir.file("pids");
+  DaemonYaml yaml(schema.name());
+  yaml.set("shutdown", "{timeout: 60s}")
+      .shell_handler("stubborn",
+                     "trap '' TERM; echo $$ >> " + shell_quote(pids) + "; sleep 30; sleep 30",
+                     "kill_grace: 300ms");
+  schema.insert_jobs("stubborn", 1);
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return read_lines(pids).size() == 1; }, 15s));
+  const pid_t handler = static_cast<pid_t>(std::stol(read_lines(pids)[0]));
+
+  daemon.signal(SIGTERM);
+  ASSERT_TRUE(daemon.wait_for_log("SIGTERM received: draining")) << daemon.log();
+  const auto second = Clock::now();
+  daemon.signal(SIGTERM);
+  ASSERT_EQ(daemon.wait_for_exit(20s), 0) << daemon.log();
+  EXPECT_LT(millis_since(second), 4000);
+  EXPECT_EQ(schema.count("status = 'pending' AND attempts = 0"), 1) << table_summary(schema);
+  EXPECT_FALSE(process_alive(handler)) << "the handler that ignores SIGTERM survived";
+  if (process_alive(handler)) ::kill(-handler, SIGKILL);
+}
+
 TEST(DrainE2E, SigintOnAnIdleDaemonExitsZero) {
   TestSchema schema;
   DaemonYaml yaml(schema.name());

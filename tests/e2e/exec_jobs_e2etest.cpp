@@ -154,6 +154,51 @@ TEST(ExecJobsE2E, PermanentExitCodeIsDeadAfterOneAttempt) {
   EXPECT_NE(last_error.find("no such mailbox"), std::string::npos) << last_error;
 }
 
+TEST(ExecJobsE2E, MissingProgramIsDeadAtOnce) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.handler("ghost", "{exec: [/nonexistent/pgjobd-e2e-program]}");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  const std::string id =
+      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('ghost', 5) RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status IN ('dead', 'done')") == 1; }, 15s))
+      << table_summary(schema);
+  stop_daemon(daemon);
+  EXPECT_EQ(schema.query("SELECT status || ' ' || attempts FROM {jobs} WHERE id = " + id),
+            "dead 1");
+  const std::string last_error = schema.query("SELECT last_error FROM {jobs} WHERE id = " + id);
+  EXPECT_NE(last_error.find("/nonexistent/pgjobd-e2e-program"), std::string::npos) << last_error;
+}
+
+// A payload far larger than a pipe buffer, and a handler that writes a lot to stdout and
+// stderr before reading it: the daemon must feed and drain the pipes at the same time.
+TEST(ExecJobsE2E, LargePayloadAndLargeOutputDoNotDeadlock) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string received = dir.file("received");
+  DaemonYaml yaml(schema.name());
+  yaml.shell_handler("bulky",
+                     "head -c 3000000 /dev/zero; head -c 300000 /dev/zero | tr '\\0' e >&2; "
+                     "wc -c > " +
+                         shell_quote(received) + "; echo 'the end' >&2; exit 7",
+                     "timeout: 20s");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  const std::string id = schema.query(
+      "INSERT INTO {jobs} (type, max_attempts, payload) VALUES ('bulky', 1, "
+      "jsonb_build_object('blob', repeat('x', 2000000))) RETURNING id");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'dead'") == 1; }, 20s))
+      << table_summary(schema);
+  stop_daemon(daemon);
+  EXPECT_EQ(std::stoll(read_text_file(received)),
+            std::stoll(schema.query("SELECT octet_length(payload::text) FROM {jobs}")));
+  const std::string last_error = schema.query("SELECT last_error FROM {jobs} WHERE id = " + id);
+  EXPECT_NE(last_error.find("exit 7"), std::string::npos) << last_error.substr(0, 200);
+  EXPECT_NE(last_error.find("the end"), std::string::npos) << "the stderr tail is kept";
+  EXPECT_LT(last_error.size(), 20000u) << "only the tail of stderr is kept";
+}
+
 TEST(ExecJobsE2E, TimeoutKillsTheWholeProcessGroup) {
   TestSchema schema;
   TempDir dir;

@@ -1,5 +1,6 @@
 // End-to-end: schema migrations through the binary: `run` on an unmigrated schema,
 // database.migrate_on_start, and concurrent `pgjobd migrate` processes.
+// "Current" is latest_schema_version(): the highest sql/NNN_*.up.sql compiled in.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,11 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "db/migrations.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd::testing {
 namespace {
+
+std::string latest() { return std::to_string(latest_schema_version()); }
 
 // A schema name TestSchema did not create, dropped again when the test ends.
 class FreshSchema {
@@ -55,7 +59,7 @@ TEST(MigrateE2E, MigrateOnStartMigratesAndRuns) {
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
   EXPECT_EQ(schema.query("SELECT max(version) FROM \"" + fresh.name() + "\".pgjobd_migrations"),
-            "1");
+            latest());
   const std::string jobs = "\"" + fresh.name() + "\".jobs";
   schema.exec("INSERT INTO " + jobs + " (type) VALUES ('ping'), ('ping')");
   EXPECT_TRUE(wait_until(
@@ -72,7 +76,8 @@ TEST(MigrateE2E, MigrateOnStartMigratesAndRuns) {
   again.signal(SIGTERM);
   EXPECT_EQ(again.wait_for_exit(10s), 0);
   EXPECT_EQ(again.log().find("migrated schema"), std::string::npos) << again.log();
-  EXPECT_EQ(schema.query("SELECT count(*) FROM \"" + fresh.name() + "\".pgjobd_migrations"), "1");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM \"" + fresh.name() + "\".pgjobd_migrations"),
+            latest());
 }
 
 TEST(MigrateE2E, ConcurrentMigrateProcessesBothSucceed) {
@@ -91,14 +96,14 @@ TEST(MigrateE2E, ConcurrentMigrateProcessesBothSucceed) {
     int migrated = 0;
     for (auto& migrator : migrators) {
       EXPECT_EQ(migrator->wait_for_exit(30s), 0) << migrator->log() << migrator->output();
-      if (migrator->output().find("migrated from version 0 to 1") != std::string::npos) {
+      if (migrator->output().find("migrated from version 0 to " + latest()) != std::string::npos) {
         ++migrated;
       }
     }
     EXPECT_EQ(migrated, 1) << "exactly one of the two should have applied the migration";
     const std::string table = "\"" + fresh.name() + "\".pgjobd_migrations";
-    EXPECT_EQ(schema.query("SELECT max(version) FROM " + table), "1");
-    EXPECT_EQ(schema.query("SELECT count(*) FROM " + table), "1");
+    EXPECT_EQ(schema.query("SELECT max(version) FROM " + table), latest());
+    EXPECT_EQ(schema.query("SELECT count(*) FROM " + table), latest());
     EXPECT_EQ(schema.query("SELECT to_regclass('\"" + fresh.name() + "\".jobs') IS NOT NULL"), "t");
   }
 }
@@ -111,8 +116,10 @@ TEST(MigrateE2E, MigrateIsIdempotent) {
   const std::string file = dir.write("pgjobd.yaml", yaml.text());
   const CliResult result = run_cli({"migrate", "-c", file});
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("up to date (version 1)"), std::string::npos) << result.out;
-  EXPECT_EQ(schema.query("SELECT count(*) FROM \"" + schema.name() + "\".pgjobd_migrations"), "1");
+  EXPECT_NE(result.out.find("up to date (version " + latest() + ")"), std::string::npos)
+      << result.out;
+  EXPECT_EQ(schema.query("SELECT count(*) FROM \"" + schema.name() + "\".pgjobd_migrations"),
+            latest());
 }
 
 }  // namespace
