@@ -90,6 +90,13 @@ TEST(LogsE2E, JsonFormatIsOneObjectPerLineWithJobFields) {
   EXPECT_EQ(dead->value("type", nlohmann::json()), "broken") << dead->dump();
   EXPECT_EQ(dead->value("queue", nlohmann::json()), "default") << dead->dump();
   EXPECT_EQ(dead->value("attempt", nlohmann::json()), 2) << dead->dump();
+  ASSERT_TRUE(dead->contains("duration_ms") && (*dead)["duration_ms"].is_number()) << dead->dump();
+  EXPECT_GE((*dead)["duration_ms"].get<double>(), 0.0);
+  for (const auto& entry : entries) {
+    for (const char* field : {"ts", "level", "msg"}) {
+      EXPECT_TRUE(entry.contains(field)) << field << " missing: " << entry.dump();
+    }
+  }
   const std::string error = dead->value("error", "");
   EXPECT_NE(error.find("exit 3"), std::string::npos) << dead->dump();
   EXPECT_NE(error.find("it \"broke\"\tbadly"), std::string::npos) << dead->dump();
