@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages pgjobd needs to build, test and run. Quick when they are
-# already there (one dpkg query), so every script can call it.
+# already there (one dpkg query), so every script can call it. --with-test adds what the
+# test suite's operations checks use (promtool, PyYAML), --with-tools the linters,
+# --with-bench gnuplot for bench/run.sh's chart.
 set -euo pipefail
 
 packages=(
@@ -9,9 +11,13 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libcurl4-openssl-dev
   postgresql-15 postgresql-client-15 curl procps
 )
-if [[ "${1:-}" == "--with-tools" ]]; then
-  packages+=(clang-format clang-tidy)
-fi
+for flag in "$@"; do
+  case "$flag" in
+    --with-test) packages+=(python3-yaml prometheus) ;;  # promtool; compose file parsing
+    --with-tools) packages+=(clang-format clang-tidy) ;;
+    --with-bench) packages+=(gnuplot-nox) ;;  # bench/run.sh renders its chart with gnuplot
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh
+scripts/install-deps.sh --with-test
 stages=${PGJOBD_TEST_STAGES:-release asan tsan}
 jobs=$(nproc)
 

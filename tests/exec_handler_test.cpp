@@ -231,9 +231,13 @@ TEST_F(ExecHandlerTest, LotsOfStdoutDoesNotHang) {
 TEST_F(ExecHandlerTest, EnvironmentCarriesTheJobIdentity) {
   ASSERT_EQ(::setenv("PGJOBD_JOB_ID", "stale", 1), 0);
   ASSERT_EQ(::setenv("PGJOBD_TEST_INHERITED", "yes", 1), 0);
+  ASSERT_EQ(::setenv("PGJOBD_DATABASE_URL", "postgresql://daemon:secret@db/jobs", 1), 0);
+  ASSERT_EQ(::setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1), 0);
   const JobResult result = run(shell_config("env > '" + file("env").string() + "'"));
   ::unsetenv("PGJOBD_JOB_ID");
   ::unsetenv("PGJOBD_TEST_INHERITED");
+  ::unsetenv("PGJOBD_DATABASE_URL");
+  ::unsetenv("NOTIFY_SOCKET");
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
 
   std::multimap<std::string, std::string> seen;
@@ -251,6 +255,9 @@ TEST_F(ExecHandlerTest, EnvironmentCarriesTheJobIdentity) {
     ASSERT_EQ(seen.count(name), 1U) << name;
     EXPECT_EQ(seen.find(name)->second, value) << name;
   }
+  // The daemon's own credentials and systemd channel are withheld.
+  EXPECT_EQ(seen.count("PGJOBD_DATABASE_URL"), 0U);
+  EXPECT_EQ(seen.count("NOTIFY_SOCKET"), 0U);
 }
 
 TEST_F(ExecHandlerTest, StderrTailIsBoundedAndEndsWithTheLastLine) {
