@@ -34,6 +34,9 @@ struct JobResult {
   std::string error;  // why it failed (kRetry / kDead); becomes last_error
   // When set, overrides the exponential backoff (e.g. an HTTP Retry-After).
   std::optional<std::chrono::milliseconds> retry_after;
+  // The handler already wrote the job's final state itself, in the transaction of its own
+  // work (the sql handler): the completer must not write it again.
+  bool completion_written = false;
 
   static JobResult done() { return {}; }
   static JobResult retry(std::string error,

@@ -2,7 +2,9 @@
 
 #include "db/job_store.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <pqxx/pqxx>
 
 #include "db/connection.hpp"
@@ -36,6 +38,19 @@ void count_round_trip(std::uint64_t n = 1) {
 }
 
 }  // namespace
+
+int highest_parameter(std::string_view sql) {
+  int highest = 0;
+  for (std::size_t i = 0; i + 1 < sql.size(); ++i) {
+    if (sql[i] != '$' || (sql[i + 1] != '1' && sql[i + 1] != '2')) continue;
+    if (i + 2 < sql.size() && std::isdigit(static_cast<unsigned char>(sql[i + 2]))) continue;
+    if (i > 0 && (std::isalnum(static_cast<unsigned char>(sql[i - 1])) || sql[i - 1] == '_')) {
+      continue;  // part of an identifier such as a$1
+    }
+    highest = std::max(highest, sql[i + 1] - '0');
+  }
+  return highest;
+}
 
 std::uint64_t JobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
@@ -151,6 +166,46 @@ CompletionReport JobStore::complete(const std::vector<Completion>& batch,
     report.written = rows[0][0].as<int>();
     report.stale = static_cast<int>(batch.size()) - report.written;
     return report;
+  });
+}
+
+bool JobStore::run_and_complete(const std::string& sql, const Job& job,
+                                const std::string& worker_id, bool delete_done, Millis timeout,
+                                std::stop_token stop) {
+  connect();
+  return guarded("sql handler", [&] {
+    pqxx::connection_base& conn = *conn_;
+    // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
+    std::stop_callback cancel(stop, [&conn] { conn.cancel_query(); });
+    pqxx::work txn(conn);
+    count_round_trip(4);  // BEGIN, the statement, the completion, COMMIT
+    if (timeout.count() > 0) {
+      txn.exec_params("SELECT set_config('statement_timeout', $1, true)",
+                      std::to_string(timeout.count()) + "ms");
+      count_round_trip();
+    }
+    // Send only the parameters the statement uses: the server rejects a bind message with
+    // more values than the statement has placeholders.
+    switch (highest_parameter(sql)) {
+      case 0:
+        txn.exec(sql);
+        break;
+      case 1:
+        txn.exec_params(sql, job.payload);
+        break;
+      default:
+        txn.exec_params(sql, job.payload, job.id);
+        break;
+    }
+    const auto rows =
+        txn.exec_prepared(delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone, job.id,
+                          job.attempt, worker_id);
+    if (rows.empty()) {
+      txn.abort();  // not ours any more: the statement's effects must not count
+      return false;
+    }
+    txn.commit();
+    return true;
   });
 }
 

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/connection.hpp"
@@ -62,6 +64,10 @@ struct QueueStatsRow {
   double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
 };
 
+// The highest of $1 and $2 a statement uses (0 for neither): the sql handler sends the
+// payload as $1 and the job id as $2 only where the statement has those placeholders.
+int highest_parameter(std::string_view sql);
+
 class JobStore {
  public:
   // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer").
@@ -84,6 +90,13 @@ class JobStore {
   // Writes a batch in one transaction. delete_done: remove done rows instead of keeping.
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done);
+
+  // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
+  // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
+  // worker and attempt. Returns false, changing nothing, when the job is no longer ours.
+  // A request on `stop` cancels the running statement. `timeout` > 0 bounds the statement.
+  bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
+                        bool delete_done, Millis timeout, std::stop_token stop);
 
   // Extends the lease of the given (id, attempt) pairs; returns the ids still ours.
   std::vector<std::int64_t> heartbeat(const std::vector<std::int64_t>& ids,

@@ -87,6 +87,18 @@ WITH done AS (
   RETURNING j.id
 ),)";
 
+constexpr const char* kCompleteOneDoneSql = R"(
+UPDATE {jobs}
+SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
+    locked_until = NULL
+WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND status = 'running'
+RETURNING id)";
+
+constexpr const char* kCompleteOneDeleteSql = R"(
+DELETE FROM {jobs}
+WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND status = 'running'
+RETURNING id)";
+
 constexpr const char* kHeartbeatSql = R"(
 UPDATE {jobs} j
 SET locked_until = now() + $4::bigint * interval '1 millisecond'
@@ -190,6 +202,8 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
       {kCompleteDeleteDone,
        with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
+      {kCompleteOneDone, with_table(kCompleteOneDoneSql, schema)},
+      {kCompleteOneDelete, with_table(kCompleteOneDeleteSql, schema)},
       {kHeartbeat, with_table(kHeartbeatSql, schema)},
       {kLeadAndRescue, with_table(kLeadAndRescueSql, schema)},
       {kResign, with_table(kResignSql, schema)},

@@ -18,6 +18,11 @@ inline constexpr const char* kClaim = "pgjobd_claim";
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
+// One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
+// Returns the id when the job was still ours.
+inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
+// Same, deleting the row (retention.done = 0).
+inline constexpr const char* kCompleteOneDelete = "pgjobd_complete_one_delete";
 // Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns ids renewed.
 inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
 // Take or renew leadership and, as leader, rescue expired leases: $1 worker id, $2 TTL ms,

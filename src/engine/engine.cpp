@@ -135,7 +135,8 @@ class Engine::Impl {
 HandlerTable Engine::Impl::build_handlers(const Config& config) const {
   HandlerTable handlers;
   for (const auto& [type, handler_config] : config.handlers) {
-    handlers[type] = make_handler(type, handler_config);
+    handlers[type] = make_handler(
+        type, handler_config, {config.database, worker_id_, config.retention.done.count() == 0});
   }
   for (const auto& [type, handler] : registered_) handlers[type] = handler;
   if (handlers.empty()) {

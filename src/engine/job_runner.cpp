@@ -67,7 +67,7 @@ void JobRunner::run(const Job& job, std::stop_token stop) {
       break;
   }
   metrics_.job_finished(job.queue, job.type, completion.outcome, seconds);
-  completer_.submit(std::move(completion));
+  if (!result.completion_written) completer_.submit(std::move(completion));
 }
 
 }  // namespace pgjobd

@@ -11,7 +11,8 @@ namespace pgjobd {
 
 JobResult noop_handler(const Job&, std::stop_token) { return JobResult::done(); }
 
-Handler make_handler(const std::string& type, const HandlerConfig& config) {
+Handler make_handler(const std::string& type, const HandlerConfig& config,
+                     const SqlHandlerContext& context) {
   switch (config.kind) {
     case HandlerConfig::Kind::kExec:
       return make_exec_handler(config);
@@ -22,9 +23,7 @@ Handler make_handler(const std::string& type, const HandlerConfig& config) {
       throw std::invalid_argument("handlers." + type + ": unknown builtin '" + config.builtin +
                                   "'");
     case HandlerConfig::Kind::kSql:
-      throw std::invalid_argument("handlers." + type +
-                                  ": sql handlers are not available in this version of pgjobd "
-                                  "yet; use an exec or http handler");
+      return make_sql_handler(config, context);
   }
   throw std::invalid_argument("handlers." + type + ": unknown handler kind");
 }

@@ -1,0 +1,71 @@
+// SQL handler: a small pool of JobStore connections running statement + completion.
+
+#include "handlers/sql_handler.hpp"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "db/job_store.hpp"
+
+namespace pgjobd {
+namespace {
+
+class SqlHandler {
+ public:
+  SqlHandler(const HandlerConfig& config, SqlHandlerContext context)
+      : sql_(config.sql), timeout_(config.timeout), context_(std::move(context)) {}
+
+  JobResult operator()(const Job& job, std::stop_token stop) {
+    std::unique_ptr<JobStore> store = acquire();
+    JobResult result;
+    try {
+      const bool ours = store->run_and_complete(sql_, job, context_.worker_id, context_.delete_done,
+                                                timeout_, stop);
+      result = ours ? JobResult::done() : JobResult::released();
+      result.completion_written = true;  // done committed, or nothing of ours to write
+    } catch (const DbError& e) {
+      if (stop.stop_requested()) {
+        result = JobResult::released();
+      } else if (e.sqlstate().rfind("22", 0) == 0) {
+        result = JobResult::dead(e.what());  // the payload does not fit the statement
+      } else {
+        result = JobResult::retry(e.what());
+      }
+    }
+    release(std::move(store));
+    return result;
+  }
+
+ private:
+  std::unique_ptr<JobStore> acquire() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        auto store = std::move(idle_.back());
+        idle_.pop_back();
+        return store;
+      }
+    }
+    return std::make_unique<JobStore>(context_.database, "sql handler");
+  }
+  void release(std::unique_ptr<JobStore> store) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(store));  // a failed one reconnects on its next use
+  }
+
+  const std::string sql_;
+  const Millis timeout_;
+  const SqlHandlerContext context_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<JobStore>> idle_;
+};
+
+}  // namespace
+
+Handler make_sql_handler(const HandlerConfig& config, const SqlHandlerContext& context) {
+  auto handler = std::make_shared<SqlHandler>(config, context);
+  return [handler](const Job& job, std::stop_token stop) { return (*handler)(job, stop); };
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,150 @@
+// The sql handler: the statement and the job's completion commit together or not at all.
+
+#include "handlers/sql_handler.hpp"
+
+#include <gtest/gtest.h>
+
+#include "db/job_store.hpp"
+#include "pgjobd/engine.hpp"
+#include "support/test_database.hpp"
+
+namespace pgjobd {
+namespace {
+
+using testing::TestSchema;
+using namespace std::chrono_literals;
+
+class SqlHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_.exec("CREATE TABLE " + side_table() + " (job_id bigint, payload jsonb)");
+  }
+  std::string side_table() const { return "\"" + schema_.name() + "\".side_effects"; }
+  HandlerConfig sql_config(const std::string& sql) const {
+    HandlerConfig config;
+    config.kind = HandlerConfig::Kind::kSql;
+    config.sql = sql;
+    return config;
+  }
+  SqlHandlerContext context(bool delete_done = false) const {
+    return {schema_.config().database, "worker-1", delete_done};
+  }
+  // Claims the single pending job as worker-1.
+  Job claim() {
+    JobStore store(schema_.config().database, "test");
+    auto jobs = store.claim({{"default", 1}}, {"t"}, 1, "worker-1", Millis(30000));
+    EXPECT_EQ(jobs.size(), 1u);
+    return jobs.empty() ? Job{} : jobs[0];
+  }
+  std::string insert_side_effect() const {
+    return "INSERT INTO " + side_table() + " (job_id, payload) VALUES ($2, $1::jsonb)";
+  }
+  TestSchema schema_;
+};
+
+TEST_F(SqlHandlerTest, StatementAndDoneCommitTogether) {
+  schema_.exec("INSERT INTO {jobs} (type, payload) VALUES ('t', '{\"n\": 7}')");
+  const Job job = claim();
+  const Handler handler = make_sql_handler(sql_config(insert_side_effect()), context());
+  const JobResult result = handler(job, {});
+  EXPECT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_TRUE(result.completion_written);
+  EXPECT_EQ(schema_.query("SELECT status || ' ' || coalesce(locked_by, 'none') FROM {jobs}"),
+            "done none");
+  EXPECT_EQ(schema_.query("SELECT job_id || ' ' || (payload->>'n') FROM " + side_table()),
+            std::to_string(job.id) + " 7");
+}
+
+TEST_F(SqlHandlerTest, NothingCommitsWhenTheJobIsNoLongerOurs) {
+  schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
+  const Job job = claim();
+  schema_.exec("UPDATE {jobs} SET locked_by = 'someone-else', attempts = 2");
+  const Handler handler = make_sql_handler(sql_config(insert_side_effect()), context());
+  const JobResult result = handler(job, {});
+  EXPECT_EQ(result.outcome, Outcome::kReleased);
+  EXPECT_TRUE(result.completion_written);  // nothing for the completer to write
+  EXPECT_EQ(std::stoll(schema_.query("SELECT count(*) FROM " + side_table())), 0);
+  EXPECT_EQ(schema_.query("SELECT status || ' ' || locked_by FROM {jobs}"), "running someone-else");
+}
+
+TEST_F(SqlHandlerTest, DataExceptionsAreDeadOtherErrorsRetry) {
+  schema_.exec("INSERT INTO {jobs} (type, payload) VALUES ('t', '{\"n\": \"abc\"}')");
+  Job job = claim();
+  Handler handler = make_sql_handler(
+      sql_config("INSERT INTO " + side_table() + " (job_id) VALUES (($1::jsonb->>'n')::bigint)"),
+      context());
+  JobResult result = handler(job, {});
+  EXPECT_EQ(result.outcome, Outcome::kDead);
+  EXPECT_NE(result.error.find("invalid input syntax"), std::string::npos) << result.error;
+  EXPECT_FALSE(result.completion_written);  // the completer records the failure
+
+  handler = make_sql_handler(
+      sql_config("SELECT * FROM no_such_table WHERE $2 > 0 AND $1 IS NOT NULL"), context());
+  result = handler(job, {});
+  EXPECT_EQ(result.outcome, Outcome::kRetry);
+  EXPECT_NE(result.error.find("no_such_table"), std::string::npos) << result.error;
+  EXPECT_EQ(schema_.query("SELECT status FROM {jobs}"), "running");  // rolled back
+}
+
+TEST_F(SqlHandlerTest, TimeoutCancelsTheStatement) {
+  schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
+  const Job job = claim();
+  HandlerConfig config = sql_config("SELECT pg_sleep(10), $1::jsonb, $2::bigint");
+  config.timeout = 200ms;
+  const auto start = std::chrono::steady_clock::now();
+  const JobResult result = make_sql_handler(config, context())(job, {});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(result.outcome, Outcome::kRetry);
+  EXPECT_NE(result.error.find("statement timeout"), std::string::npos) << result.error;
+}
+
+TEST_F(SqlHandlerTest, StopRequestCancelsAndReleases) {
+  schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
+  const Job job = claim();
+  std::stop_source stop;
+  std::thread stopper([&] {
+    // Cancel once the statement is running on the server.
+    testing::wait_until(
+        [&] {
+          return schema_.query(
+                     "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                     "'SELECT pg_sleep(10)%' AND state = 'active'") != "0";
+        },
+        10s);
+    stop.request_stop();
+  });
+  const JobResult result = make_sql_handler(
+      sql_config("SELECT pg_sleep(10), $1::jsonb, $2::bigint"), context())(job, stop.get_token());
+  stopper.join();
+  EXPECT_EQ(result.outcome, Outcome::kReleased) << result.error;
+}
+
+TEST_F(SqlHandlerTest, EngineRunsSqlJobsExactlyOnce) {
+  schema_.insert_jobs("t", 200);
+  Config config = schema_.config();
+  config.handlers["t"] = sql_config(insert_side_effect());
+  config.retention.done = Millis(0);  // delete at completion, in the same transaction
+  Engine engine(config);
+  engine.start();
+  ASSERT_TRUE(testing::wait_until([&] { return schema_.count() == 0; }, 30s));
+  engine.drain();
+  EXPECT_EQ(schema_.query("SELECT count(*) || ' ' || count(DISTINCT job_id) FROM " + side_table()),
+            "200 200");
+}
+
+}  // namespace
+}  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+TEST(SqlHandlerParameters, FindsTheHighestOfDollarOneAndTwo) {
+  EXPECT_EQ(highest_parameter("SELECT 1"), 0);
+  EXPECT_EQ(highest_parameter("SELECT app.rollup($1)"), 1);
+  EXPECT_EQ(highest_parameter("INSERT INTO t VALUES ($2, $1::jsonb)"), 2);
+  EXPECT_EQ(highest_parameter("SELECT $10, $12"), 0);    // not ours: $10 is not $1
+  EXPECT_EQ(highest_parameter("SELECT a$1 FROM t"), 0);  // an identifier
+}
+
+}  // namespace
+}  // namespace pgjobd
