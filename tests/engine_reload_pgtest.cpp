@@ -39,6 +39,10 @@ struct Recorder {
     };
   }
   void reset_peak() { peak = running.load(); }
+  std::size_t ran_count() {
+    std::lock_guard lock(mutex);
+    return ran.size();
+  }
 };
 
 TEST(EngineReload, ConcurrencyGoesUpAndDownWhileJobsRun) {
@@ -50,7 +54,7 @@ TEST(EngineReload, ConcurrencyGoesUpAndDownWhileJobsRun) {
   Engine engine(config);
   engine.register_handler("work", recorder.handler(20ms));
   engine.start();
-  ASSERT_TRUE(wait_until([&] { return recorder.ran.size() >= 10; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return recorder.ran_count() >= 10; }, 30s));
   EXPECT_LE(recorder.peak.load(), 2);
 
   config.worker.concurrency = 8;
@@ -62,8 +66,8 @@ TEST(EngineReload, ConcurrencyGoesUpAndDownWhileJobsRun) {
   // Running jobs finish; then no more than one runs at a time.
   ASSERT_TRUE(wait_until([&] { return engine.busy_workers() <= 1; }, 10s));
   recorder.reset_peak();
-  const std::size_t ran_before = recorder.ran.size();
-  ASSERT_TRUE(wait_until([&] { return recorder.ran.size() >= ran_before + 10; }, 30s));
+  const std::size_t ran_before = recorder.ran_count();
+  ASSERT_TRUE(wait_until([&] { return recorder.ran_count() >= ran_before + 10; }, 30s));
   EXPECT_LE(recorder.peak.load(), 1);
 
   config.worker.concurrency = 16;

@@ -12,7 +12,9 @@
 namespace pgjobd {
 
 void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers) {
-  settings_.store(std::make_shared<const Settings>(Settings{retry, std::move(handlers)}));
+  auto settings = std::make_shared<const Settings>(Settings{retry, std::move(handlers)});
+  std::lock_guard lock(settings_mutex_);
+  settings_ = std::move(settings);
 }
 
 JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std::stop_token stop) {
@@ -36,7 +38,11 @@ void JobRunner::run(const Job& job, std::stop_token stop) {
       {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
   metrics_.job_started(job.queue, job.queue_wait_seconds);
   const auto started = std::chrono::steady_clock::now();
-  const std::shared_ptr<const Settings> settings = settings_.load();
+  std::shared_ptr<const Settings> settings;
+  {
+    std::lock_guard lock(settings_mutex_);
+    settings = settings_;
+  }
   JobResult result = call_handler(*settings, job, stop);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

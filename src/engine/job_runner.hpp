@@ -3,9 +3,9 @@
 // dead, records metrics and logs, and hands the outcome to the completer. Never touches
 // the database itself.
 
-#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stop_token>
 #include <string>
 
@@ -38,7 +38,10 @@ class JobRunner {
   };
   JobResult call_handler(const Settings& settings, const Job& job, std::stop_token stop);
 
-  std::atomic<std::shared_ptr<const Settings>> settings_;
+  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12 implements the latter with a
+  // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy.
+  mutable std::mutex settings_mutex_;
+  std::shared_ptr<const Settings> settings_;
   Completer& completer_;
   Metrics& metrics_;
 };

@@ -82,6 +82,8 @@ std::chrono::microseconds watchdog_interval_from_environment() {
 
 // The length of the UTF-8 character at text[i] if it is one systemd's utf8_is_valid accepts
 // (shortest form, not a surrogate, ≤ U+10FFFF, not a noncharacter), else 0.
+// Stricter than text/utf8.cpp on purpose: systemd also refuses noncharacters (U+FDD0..
+// U+FDEF, U+xFFFE/U+xFFFF) in STATUS=, and drops the whole message if one slips through.
 std::size_t valid_utf8_length(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
