@@ -64,6 +64,9 @@ template <typename Task>
 void Maintenance::guarded(const char* operation, Task&& task) {
   try {
     task();
+    // Any statement that went through shows the database is back: /readyz recovers
+    // within one rescue interval of an outage, not at the next statistics round.
+    health_.clear("database");
   } catch (const DbError& e) {
     metrics_.db_error(operation);
     health_.set_problem("database", e.what());
@@ -122,15 +125,19 @@ void Maintenance::heartbeat() {
     }
     const auto kept = store_.heartbeat(ids, attempts, worker_id_, config_.lease.duration);
     if (kept.size() != ids.size()) {
-      // A job we run is no longer ours (its lease expired and it was rescued): stop it,
-      // so two owners never keep running one job.
-      std::vector<std::int64_t> lost;
+      // A job that is not ours any more (its lease expired and it was rescued) must stop,
+      // so two owners never keep running one job. Jobs that simply finished while the
+      // heartbeat was in flight (their completion already written) are not lost.
+      std::vector<std::int64_t> missing;
       for (auto id : ids) {
-        if (std::find(kept.begin(), kept.end(), id) == kept.end()) lost.push_back(id);
+        if (std::find(kept.begin(), kept.end(), id) == kept.end()) missing.push_back(id);
       }
-      metrics_.stale_write(static_cast<int>(lost.size()));
-      spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
-      pool_.request_stop(lost);
+      const std::vector<std::int64_t> lost = pool_.still_running(missing);
+      if (!lost.empty()) {
+        metrics_.stale_write(static_cast<int>(lost.size()));
+        spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
+        pool_.request_stop(lost);
+      }
     }
   }
   std::lock_guard lock(mutex_);

@@ -71,7 +71,7 @@ void WorkerPool::submit(Job job) {
     std::lock_guard lock(mutex_);
     const std::uint64_t ticket = next_ticket_++;
     auto& entry = running_[ticket] =
-        Entry{job.id, job.attempt, {}, std::chrono::steady_clock::now(), false};
+        Entry{job.id, job.attempt, {}, std::chrono::steady_clock::now(), false, false};
     ++queue_busy_[job.queue];
     busy_.fetch_add(1, std::memory_order_relaxed);
     pending_.push_back(Task{std::move(job), ticket, entry.stop.get_token()});
@@ -98,6 +98,7 @@ void WorkerPool::worker_loop() {
     int busy_now;
     {
       std::lock_guard lock(mutex_);
+      running_.at(task.ticket).handler_returned = true;
       --queue_busy_[task.job.queue];
       busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
     }
@@ -117,6 +118,17 @@ std::vector<WorkerPool::RunningJob> WorkerPool::running() const {
   jobs.reserve(running_.size());
   for (const auto& [ticket, entry] : running_) jobs.push_back({entry.id, entry.attempt});
   return jobs;
+}
+
+std::vector<std::int64_t> WorkerPool::still_running(const std::vector<std::int64_t>& ids) const {
+  std::vector<std::int64_t> out;
+  std::lock_guard lock(mutex_);
+  for (const auto& [ticket, entry] : running_) {
+    if (!entry.handler_returned && std::find(ids.begin(), ids.end(), entry.id) != ids.end()) {
+      out.push_back(entry.id);
+    }
+  }
+  return out;
 }
 
 void WorkerPool::request_stop(const std::vector<std::int64_t>& ids) {

@@ -55,6 +55,9 @@ class WorkerPool {
     int attempt;
   };
   std::vector<RunningJob> running() const;
+  // Of these ids, those whose handler is still running (the others have finished and their
+  // completion may already be written, which a heartbeat then no longer sees as ours).
+  std::vector<std::int64_t> still_running(const std::vector<std::int64_t>& ids) const;
   // Asks the handlers of these jobs (or all) to stop.
   void request_stop(const std::vector<std::int64_t>& ids);
   void request_stop_all();
@@ -80,6 +83,7 @@ class WorkerPool {
     std::stop_source stop;
     std::chrono::steady_clock::time_point submitted;
     bool lease_lost = false;
+    bool handler_returned = false;  // its completion is on its way to the database
   };
   struct Task {
     Job job;
