@@ -35,7 +35,10 @@ for stage in $stages; do
   asan)
     echo "== ASan+UBSan build: all tests"
     build debug-asan
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    # The daemons started by the end-to-end tests inherit these.
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir build/debug-asan --output-on-failure
     ;;
   tsan)

@@ -87,7 +87,17 @@ bool JobStore::connected() const { return conn_ && conn_->is_open(); }
 void JobStore::disconnect() { conn_.reset(); }
 
 void JobStore::connect() {
-  if (connected()) return;
+  if (connected()) {
+    // Notice a connection the server has closed (restart, pg_terminate_backend) before
+    // running a statement on it: libpqxx 6.4 leaks a result for each statement sent on a
+    // dead connection. get_notifs() only reads what is already on the socket.
+    try {
+      conn_->get_notifs();
+      return;
+    } catch (const pqxx::broken_connection&) {
+      conn_.reset();
+    }
+  }
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
     for (const auto& statement : stmt::job_statements(quote_identifier(config_.schema))) {

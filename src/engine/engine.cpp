@@ -196,10 +196,11 @@ void Engine::Impl::start() {
 
   completer_ = std::make_unique<Completer>(config_.database, worker_id_,
                                            config_.retention.done.count() == 0, *metrics_, health_);
-  runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *completer_, *metrics_);
+  runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [this](const Job& job, std::stop_token stop) { runner_->run(job, std::move(stop)); },
+      [this](const Job& job, std::stop_token stop) { return runner_->run(job, std::move(stop)); },
+      [this](Completion completion) { completer_->submit(std::move(completion)); },
       [this](int busy_now) {
         metrics_->set_workers_busy(busy_now);
         if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->slot_freed();

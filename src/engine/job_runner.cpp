@@ -33,7 +33,7 @@ JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std:
   }
 }
 
-void JobRunner::run(const Job& job, std::stop_token stop) {
+std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
   ScopedLogFields fields{
       {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
   metrics_.job_started(job.queue, job.queue_wait_seconds);
@@ -73,7 +73,8 @@ void JobRunner::run(const Job& job, std::stop_token stop) {
       break;
   }
   metrics_.job_finished(job.queue, job.type, completion.outcome, seconds);
-  if (!result.completion_written) completer_.submit(std::move(completion));
+  if (result.completion_written) return std::nullopt;
+  return completion;
 }
 
 }  // namespace pgjobd

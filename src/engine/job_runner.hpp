@@ -1,7 +1,7 @@
 #pragma once
 // Runs one job: calls its handler, turns an exception into a failure, decides retry or
-// dead, records metrics and logs, and hands the outcome to the completer. Never touches
-// the database itself.
+// dead, records metrics and logs, and returns the outcome for the completer. Never
+// touches the database itself.
 
 #include <map>
 #include <memory>
@@ -9,7 +9,9 @@
 #include <stop_token>
 #include <string>
 
-#include "engine/completer.hpp"
+#include <optional>
+
+#include "db/job_store.hpp"
 #include "metrics/metrics.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
@@ -20,12 +22,14 @@ using HandlerTable = std::map<std::string, Handler>;
 
 class JobRunner {
  public:
-  JobRunner(const RetryConfig& retry, HandlerTable handlers, Completer& completer, Metrics& metrics)
-      : completer_(completer), metrics_(metrics) {
+  JobRunner(const RetryConfig& retry, HandlerTable handlers, Metrics& metrics) : metrics_(metrics) {
     reconfigure(retry, std::move(handlers));
   }
 
-  void run(const Job& job, std::stop_token stop);
+  // Returns the completion to write, or nothing when the handler wrote it itself. The
+  // caller hands it to the completer only after marking the job finished, so a heartbeat
+  // never mistakes a job whose "done" is already written for a lost lease.
+  std::optional<Completion> run(const Job& job, std::stop_token stop);
 
   // Live reload: jobs that start from now on use the new handlers and retry policy;
   // running jobs finish with the ones they started with.
@@ -42,7 +46,6 @@ class JobRunner {
   // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy.
   mutable std::mutex settings_mutex_;
   std::shared_ptr<const Settings> settings_;
-  Completer& completer_;
   Metrics& metrics_;
 };
 

@@ -128,11 +128,11 @@ void Maintenance::heartbeat() {
       // A job that is not ours any more (its lease expired and it was rescued) must stop,
       // so two owners never keep running one job. Jobs that simply finished while the
       // heartbeat was in flight (their completion already written) are not lost.
-      std::vector<std::int64_t> missing;
-      for (auto id : ids) {
-        if (std::find(kept.begin(), kept.end(), id) == kept.end()) missing.push_back(id);
+      std::vector<WorkerPool::RunningJob> missing;
+      for (const auto& job : running) {
+        if (std::find(kept.begin(), kept.end(), job.id) == kept.end()) missing.push_back(job);
       }
-      const std::vector<std::int64_t> lost = pool_.still_running(missing);
+      const std::vector<WorkerPool::RunningJob> lost = pool_.still_running(missing);
       if (!lost.empty()) {
         metrics_.stale_write(static_cast<int>(lost.size()));
         spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());

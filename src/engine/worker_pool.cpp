@@ -6,8 +6,11 @@
 
 namespace pgjobd {
 
-WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed)
-    : executor_(std::move(executor)), slot_freed_(std::move(slot_freed)) {
+WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
+                       SlotFreed slot_freed)
+    : executor_(std::move(executor)),
+      complete_(std::move(complete)),
+      slot_freed_(std::move(slot_freed)) {
   resize(config);
 }
 
@@ -94,11 +97,15 @@ void WorkerPool::worker_loop() {
       task = std::move(pending_.front());
       pending_.pop_front();
     }
-    executor_(task.job, task.stop);
-    int busy_now;
+    std::optional<Completion> completion = executor_(task.job, task.stop);
     {
       std::lock_guard lock(mutex_);
       running_.at(task.ticket).handler_returned = true;
+    }
+    if (completion) complete_(std::move(*completion));  // only now may "done" be written
+    int busy_now;
+    {
+      std::lock_guard lock(mutex_);
       --queue_busy_[task.job.queue];
       busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
     }
@@ -120,21 +127,24 @@ std::vector<WorkerPool::RunningJob> WorkerPool::running() const {
   return jobs;
 }
 
-std::vector<std::int64_t> WorkerPool::still_running(const std::vector<std::int64_t>& ids) const {
-  std::vector<std::int64_t> out;
+std::vector<WorkerPool::RunningJob> WorkerPool::still_running(
+    const std::vector<RunningJob>& jobs) const {
+  std::vector<RunningJob> out;
   std::lock_guard lock(mutex_);
   for (const auto& [ticket, entry] : running_) {
-    if (!entry.handler_returned && std::find(ids.begin(), ids.end(), entry.id) != ids.end()) {
-      out.push_back(entry.id);
+    const RunningJob job{entry.id, entry.attempt};
+    if (!entry.handler_returned && std::find(jobs.begin(), jobs.end(), job) != jobs.end()) {
+      out.push_back(job);
     }
   }
   return out;
 }
 
-void WorkerPool::request_stop(const std::vector<std::int64_t>& ids) {
+void WorkerPool::request_stop(const std::vector<RunningJob>& jobs) {
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) {
-    if (std::find(ids.begin(), ids.end(), entry.id) != ids.end()) entry.stop.request_stop();
+    const RunningJob job{entry.id, entry.attempt};
+    if (std::find(jobs.begin(), jobs.end(), job) != jobs.end()) entry.stop.request_stop();
   }
 }
 

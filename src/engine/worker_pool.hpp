@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -26,11 +27,15 @@ namespace pgjobd {
 class WorkerPool {
  public:
   // Runs one job to the end (handler, metrics, completion). Must not throw.
-  using Executor = std::function<void(const Job& job, std::stop_token stop)>;
+  // Returns the completion to write (nothing when the handler wrote its own).
+  using Executor = std::function<std::optional<Completion>(const Job& job, std::stop_token stop)>;
+  // Receives each completion after its job is marked finished (the completer's submit).
+  using Complete = std::function<void(Completion)>;
   // Called after a job left the pool (its slot is free again), with the jobs still busy.
   using SlotFreed = std::function<void(int busy_now)>;
 
-  WorkerPool(const WorkerConfig& config, Executor executor, SlotFreed slot_freed);
+  WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
+             SlotFreed slot_freed);
   ~WorkerPool();  // stops and joins the threads (after jobs in hand finish)
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -53,13 +58,14 @@ class WorkerPool {
   struct RunningJob {
     std::int64_t id;
     int attempt;
+    bool operator==(const RunningJob&) const = default;
   };
   std::vector<RunningJob> running() const;
   // Of these ids, those whose handler is still running (the others have finished and their
   // completion may already be written, which a heartbeat then no longer sees as ours).
-  std::vector<std::int64_t> still_running(const std::vector<std::int64_t>& ids) const;
-  // Asks the handlers of these jobs (or all) to stop.
-  void request_stop(const std::vector<std::int64_t>& ids);
+  std::vector<RunningJob> still_running(const std::vector<RunningJob>& jobs) const;
+  // Asks the handlers of these attempts (or all) to stop.
+  void request_stop(const std::vector<RunningJob>& jobs);
   void request_stop_all();
   // Stops the jobs whose lease has run out by our own clock, taken to end at
   // max(submitted, renewed_at) + lease. Returns the ids stopped now (each only once).
@@ -96,6 +102,7 @@ class WorkerPool {
   int live_threads_ = 0;
   std::map<std::string, int> queue_limits_;  // 0 = only the global bound
   Executor executor_;
+  Complete complete_;
   SlotFreed slot_freed_;
 
   mutable std::mutex mutex_;

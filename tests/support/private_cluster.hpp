@@ -1,0 +1,105 @@
+#pragma once
+// Fault-test support: a private PostgreSQL cluster a test may restart, stop or reconfigure
+// (never the shared PGJOBD_TEST_DATABASE_URL server), a session on it that survives those
+// faults, and /proc helpers (CPU time, children, zombies) for checking the daemon.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/daemon_process.hpp"
+
+namespace pgjobd::testing {
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + N when killed by signal N
+  std::string out;     // stdout and stderr together
+};
+// Runs argv (searched in PATH) to completion; killed after `timeout`.
+CommandResult run_command(const std::vector<std::string>& argv, const EnvOverrides& env = {},
+                          std::chrono::milliseconds timeout = 60s);
+
+// A throwaway cluster of its own, started by PGJOBD_SOURCE_DIR/scripts/pg-cluster.sh with
+// --fast on a free port. The first one in a process runs initdb into a template that later
+// ones copy (initdb takes seconds, a copy a fraction of one). The destructor stops the
+// server and removes its directory, whatever state the test left it in.
+class PrivateCluster {
+ public:
+  PrivateCluster();
+  ~PrivateCluster();
+  PrivateCluster(const PrivateCluster&) = delete;
+  PrivateCluster& operator=(const PrivateCluster&) = delete;
+
+  // postgresql://pgjobd@127.0.0.1:PORT/pgjobd (the pgjobd role is a superuser).
+  const std::string& url() const { return url_; }
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+
+  // `pg-cluster.sh restart`: pg_ctl restart -m fast, which ends every session; returns
+  // once the server accepts connections again.
+  void restart();
+  // `pg-cluster.sh stop`: immediate stop (safe when it is not running).
+  void stop();
+  // Starts it again, on the same port (so daemons configured with url() reconnect).
+  void start();
+  std::string server_log_tail(std::size_t lines = 40) const;
+
+ private:
+  std::string dir_;
+  std::string url_;
+  int port_ = 0;
+};
+
+// The test's own session on a server it injects faults into: application_name
+// "pgjobd-fault-test" (so terminate_daemon_sessions() spares it), statement_timeout and
+// default_transaction_read_only forced off (database- and role-level settings a test
+// injects do not apply to it), and a reconnect-and-retry-once after a lost connection.
+class ClusterSession {
+ public:
+  explicit ClusterSession(std::string url, std::string schema = "faults");
+  ~ClusterSession();
+  ClusterSession(const ClusterSession&) = delete;
+  ClusterSession& operator=(const ClusterSession&) = delete;
+
+  const std::string& schema() const { return schema_; }
+  // Drops and creates `schema` and migrates it.
+  void create_schema();
+
+  // As TestSchema: {jobs} is replaced by the quoted table; first column of the first row.
+  std::string query(const std::string& sql);
+  std::int64_t count(const std::string& where = "true");
+  void exec(const std::string& sql);
+  // Ids of the jobs matching `where`.
+  std::set<std::int64_t> ids(const std::string& where);
+  // "status=n, ..." for failure messages.
+  std::string summary();
+  // pg_terminate_backend on every pgjobd session of this database; returns how many.
+  int terminate_daemon_sessions();
+
+ private:
+  template <typename Fn>
+  auto with_retry(Fn&& fn);
+  std::string expand(const std::string& sql) const;
+
+  std::string url_;
+  std::string schema_;
+  struct Connection;
+  std::unique_ptr<Connection> conn_;
+};
+
+// CPU time (user + system) the process has used so far, in seconds; nullopt if it is gone.
+std::optional<double> cpu_seconds(pid_t pid);
+// Pids of the processes whose parent is `parent` (state Z included, or only Z).
+std::vector<pid_t> child_pids(pid_t parent, bool zombies_only = false);
+// The ids in a side-effect log (one id per line, extra words after it ignored), with how
+// many times each occurs.
+std::map<std::int64_t, int> id_counts(const std::string& path);
+
+}  // namespace pgjobd::testing
