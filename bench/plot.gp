@@ -1,0 +1,54 @@
+# Renders bench/results/throughput.png from the CSV files bench/run.sh writes:
+#   gnuplot -e "results='bench/results'" bench/plot.gp      (run.sh does this)
+# Left: throughput against concurrency (one process, log2 axis) next to the SQL ceiling.
+# Right: throughput against the number of daemons on one database.
+
+if (!exists("results")) results = "bench/results"
+caption = system("sed -n 's/^caption: //p' " . results . "/machine.txt 2>/dev/null")
+target = 20000
+sweep_jobs = system("awk -F, 'NR > 1 && $3 > n {n = $3} END {print n}' " . results . "/sweep.csv 2>/dev/null")
+daemon_jobs = system("awk -F, 'NR == 2 {print $6}' " . results . "/daemons.csv 2>/dev/null")
+
+set datafile separator ","
+set terminal pngcairo size 1500,620 font "DejaVu Sans,11" noenhanced
+set output results . "/throughput.png"
+set multiplot layout 1,2 title "pgjobd throughput, noop jobs, durable PostgreSQL\n" . caption font ",12"
+
+set grid xtics ytics lc rgb "#d0d0d0"
+set key top left Left reverse box opaque font ",10" spacing 1.1
+set format y "%.0f"
+set yrange [0:*]
+set offsets 0, 0, graph 0.22, 0   # headroom for the key and the 20,000 line
+set ylabel "jobs per second"
+
+# --- left panel ----------------------------------------------------------------------
+set title "Throughput vs concurrency (one process, pgjobd bench, up to " . sweep_jobs . " jobs per point, best of passes)"
+set logscale x 2
+set xrange [0.8:320]
+set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16, "32" 32, "64" 64, "128" 128, "256" 256)
+set xlabel "worker.concurrency (= claim batch size), log2 scale"
+plot results . "/sweep_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 ps 1.3 lc rgb "#1f77b4" \
+       title "pgjobd engine: bench burn-down, in-process, noop handler", \
+     "" skip 1 using 1:2:(sprintf("%.0f", $2)) with labels offset 0,1.1 font ",9" tc rgb "#1f77b4" notitle, \
+     "" skip 1 using 1:3 with linespoints lw 2 dt 2 pt 6 lc rgb "#d62728" \
+       title "ceiling: same claim + complete SQL, tight loop, one connection, same batch", \
+     results . "/sweep.csv" skip 1 using 2:4 with points pt 1 ps 1 lc rgb "#6a9fcf" title "each pass: engine", \
+     "" skip 1 using 2:5 with points pt 2 ps 0.8 lc rgb "#e08080" title "each pass: ceiling", \
+     target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s"
+
+# --- right panel ---------------------------------------------------------------------
+set title "Throughput vs number of daemons (real pgjobd run, " . daemon_jobs . " jobs, one database, best of runs)"
+set logscale x 2
+set xrange [0.8:5]
+set xtics ("1" 1, "2" 2, "4" 4)
+set xlabel "pgjobd daemons (separate processes), log2 scale"
+plot results . "/daemons_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 ps 1.3 lc rgb "#2ca02c" \
+       title "64 workers per daemon (K x 64 in total)", \
+     "" skip 1 using 1:2:(sprintf("%.0f", $2)) with labels offset 0,1.1 font ",9" tc rgb "#2ca02c" notitle, \
+     "" skip 1 using 1:3 with linespoints lw 2.5 pt 5 ps 1.2 lc rgb "#9467bd" \
+       title "64 workers split between the daemons (64/K each)", \
+     "" skip 1 using 1:3:($1 == 1 ? "" : sprintf("%.0f", $3)) with labels offset 0,-1.1 font ",9" tc rgb "#9467bd" notitle, \
+     results . "/daemons.csv" skip 1 using 3:8 with points pt 1 ps 1 lc rgb "#888888" title "each run", \
+     target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s"
+
+unset multiplot

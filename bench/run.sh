@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Reproduces every figure in bench/README.md and the chart bench/results/throughput.png.
+#
+#   bench/run.sh                 the full set (about 15-20 minutes on 2 cores)
+#   QUICK=1 bench/run.sh         a short smoke run (about 2 minutes; numbers not comparable)
+#
+# Run as root on Debian 12 from anywhere in the repository (the PostgreSQL it starts runs
+# as the `postgres` user, like scripts/pg-cluster.sh). It
+#   1. installs the packages, gnuplot included (scripts/install-deps.sh --with-bench);
+#   2. builds build/release/pgjobd (`cmake --preset release`, `cmake --build --preset
+#      release --target pgjobd`; quick when up to date; SKIP_BUILD=1 skips it) and copies
+#      the binary aside, so a rebuild during the run cannot change what is measured;
+#   3. starts a fresh, dedicated PostgreSQL 15 in $PGDIR with scripts/pg-cluster.sh
+#      *without* --fast: durable settings, fsync, full_page_writes and synchronous_commit
+#      on (every commit waits for its WAL flush), as in production; stopped on exit;
+#   4. runs, recording before and after each phase (results/load.csv) the load average
+#      and the time of one synchronous 8 kB write on the cluster's disk (the other
+#      tenants' I/O shows there first; every commit waits for one):
+#        main     pgjobd bench --json --finished-rows 5000000: the default run (100,000
+#                 jobs, concurrency 64, latency at 100 jobs/s, idle cost) plus the same
+#                 burn-down with 5,000,000 done rows in the table   -> results/bench.json
+#        sweep    pgjobd bench --no-latency --jobs N --concurrency C --json for
+#                 C in 1 2 4 8 16 32 64 128 256, N = min(50000, 2000 x C): at low
+#                 concurrency every job costs two synchronous commits, so 50,000 jobs
+#                 would take minutes per point without making it more precise
+#                                                                    -> results/sweep.csv
+#        daemons  bench/daemons.sh: 1, 2 and 4 real daemons, one database
+#                                                                    -> results/daemons.csv
+#        finished bench/daemons.sh with one daemon: 100,000 jobs in an otherwise empty
+#                 table vs next to 5,000,000 done rows, alternating, a CHECKPOINT before
+#                 each timed run                                     -> results/finished_rows.csv
+#        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
+#                                                                    -> results/rss.csv, rss.txt
+#   5. renders bench/plot.gp -> results/throughput.png, and writes results/machine.txt
+#      (CPU, memory, PostgreSQL version and settings, commit, date) and results/summary.txt.
+#
+# Environment (defaults in brackets):
+#   OUT            results directory [bench/results]; raw files only, all small
+#   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
+#   PHASES         which phases to run [main sweep daemons finished rss]; a partial run
+#                  replaces only its phases' files and appends to load.csv and machine.txt
+#   JOBS           jobs of the main run [100000]
+#   FINISHED_ROWS  done rows for the main run's second burn-down [5000000]
+#   SWEEP          concurrencies [1 2 4 8 16 32 64 128 256]
+#   SWEEP_JOBS     most jobs per sweep point [50000]; SWEEP_JOBS_PER_WORKER [2000]
+#   SWEEP_PASSES   passes over all the concurrencies [2]; the chart plots the best
+#   DAEMON_JOBS    jobs per multi-daemon run [100000]; REPEAT runs each [2]
+#   RSS_JOBS       jobs of the RSS run [1000000]
+#   QUICK=1        small everything: a smoke test of the scripts, not a measurement
+#   SKIP_BUILD=1   use build/release/pgjobd as it is
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+if [[ $EUID -ne 0 ]]; then
+  echo "bench/run.sh: run as root (the benchmark PostgreSQL runs as user postgres)" >&2
+  exit 2
+fi
+
+out=${OUT:-bench/results}
+pgdir=${PGDIR:-/tmp/bench-pg}
+all_phases="main sweep daemons finished rss"
+phases=${PHASES:-$all_phases}
+if [[ "${QUICK:-0}" == 1 ]]; then
+  jobs=${JOBS:-10000} finished_rows=${FINISHED_ROWS:-200000}
+  sweep=${SWEEP:-1 4 16 64 256} sweep_jobs=${SWEEP_JOBS:-5000}
+  sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-500} sweep_passes=${SWEEP_PASSES:-1}
+  daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
+  rss_jobs=${RSS_JOBS:-100000} rss_batch=20000
+  main_extra=(--latency-jobs 200 --idle-seconds 5)
+else
+  jobs=${JOBS:-100000} finished_rows=${FINISHED_ROWS:-5000000}
+  sweep=${SWEEP:-1 2 4 8 16 32 64 128 256} sweep_jobs=${SWEEP_JOBS:-50000}
+  sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
+  daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
+  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000
+  main_extra=()
+fi
+
+# The cluster directory is wiped: refuse anything that is not a previous benchmark cluster.
+if [[ -e "$pgdir" && ! -f "$pgdir/data/PG_VERSION" && -n "$(ls -A "$pgdir" 2>/dev/null)" ]]; then
+  echo "bench/run.sh: $pgdir exists and is not a cluster made by pg-cluster.sh; set PGDIR" >&2
+  exit 2
+fi
+
+work=$(mktemp -d /tmp/pgjobd-bench.XXXXXX)
+started_pg=0
+# shellcheck disable=SC2317  # (called from traps)
+cleanup() {
+  if ((started_pg)); then
+    scripts/pg-cluster.sh stop "$pgdir" || true
+    echo "bench/run.sh: stopped the benchmark PostgreSQL in $pgdir" >&2
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+log() { echo "bench/run.sh: $*" >&2; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+# 1, 2: packages and the binary.
+scripts/install-deps.sh --with-bench
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target pgjobd
+fi
+cp build/release/pgjobd "$work/pgjobd"
+bin=$work/pgjobd
+export PGJOBD_BIN=$bin
+
+# 3: a fresh durable cluster.
+scripts/pg-cluster.sh stop "$pgdir"
+rm -rf "$pgdir"
+started_pg=1
+# No --fast: fsync and synchronous_commit on. pg-cluster.sh picks a random free port; on
+# a busy machine another process may take it first, so try again a couple of times.
+url=""
+for attempt in 1 2 3; do
+  if url=$(scripts/pg-cluster.sh start "$pgdir"); then break; fi
+  url=""
+  log "PostgreSQL did not start (attempt $attempt): $(tail -2 "$pgdir/server.log" 2>/dev/null)"
+done
+[[ -n "$url" ]] || exit 1
+export DATABASE_URL=$url PGJOBD_DATABASE_URL=$url
+unset PGJOBD_CONFIG
+log "PostgreSQL at $url"
+export PGOPTIONS="-c client_min_messages=warning"
+sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
+
+mkdir -p "$out"
+partial=0
+if [[ "$phases" != "$all_phases" && -f "$out/machine.txt" ]]; then partial=1; fi
+settings=$(sql -F= -c "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('fsync',
+  'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers',
+  'max_wal_size', 'checkpoint_timeout') ORDER BY name")
+for must in fsync=on synchronous_commit=on full_page_writes=on; do
+  grep -qx "$must" <<<"$settings" || { log "expected $must in the benchmark cluster"; exit 1; }
+done
+pg_version=$(sql -c "SHOW server_version")
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(git status --porcelain -- src include sql CMakeLists.txt 2>/dev/null)" ]]; then
+  commit="$commit (with uncommitted changes to src/include/sql)"
+fi
+machine_txt=$out/machine.txt
+if ((partial)); then
+  machine_txt=$work/machine.txt
+fi
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "pgjobd: $("$bin" --version) at commit $commit, release build of $(date -u -r build/release/pgjobd '+%Y-%m-%d %H:%M UTC')"
+  echo "nproc: $(nproc)"
+  echo "cpu: $cpu"
+  echo "memory (free -g):"
+  free -g | sed 's/^/  /'
+  echo "kernel: $(uname -r)"
+  echo "postgresql: $pg_version on the same host, over TCP to 127.0.0.1; settings:"
+  # shellcheck disable=SC2001
+  sed 's/^/  /' <<<"$settings"
+  echo "quick: ${QUICK:-0}"
+  quick_note=""
+  if [[ "${QUICK:-0}" == 1 ]]; then quick_note=" (QUICK=1 smoke run, not a measurement)"; fi
+  echo "caption: $(nproc) vCPU $cpu, PostgreSQL ${pg_version%% *} on the same host, fsync and synchronous_commit on, $(date -u '+%Y-%m-%d')$quick_note"
+} >"$machine_txt"
+if ((partial)); then
+  { echo; echo "--- partial run, PHASES=\"$phases\":"; grep -v '^caption: ' "$machine_txt"; } >>"$out/machine.txt"
+fi
+
+# The disk probe (bench/lib.sh), next to the cluster's WAL.
+export DSYNC_PROBE=$pgdir/dsync-probe
+dsync_probe_init "$DSYNC_PROBE"
+load_csv=$out/load.csv
+if ((!partial)) || [[ ! -f "$load_csv" ]]; then
+  echo "phase,when,load1,load5,load15,dsync_8k_write_ms" >"$load_csv"
+fi
+mark() {
+  local line
+  line="$1,$2,$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,),$(dsync_ms)"
+  echo "$line" >>"$load_csv"
+  log "load: $line"
+}
+wants() { [[ " $phases " == *" $1 "* ]]; }
+# A number from `pgjobd bench --json` (one key per line); "" for null.
+jnum() { sed -n "s/^ *\"$2\": *\([-0-9.e]*\),\{0,1\}$/\1/p" "$1" | head -1; }
+
+# 4: the phases.
+if wants main; then
+  log "main: pgjobd bench --jobs $jobs --finished-rows $finished_rows (a few minutes)"
+  mark main before
+  "$bin" bench --json --jobs "$jobs" --finished-rows "$finished_rows" "${main_extra[@]}" \
+    >"$out/bench.json" 2>"$out/bench.log"
+  mark main after
+  cat "$out/bench.json" >&2
+fi
+
+if wants sweep; then
+  echo "pass,concurrency,jobs,throughput_jobs_per_s,ceiling_jobs_per_s,ratio,cpu_s_per_10k_jobs,queries_per_job,peak_rss_mb,load1_before,dsync_8k_write_ms_before" \
+    >"$out/sweep.csv"
+  mark sweep before
+  # Whole passes over the concurrencies, so that a burst of load hits different points in
+  # each pass; the chart takes the best of the passes for each point.
+  for ((pass = 1; pass <= sweep_passes; pass++)); do
+    for c in $sweep; do
+      n=$((c * sweep_per_worker < sweep_jobs ? c * sweep_per_worker : sweep_jobs))
+      log "sweep: pass $pass, concurrency $c, $n jobs"
+      load1=$(cut -d' ' -f1 /proc/loadavg)
+      dsync=$(dsync_ms)
+      "$bin" bench --no-latency --jobs "$n" --concurrency "$c" --json \
+        >"$work/sweep-$c.json" 2>"$work/sweep-$c.log" || { cat "$work/sweep-$c.log" >&2; exit 1; }
+      f=$work/sweep-$c.json
+      echo "$pass,$c,$n,$(jnum "$f" throughput_jobs_per_s),$(jnum "$f" ceiling_jobs_per_s),$(jnum "$f" ratio),$(jnum "$f" cpu_s_per_10k_jobs),$(jnum "$f" queries_per_job),$(jnum "$f" peak_rss_mb),$load1,$dsync" |
+        awk -F, -v OFS=, '{ for (i = 4; i <= 9; i++) $i = sprintf(i <= 5 ? "%.0f" : "%.3f", $i); print }' |
+        tee -a "$out/sweep.csv" >&2
+    done
+  done
+  mark sweep after
+fi
+
+if wants daemons; then
+  log "daemons: 1, 2 and 4 daemons, $daemon_jobs jobs, $repeat run(s) each"
+  mark daemons before
+  JOBS=$daemon_jobs REPEAT=$repeat OUT=$out/daemons.csv bench/daemons.sh
+  mark daemons after
+fi
+
+if wants finished; then
+  log "finished: one daemon, $daemon_jobs jobs, with 0 and with $finished_rows done rows"
+  mark finished before
+  JOBS=$daemon_jobs REPEAT=$repeat DAEMONS=1 MODES=each FINISHED="0 $finished_rows" \
+    OUT=$out/finished_rows.csv bench/daemons.sh
+  mark finished after
+fi
+
+if wants rss; then
+  log "rss: one daemon over $rss_jobs jobs"
+  mark rss before
+  TOTAL=$rss_jobs BATCH=$rss_batch OUT=$out/rss.csv bench/rss.sh
+  mark rss after
+fi
+
+# 5: chart and summary. Best of the runs for each point: noise on a shared machine (CPU
+# and, above all, disk flushes of other tenants) only ever slows a run down.
+if [[ -f "$out/sweep.csv" ]]; then
+  awk -F, 'NR > 1 { c = $2; if (!(c in seen)) { seen[c] = 1; cs[++n] = c }
+                    if ($4 + 0 > t[c] + 0) t[c] = $4; if ($5 + 0 > ce[c] + 0) ce[c] = $5 }
+    END { print "concurrency,best_throughput_jobs_per_s,best_ceiling_jobs_per_s"
+          for (i = 1; i <= n; i++) print cs[i] "," t[cs[i]] "," ce[cs[i]] }' \
+    "$out/sweep.csv" >"$out/sweep_best.csv"
+fi
+if [[ -f "$out/daemons.csv" ]]; then
+  # One daemon with 64 workers is the same setup in both modes: its runs count for both.
+  awk -F, 'NR > 1 { k = $3; if (!(k in seen)) { seen[k] = 1; ks[++n] = k }
+                    m = (k == 1) ? "each split" : $2; split(m, ms, " ")
+                    for (j in ms) if ($8 + 0 > best[ms[j], k] + 0) best[ms[j], k] = $8 }
+    END { print "daemons,each_best_jobs_per_s,split_best_jobs_per_s"
+          for (i = 1; i <= n; i++) print ks[i] "," best["each", ks[i]] + 0 "," best["split", ks[i]] + 0 }' \
+    "$out/daemons.csv" >"$out/daemons_best.csv"
+fi
+if [[ -f "$out/sweep_best.csv" && -f "$out/daemons_best.csv" ]]; then
+  gnuplot -e "results='$out'" bench/plot.gp
+  log "chart: $out/throughput.png"
+fi
+
+{
+  echo "# $(sed -n 's/^caption: //p' "$out/machine.txt")"
+  if [[ -f "$out/bench.json" ]]; then
+    b=$out/bench.json
+    echo "main run ($(jnum "$b" jobs) jobs, concurrency $(jnum "$b" concurrency)):"
+    echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
+    echo "  with $(jnum "$b" finished_rows) done rows: $(jnum "$b" throughput_with_finished_rows_jobs_per_s) jobs/s"
+    echo "  latency p50 $(jnum "$b" p50) ms, p95 $(jnum "$b" p95) ms, p99 $(jnum "$b" p99) ms"
+    echo "  idle $(jnum "$b" idle_queries_per_s) queries/s, $(jnum "$b" idle_cpu_percent) % CPU"
+    echo "  enqueue $(jnum "$b" enqueue_jobs_per_s) jobs/s with the trigger, $(jnum "$b" enqueue_no_trigger_jobs_per_s) without"
+    echo "  peak RSS $(jnum "$b" peak_rss_mb) MB, $(jnum "$b" queries_per_job) queries/job, $(jnum "$b" cpu_s_per_10k_jobs) CPU s per 10k jobs"
+  fi
+  for f in sweep.csv daemons.csv finished_rows.csv rss.txt; do
+    if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
+  done
+  echo "load (1, 5, 15 min):"
+  sed 's/^/  /' "$load_csv"
+} >"$out/summary.txt"
+cat "$out/summary.txt"
