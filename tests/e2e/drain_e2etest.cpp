@@ -17,13 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string table_summary(TestSchema& schema) {
-  return "jobs by status: " +
-         schema.query(
-             "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
-             "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
-}
-
 std::set<std::string> distinct(const std::vector<std::string>& lines) {
   return {lines.begin(), lines.end()};
 }

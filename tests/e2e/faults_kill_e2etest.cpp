@@ -20,13 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string table_summary(TestSchema& schema) {
-  return "jobs by status: " +
-         schema.query(
-             "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
-             "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
-}
-
 std::set<std::int64_t> ids_where(TestSchema& schema, const std::string& where) {
   std::set<std::int64_t> ids;
   const std::string list =

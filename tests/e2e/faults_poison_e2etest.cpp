@@ -17,7 +17,7 @@
 namespace pgjobd::testing {
 namespace {
 
-std::string table_summary(TestSchema& schema) {
+std::string summary_by_type(TestSchema& schema) {
   return "jobs by status: " +
          schema.query(
              "SELECT string_agg(type || '/' || status || '=' || n, ', ' ORDER BY type, status) "
@@ -65,7 +65,7 @@ TEST(FaultsPoisonE2E, HostileChildrenEndWithClearErrorsAndLeaveNothingBehind) {
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
   ASSERT_TRUE(wait_until(
       [&] { return schema.count("status IN ('pending', 'running', 'failed')") == 0; }, 60s))
-      << table_summary(schema);
+      << summary_by_type(schema);
 
   const auto errors_of = [&](const std::string& type) {
     return schema.query(
@@ -86,7 +86,7 @@ TEST(FaultsPoisonE2E, HostileChildrenEndWithClearErrorsAndLeaveNothingBehind) {
       << schema.query("SELECT left(last_error, 100) FROM {jobs} WHERE type = 'flood'");
 
   EXPECT_EQ(schema.count("type = 'normal' AND status = 'done' AND attempts = 1"), kNormal)
-      << table_summary(schema);
+      << summary_by_type(schema);
   EXPECT_EQ(id_counts(ok).size(), static_cast<std::size_t>(kNormal));
 
   // Nothing outlives its job: not the children (TERM-then-KILL after the timeout, including

@@ -16,18 +16,6 @@
 namespace pgjobd::testing {
 namespace {
 
-std::string table_summary(TestSchema& schema) {
-  return "jobs by status: " +
-         schema.query(
-             "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
-             "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
-}
-
-void stop_daemon(DaemonProcess& daemon) {
-  daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(20s), 0) << "pgjobd did not drain and exit 0 after SIGTERM";
-}
-
 TEST(QueueingE2E, HigherPriorityRunsFirstThenOlderRunAt) {
   TestSchema schema;
   TempDir dir;

@@ -380,4 +380,9 @@ int count_occurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
+void stop_daemon(DaemonProcess& daemon) {
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait_for_exit(20s), 0) << "pgjobd did not drain and exit 0 after SIGTERM";
+}
+
 }  // namespace pgjobd::testing

@@ -118,6 +118,9 @@ class DaemonProcess {
   std::optional<int> exit_code_;
 };
 
+// SIGTERM, then expects a drain and exit 0 within 20 s.
+void stop_daemon(DaemonProcess& daemon);
+
 struct CliResult {
   int exit_code = -1;  // 128 + N when killed by signal N
   std::string out;

@@ -100,6 +100,13 @@ void TestSchema::insert_jobs(const std::string& type, int n, const std::string& 
                   type, queue, n);
 }
 
+std::string table_summary(TestSchema& schema) {
+  return "jobs by status: " +
+         schema.query(
+             "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
+             "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
+}
+
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

@@ -41,6 +41,9 @@ class TestSchema {
   ConnectionPtr conn_;
 };
 
+// "jobs by status: done=3, pending=1", for failure messages.
+std::string table_summary(TestSchema& schema);
+
 // Polls `condition` every few milliseconds until it holds or `timeout` passes; returns
 // whether it held. For state that lives in the database or another process, where no
 // in-process signal exists to wait on.
