@@ -151,7 +151,12 @@ if ((partial)); then
 fi
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "pgjobd: $("$bin" --version) at commit $commit, release build of $(date -u -r build/release/pgjobd '+%Y-%m-%d %H:%M UTC')"
+  built=$(date -u -r build/release/pgjobd '+%Y-%m-%d %H:%M UTC')
+  if [[ "${SKIP_BUILD:-0}" == 1 ]]; then
+    echo "pgjobd: $("$bin" --version), release binary built $built (SKIP_BUILD=1: it may predate HEAD $commit)"
+  else
+    echo "pgjobd: $("$bin" --version), release build of HEAD $commit, $built"
+  fi
   echo "nproc: $(nproc)"
   echo "cpu: $cpu"
   echo "memory (free -g):"
