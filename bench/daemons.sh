@@ -9,7 +9,7 @@
 # daemons (`pgjobd run -c CONFIG`, handler `noop: {builtin: noop}`, log level warn), and
 # poll with psql every 50 ms until no job is left unfinished. Throughput = JOBS / elapsed,
 # elapsed counted from just before the first daemon is started (so start-up, connecting
-# and the first claims are included: conservative) to the poll that saw 0. Then the
+# and the first claims are included: conservative) to the poll that found none left. Then the
 # daemons get SIGTERM and the script waits for them (each must exit 0).
 #
 # Modes (MODES, default "each split"):
@@ -139,16 +139,20 @@ for ((r = 1; r <= repeat; r++)); do
           "$bin" run -c "$work/d$i.yaml" 2>"$work/d$i.log" &
           pids+=($!)
         done
-        # One psql session re-runs the count every 50 ms (\watch), so no process is spawned
-        # per poll. The count uses the partial indexes (pending/failed, running): for noop
-        # jobs, which never fail, that is exactly `status <> 'done'`, checked after the loop.
-        exec {watch_fd}< <(echo "SELECT (SELECT count(*) FROM $schema.jobs WHERE status IN ('pending', 'failed')) + (SELECT count(*) FROM $schema.jobs WHERE status = 'running') \\watch 0.05" |
+        # The poll must be cheap: on 2 cores a `count(*)` every 50 ms (even one answered by
+        # the partial indexes) took 20% of the throughput it was measuring (19,300-19,700
+        # jobs/s against 23,800-25,400 unpolled, same daemon). So one psql session
+        # (\watch: no process spawned per poll) asks whether any unfinished row is left,
+        # which stops at the first one the partial indexes (pending/failed, running) hold.
+        # For noop jobs, which never fail, "none left" is `status <> 'done'` = 0, which is
+        # checked with that very count once the loop ends.
+        exec {watch_fd}< <(echo "SELECT NOT EXISTS (SELECT 1 FROM $schema.jobs WHERE status IN ('pending', 'failed')) AND NOT EXISTS (SELECT 1 FROM $schema.jobs WHERE status = 'running') \\watch 0.05" |
           psql "$url" -qAt 2>/dev/null)
         watch_pid=$!
         deadline=$(($(date +%s) + 600))
-        while read -r -u "$watch_fd" left; do
-          [[ "$left" == 0 ]] && break
-          if (($(date +%s) > deadline)); then echo "daemons.sh: run timed out ($left left)" >&2; exit 1; fi
+        while read -r -u "$watch_fd" all_done; do
+          [[ "$all_done" == t ]] && break
+          if (($(date +%s) > deadline)); then echo "daemons.sh: run timed out" >&2; exit 1; fi
           for pid in "${pids[@]}"; do
             kill -0 "$pid" 2>/dev/null || { echo "daemons.sh: a daemon died:" >&2; cat "$work"/d*.log >&2; exit 1; }
           done

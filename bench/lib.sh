@@ -1,4 +1,5 @@
-# Shared by bench/run.sh, bench/daemons.sh and bench/rss.sh (sourced, not run).
+# shellcheck shell=bash
+# Shared by bench/run.sh and bench/daemons.sh (sourced, not run).
 
 # The disk probe. On a shared machine the other tenants' I/O shows first in the time a
 # synchronous write takes, and with synchronous_commit on every commit waits for one (the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces every figure in bench/README.md and the chart bench/results/throughput.png.
 #
-#   bench/run.sh                 the full set (about 15-20 minutes on 2 cores)
+#   bench/run.sh                 the full set (12 minutes on a quiet 2-core machine, 25 on a busy one)
 #   QUICK=1 bench/run.sh         a short smoke run (about 2 minutes; numbers not comparable)
 #
 # Run as root on Debian 12 from anywhere in the repository (the PostgreSQL it starts runs
