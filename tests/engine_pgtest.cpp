@@ -330,6 +330,39 @@ TEST(Engine, StopsAJobWhenHeartbeatsCannotReachTheDatabase) {
   EXPECT_EQ(schema.count("status = 'running'"), 0);
 }
 
+// The leadership pass runs every lease/3 while the daemon has work, but no more than every
+// 5 s once it is idle, so a short lease does not raise the idle cost; the leadership TTL
+// (three passes) follows the interval, so it stretches and shrinks with it.
+TEST(Engine, LeadershipPassesSlowDownWhileIdleAndSpeedUpWithWork) {
+  TestSchema schema;
+  Config config = schema.config();
+  config.lease.duration = 1500ms;  // a pass every 500 ms while busy: a TTL of 1.5 s
+  const auto ttl_seconds = [&] {
+    const std::string ttl = schema.query(
+        "SELECT coalesce(max(extract(epoch FROM expires_at - now())), -1)::text"
+        " FROM " +
+        pgjobd::quote_identifier(schema.name()) + ".pgjobd_leader");
+    return std::stod(ttl);
+  };
+  Gate gate;
+  std::atomic<bool> started{false};
+  Engine engine(config);
+  engine.register_handler("long", [&](const Job&, std::stop_token stop) {
+    started = true;
+    gate.wait(stop);
+    return JobResult::done();
+  });
+  engine.start();
+  // Idle: three passes at 5 s.
+  EXPECT_TRUE(wait_until([&] { return ttl_seconds() > 10; }, 10s)) << ttl_seconds();
+  schema.insert_jobs("long", 1);
+  ASSERT_TRUE(wait_until([&] { return started.load(); }, 10s));
+  // Busy: back to three passes at 500 ms once the next (idle-spaced) pass has run.
+  EXPECT_TRUE(wait_until([&] { return ttl_seconds() <= 1.5; }, 10s)) << ttl_seconds();
+  gate.open();
+  engine.drain();
+}
+
 TEST(Engine, RefusesToStartOnAnUnmigratedSchema) {
   TestSchema schema;
   Config config = schema.config();

@@ -297,11 +297,23 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
       "('a', 'q2', now() + interval '1 hour')");
   schema.exec(
       "INSERT INTO {jobs} (type, queue, status, finished_at) VALUES "
-      "('a', 'q1', 'done', now())");
+      "('a', 'q1', 'done', now()), ('a', 'q1', 'dead', now()), ('a', 'q2', 'cancelled', now())");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, attempts, run_at) VALUES "
+      "('a', 'q2', 'failed', 1, now() - interval '300 seconds'), "
+      "('a', 'q2', 'failed', 1, now() + interval '1 hour')");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, attempts, locked_by, locked_until) VALUES "
+      "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute'), "
+      "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute')");
   JobStore store(schema.config().database, "test");
   std::map<std::string, QueueStatsRow> rows;
   for (const auto& row : store.queue_stats()) rows[row.queue + "/" + row.status] = row;
-  ASSERT_EQ(rows.size(), 2u);  // finished jobs are not counted
+  ASSERT_EQ(rows.size(), 4u);  // finished jobs are not counted
+  EXPECT_EQ(rows["q1/running"].count, 2);
+  EXPECT_EQ(rows["q1/running"].oldest_due_age_seconds, 0.0);  // running jobs are not due
+  EXPECT_EQ(rows["q2/failed"].count, 2);
+  EXPECT_GE(rows["q2/failed"].oldest_due_age_seconds, 299.0);
   EXPECT_EQ(rows["q1/pending"].count, 2);
   EXPECT_GE(rows["q1/pending"].oldest_due_age_seconds, 99.0);
   EXPECT_LT(rows["q1/pending"].oldest_due_age_seconds, 200.0);

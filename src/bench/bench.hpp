@@ -41,6 +41,8 @@ struct BenchReport {
   std::optional<double> idle_cpu_percent;
   std::optional<long long> finished_rows;
   std::optional<double> throughput_with_finished_rows_jobs_per_s;
+  std::optional<double> finished_rows_ratio;  // that throughput / throughput_jobs_per_s
+  bool checkpointed = false;                  // a CHECKPOINT ran before every timed burn-down
 };
 
 // Runs every phase; progress goes to the log. Throws on database errors.

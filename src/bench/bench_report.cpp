@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "bench/bench.hpp"
 
@@ -14,8 +15,16 @@ nlohmann::json optional_json(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
-double round_to(double value, double step) {
-  return static_cast<double>(std::llround(value / step)) * step;
+// Rounded through its decimal text, so that the JSON shows 1.64 and not the nearest
+// binary multiple of 0.01 (1.6400000000000001).
+double round_to(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return std::strtod(text, nullptr);
+}
+
+nlohmann::json optional_rounded(const std::optional<double>& value, int decimals) {
+  return value ? nlohmann::json(round_to(*value, decimals)) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -24,23 +33,25 @@ std::string bench_report_json(const BenchReport& r) {
   nlohmann::json out = {
       {"jobs", r.jobs},
       {"concurrency", r.concurrency},
-      {"enqueue_jobs_per_s", round_to(r.enqueue_jobs_per_s, 1)},
-      {"enqueue_no_trigger_jobs_per_s", round_to(r.enqueue_no_trigger_jobs_per_s, 1)},
-      {"throughput_jobs_per_s", round_to(r.throughput_jobs_per_s, 1)},
-      {"ceiling_jobs_per_s", round_to(r.ceiling_jobs_per_s, 1)},
-      {"ratio", round_to(r.ratio, 0.001)},
+      {"enqueue_jobs_per_s", round_to(r.enqueue_jobs_per_s, 0)},
+      {"enqueue_no_trigger_jobs_per_s", round_to(r.enqueue_no_trigger_jobs_per_s, 0)},
+      {"throughput_jobs_per_s", round_to(r.throughput_jobs_per_s, 0)},
+      {"ceiling_jobs_per_s", round_to(r.ceiling_jobs_per_s, 0)},
+      {"ratio", round_to(r.ratio, 3)},
       {"latency_ms",
-       {{"p50", optional_json(r.latency_p50_ms)},
-        {"p95", optional_json(r.latency_p95_ms)},
-        {"p99", optional_json(r.latency_p99_ms)}}},
-      {"cpu_s_per_10k_jobs", round_to(r.cpu_s_per_10k_jobs, 0.001)},
-      {"peak_rss_mb", round_to(r.peak_rss_mb, 0.1)},
-      {"queries_per_job", round_to(r.queries_per_job, 0.001)},
-      {"idle_queries_per_s", optional_json(r.idle_queries_per_s)},
-      {"idle_cpu_percent", optional_json(r.idle_cpu_percent)},
+       {{"p50", optional_rounded(r.latency_p50_ms, 2)},
+        {"p95", optional_rounded(r.latency_p95_ms, 2)},
+        {"p99", optional_rounded(r.latency_p99_ms, 2)}}},
+      {"cpu_s_per_10k_jobs", round_to(r.cpu_s_per_10k_jobs, 3)},
+      {"peak_rss_mb", round_to(r.peak_rss_mb, 1)},
+      {"queries_per_job", round_to(r.queries_per_job, 3)},
+      {"idle_queries_per_s", optional_rounded(r.idle_queries_per_s, 3)},
+      {"idle_cpu_percent", optional_rounded(r.idle_cpu_percent, 3)},
       {"finished_rows", optional_json(r.finished_rows)},
       {"throughput_with_finished_rows_jobs_per_s",
-       optional_json(r.throughput_with_finished_rows_jobs_per_s)},
+       optional_rounded(r.throughput_with_finished_rows_jobs_per_s, 0)},
+      {"finished_rows_ratio", optional_rounded(r.finished_rows_ratio, 3)},
+      {"checkpointed", r.checkpointed},
   };
   return out.dump(2);
 }
@@ -78,6 +89,8 @@ std::string bench_report_table(const BenchReport& r) {
   row("finished_rows", r.finished_rows ? std::to_string(*r.finished_rows) : "(skipped)");
   row("throughput_with_finished_rows_jobs_per_s",
       opt(r.throughput_with_finished_rows_jobs_per_s, "%.0f"));
+  row("finished_rows_ratio", opt(r.finished_rows_ratio, "%.3f"));
+  row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
   return out;
 }
 

@@ -33,7 +33,6 @@ Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool
       store_(config.database, "maintenance"),
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
-      leadership_ttl_(rescue_interval_ * 3),
       last_renewal_(Clock::now()),
       retention_(config.retention),
       thread_([this] { run(); }) {}
@@ -93,8 +92,9 @@ void Maintenance::run() {
       next_heartbeat = now + heartbeat_interval_;
     }
     if (now >= next_rescue) {
-      guarded("rescue", [&] { lead_and_rescue(); });
-      next_rescue = now + rescue_interval_;
+      const auto interval = next_rescue_interval();
+      guarded("rescue", [&] { lead_and_rescue(interval); });
+      next_rescue = now + interval;
     }
     if (now >= next_stats) {
       guarded("stats", [&] { collect_stats(); });
@@ -144,9 +144,18 @@ void Maintenance::heartbeat() {
   last_renewal_ = sent_at;
 }
 
-void Maintenance::lead_and_rescue() {
+std::chrono::milliseconds Maintenance::next_rescue_interval() {
+  const std::uint64_t submitted = pool_.submitted();
+  const bool idle = pool_.busy() == 0 && submitted == submitted_at_last_pass_;
+  submitted_at_last_pass_ = submitted;
+  return idle ? std::max<Millis>(rescue_interval_, kIdleRescueInterval) : rescue_interval_;
+}
+
+void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
+  // The leadership outlives three passes at the interval this daemon will keep until the
+  // next one, so a leader that goes idle is not taken over while it is alive.
   const RescueReport report =
-      store_.lead_and_rescue(worker_id_, leadership_ttl_, config_.retry, kRescueBatch);
+      store_.lead_and_rescue(worker_id_, interval * 3, config_.retry, kRescueBatch);
   if (report.leader != leader_) {
     spdlog::info(report.leader ? "this daemon is now the maintenance leader"
                                : "this daemon is no longer the maintenance leader");

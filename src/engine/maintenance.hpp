@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,13 +41,19 @@ class Maintenance {
   // The engine checks the schema at start; later checks only catch a concurrent
   // migration or downgrade, so they can be rare.
   static constexpr std::chrono::seconds kSchemaCheckInterval{300};
+  // An idle daemon (nothing running, nothing started since its last pass) leads and
+  // rescues at most this often, whatever the lease: its cost stays at a query per 5 s.
+  static constexpr std::chrono::seconds kIdleRescueInterval{5};
   static constexpr int kRescueBatch = 1000;
   static constexpr int kPruneBatch = 1000;
 
  private:
   void run();
   void heartbeat();
-  void lead_and_rescue();
+  void lead_and_rescue(std::chrono::milliseconds interval);
+  // The time to the next leadership pass: rescue_interval_ while this daemon has work,
+  // kIdleRescueInterval (if longer) once it has none.
+  std::chrono::milliseconds next_rescue_interval();
   void prune();
   void collect_stats();
   void check_schema();
@@ -61,8 +69,9 @@ class Maintenance {
   JobStore store_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds rescue_interval_;
-  const std::chrono::milliseconds leadership_ttl_;
   bool leader_ = false;  // maintenance thread only
+  // Maintenance thread only; none before the first pass, which never counts as idle.
+  std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

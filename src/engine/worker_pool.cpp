@@ -69,6 +69,11 @@ int WorkerPool::capacity() const {
   return capacity_;
 }
 
+std::uint64_t WorkerPool::submitted() const {
+  std::lock_guard lock(mutex_);
+  return next_ticket_;
+}
+
 void WorkerPool::submit(Job job) {
   {
     std::lock_guard lock(mutex_);

@@ -48,6 +48,8 @@ class WorkerPool {
   void submit(Job job);
 
   int busy() const { return busy_.load(std::memory_order_relaxed); }
+  // Jobs submitted since the pool was made: unchanged between two looks means no new work.
+  std::uint64_t submitted() const;
   int capacity() const;
 
   // Applies a new worker config live (SIGHUP): concurrency up or down and the per-queue

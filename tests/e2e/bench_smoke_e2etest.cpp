@@ -45,7 +45,8 @@ TEST(BenchSmoke, ReportsEveryField) {
   for (const char* field :
        {"enqueue_jobs_per_s", "enqueue_no_trigger_jobs_per_s", "throughput_jobs_per_s",
         "ceiling_jobs_per_s", "ratio", "cpu_s_per_10k_jobs", "peak_rss_mb", "queries_per_job",
-        "idle_queries_per_s", "idle_cpu_percent", "throughput_with_finished_rows_jobs_per_s"}) {
+        "idle_queries_per_s", "idle_cpu_percent", "throughput_with_finished_rows_jobs_per_s",
+        "finished_rows_ratio"}) {
     ASSERT_TRUE(report.contains(field)) << field;
     ASSERT_TRUE(report[field].is_number()) << field << ": " << report[field];
     EXPECT_GE(report[field].get<double>(), 0.0) << field;
@@ -54,6 +55,7 @@ TEST(BenchSmoke, ReportsEveryField) {
   EXPECT_GT(report["ratio"].get<double>(), 0.0);
   EXPECT_EQ(report["jobs"], 2000);
   EXPECT_EQ(report["finished_rows"], 5000);
+  EXPECT_TRUE(report["checkpointed"].is_boolean()) << report["checkpointed"];
   for (const char* p : {"p50", "p95", "p99"}) {
     ASSERT_TRUE(report["latency_ms"][p].is_number()) << p;
   }
