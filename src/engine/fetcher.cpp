@@ -74,6 +74,8 @@ void Fetcher::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+int Fetcher::claim_batch_floor() const { return std::max(1, pool_.capacity() / 2); }
+
 Millis Fetcher::max_interval() const {
   std::lock_guard lock(mutex_);
   return max_interval_;
@@ -86,11 +88,22 @@ void Fetcher::run() {
     {
       std::unique_lock lock(mutex_);
       const auto due = [&] { return wake_requested_ || backlog_ || Clock::now() >= next_poll_; };
-      while (!stopping_ && !(due() && pool_.claimable() > 0)) {
-        if (pool_.claimable() > 0) {
-          cv_.wait_until(lock, next_poll_);
-        } else {
+      // A claim costs a transaction (a WAL flush) whatever its size, so while most slots
+      // are busy it waits, up to kClaimCooldown after the last claim, for half of them to
+      // be free; an idle pool claims at once. Claiming for each freed slot made batches of
+      // 1-10 jobs that held the claim connection while hundreds of slots freed behind it.
+      const auto enough_free = [&](int free) {
+        return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
+      };
+      while (!stopping_) {
+        const int free = pool_.claimable();
+        if (due() && enough_free(free)) break;
+        if (free <= 0) {
           cv_.wait(lock);  // pool full: a finishing job wakes us
+        } else if (due()) {
+          cv_.wait_until(lock, cooled_down_at_);  // or until enough jobs finish
+        } else {
+          cv_.wait_until(lock, next_poll_);
         }
       }
       if (stopping_) return;
@@ -113,6 +126,7 @@ void Fetcher::run() {
     }
     std::lock_guard lock(mutex_);
     backlog_ = full;
+    cooled_down_at_ = Clock::now() + kClaimCooldown;
     metrics_.set_poll_interval(std::chrono::duration<double>(interval_).count());
     if (!full) next_poll_ = Clock::now() + jittered(interval_);
   }
@@ -142,10 +156,10 @@ bool Fetcher::claim_once() {
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
     return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
   });
-  for (Job& job : jobs) {
+  for (const Job& job : jobs) {
     spdlog::debug("claimed job {} ({}) attempt {}", job.id, job.type, job.attempt);
-    pool_.submit(std::move(job));
   }
+  pool_.submit(std::move(jobs));
   metrics_.set_workers_busy(pool_.busy());
   return full;
 }

@@ -41,9 +41,13 @@ class Fetcher {
   // Live reload: new poll intervals and the job types that now have a handler.
   void reconfigure(const PollConfig& poll, std::vector<std::string> types);
 
+  // After a claim, the next one waits at most this long for claim_batch_floor() free slots.
+  static constexpr std::chrono::microseconds kClaimCooldown{2000};
+
  private:
   void run();
-  bool claim_once();  // true when the batch was full (more work is likely waiting)
+  bool claim_once();              // true when the batch was full (more work is likely waiting)
+  int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
 
   const Millis lease_;
   const std::string worker_id_;
@@ -62,6 +66,7 @@ class Fetcher {
   bool wake_requested_ = true;  // poll once at start
   bool backlog_ = false;        // the last claim was full
   std::chrono::steady_clock::time_point next_poll_{};
+  std::chrono::steady_clock::time_point cooled_down_at_{};  // see kClaimCooldown
   Millis interval_;
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

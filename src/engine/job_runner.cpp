@@ -46,7 +46,10 @@ std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
   JobResult result = call_handler(*settings, job, stop);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fields.add({"duration_ms", seconds * 1000.0});
+  // Formatting a double costs more than a no-op job: only when a line will be logged.
+  if (result.outcome != Outcome::kDone || spdlog::should_log(spdlog::level::debug)) {
+    fields.add({"duration_ms", seconds * 1000.0});
+  }
 
   Completion completion{job.id, job.attempt, result.outcome, std::move(result.error), Millis(0)};
   if (completion.outcome == Outcome::kRetry && job.attempt >= job.max_attempts) {

@@ -44,8 +44,9 @@ class WorkerPool {
   std::vector<QueueSlots> free_slots() const;
   // How many jobs could start now: min(global free, sum of the queues' free slots).
   int claimable() const;
-  // Hands a claimed job to a worker. Precondition: the job's queue had a free slot.
-  void submit(Job job);
+  // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
+  // queue had a free slot.
+  void submit(std::vector<Job> jobs);
 
   int busy() const { return busy_.load(std::memory_order_relaxed); }
   // Jobs submitted since the pool was made: unchanged between two looks means no new work.
