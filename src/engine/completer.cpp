@@ -38,6 +38,14 @@ std::size_t Completer::backlog() const {
   return queue_.size();
 }
 
+std::vector<std::pair<std::int64_t, int>> Completer::queued_jobs() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<std::int64_t, int>> jobs;
+  jobs.reserve(queue_.size());
+  for (const Completion& completion : queue_) jobs.emplace_back(completion.id, completion.attempt);
+  return jobs;
+}
+
 void Completer::stop(Clock::time_point deadline) {
   {
     std::lock_guard lock(mutex_);

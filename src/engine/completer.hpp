@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "db/job_store.hpp"
 #include "engine/health.hpp"
@@ -36,6 +38,10 @@ class Completer {
 
   // Completions waiting to be written (tests, metrics).
   std::size_t backlog() const;
+  // The jobs (id, attempt) of those completions, the batch being written included: their
+  // leases must still be renewed, or a completer held up by the database could see them
+  // rescued and run again before it writes that they finished.
+  std::vector<std::pair<std::int64_t, int>> queued_jobs() const;
 
  private:
   void run();

@@ -216,7 +216,12 @@ void Engine::Impl::start() {
     listener_ = std::make_unique<NotifyListener>(
         config_.database, [this] { wake(); }, *metrics_);
   }
-  maintenance_ = std::make_unique<Maintenance>(config_, worker_id_, *pool_, *metrics_, health_);
+  maintenance_ =
+      std::make_unique<Maintenance>(config_, worker_id_, *pool_, *metrics_, health_, [this] {
+        std::vector<WorkerPool::RunningJob> jobs;
+        for (const auto& [id, attempt] : completer_->queued_jobs()) jobs.push_back({id, attempt});
+        return jobs;
+      });
   lease_guard_ = std::make_unique<LeaseGuard>(
       *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
       std::min<Millis>(config_.lease.duration / 10, Millis(2000)));

@@ -24,10 +24,11 @@ std::chrono::milliseconds rescue_interval_for(Millis lease) {
 }  // namespace
 
 Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool& pool,
-                         Metrics& metrics, Health& health)
+                         Metrics& metrics, Health& health, AwaitingCompletion awaiting_completion)
     : config_(config),
       worker_id_(std::move(worker_id)),
       pool_(pool),
+      awaiting_completion_(std::move(awaiting_completion)),
       metrics_(metrics),
       health_(health),
       store_(config.database, "maintenance"),
@@ -117,9 +118,18 @@ void Maintenance::run() {
 void Maintenance::heartbeat() {
   const auto sent_at = Clock::now();  // the renewed leases run from no earlier than this
   const auto running = pool_.running();
-  if (!running.empty()) {
+  std::vector<WorkerPool::RunningJob> leased = running;
+  if (awaiting_completion_) {
+    for (const auto& job : awaiting_completion_()) leased.push_back(job);
+    // A job can be in both for a moment (handed to the completer, not yet out of the pool).
+    std::sort(leased.begin(), leased.end(), [](const auto& a, const auto& b) {
+      return a.id != b.id ? a.id < b.id : a.attempt < b.attempt;
+    });
+    leased.erase(std::unique(leased.begin(), leased.end()), leased.end());
+  }
+  if (!leased.empty()) {
     std::vector<std::int64_t> ids, attempts;
-    for (const auto& job : running) {
+    for (const auto& job : leased) {
       ids.push_back(job.id);
       attempts.push_back(job.attempt);
     }

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "db/job_store.hpp"
 #include "engine/health.hpp"
@@ -23,8 +25,12 @@ namespace pgjobd {
 
 class Maintenance {
  public:
+  // Jobs that left the pool but are not yet written as finished (the completer's queue):
+  // heartbeated with the running ones.
+  using AwaitingCompletion = std::function<std::vector<WorkerPool::RunningJob>()>;
+
   Maintenance(const Config& config, std::string worker_id, WorkerPool& pool, Metrics& metrics,
-              Health& health);
+              Health& health, AwaitingCompletion awaiting_completion = {});
   ~Maintenance();  // stops
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
@@ -64,6 +70,7 @@ class Maintenance {
   const Config config_;  // retention is read from retention_ instead (reloadable)
   const std::string worker_id_;
   WorkerPool& pool_;
+  const AwaitingCompletion awaiting_completion_;
   Metrics& metrics_;
   Health& health_;
   JobStore store_;
