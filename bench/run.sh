@@ -19,6 +19,8 @@
 #        main     pgjobd bench --json --finished-rows 5000000: the default run (100,000
 #                 jobs, concurrency 64, latency at 100 jobs/s, idle cost) plus the same
 #                 burn-down with 5,000,000 done rows in the table   -> results/bench.json
+#        sync     the same without --finished-rows, with database.synchronous_claims:
+#                 true (claims wait for their WAL flush too)         -> results/bench_sync.json
 #        sweep    pgjobd bench --no-latency --jobs N --concurrency C --json for
 #                 C in 1 2 4 8 16 32 64 128 256, N = min(50000, 2000 x C): at low
 #                 concurrency every job costs two synchronous commits, so 50,000 jobs
@@ -37,9 +39,9 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sweep daemons finished rss]; a partial run
+#   PHASES         which phases to run [main sync sweep daemons finished rss]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
-#   JOBS           jobs of the main run [100000]
+#   JOBS           jobs of the main and sync runs [100000]
 #   FINISHED_ROWS  done rows for the main run's second burn-down [5000000]
 #   SWEEP          concurrencies [1 2 4 8 16 32 64 128 256]
 #   SWEEP_JOBS     most jobs per sweep point [50000]; SWEEP_JOBS_PER_WORKER [2000]
@@ -58,7 +60,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sweep daemons finished rss"
+all_phases="main sync sweep daemons finished rss"
 phases=${PHASES:-$all_phases}
 if [[ "${QUICK:-0}" == 1 ]]; then
   jobs=${JOBS:-10000} finished_rows=${FINISHED_ROWS:-200000}
@@ -201,6 +203,16 @@ if wants main; then
   cat "$out/bench.json" >&2
 fi
 
+if wants sync; then
+  log "sync: pgjobd bench --jobs $jobs with synchronous claims"
+  printf 'database: {synchronous_claims: true}\n' >"$work/sync.yaml"  # url: from the env
+  mark sync before
+  "$bin" bench -c "$work/sync.yaml" --json --jobs "$jobs" "${main_extra[@]}" \
+    >"$out/bench_sync.json" 2>"$out/bench_sync.log"
+  mark sync after
+  cat "$out/bench_sync.json" >&2
+fi
+
 if wants sweep; then
   echo "pass,concurrency,jobs,throughput_jobs_per_s,ceiling_jobs_per_s,ratio,cpu_s_per_10k_jobs,queries_per_job,peak_rss_mb,load1_before,dsync_8k_write_ms_before" \
     >"$out/sweep.csv"
@@ -275,11 +287,17 @@ fi
     b=$out/bench.json
     echo "main run ($(jnum "$b" jobs) jobs, concurrency $(jnum "$b" concurrency)):"
     echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
-    echo "  with $(jnum "$b" finished_rows) done rows: $(jnum "$b" throughput_with_finished_rows_jobs_per_s) jobs/s"
+    echo "  with $(jnum "$b" finished_rows) done rows: $(jnum "$b" throughput_with_finished_rows_jobs_per_s) jobs/s (ratio $(jnum "$b" finished_rows_ratio))"
     echo "  latency p50 $(jnum "$b" p50) ms, p95 $(jnum "$b" p95) ms, p99 $(jnum "$b" p99) ms"
     echo "  idle $(jnum "$b" idle_queries_per_s) queries/s, $(jnum "$b" idle_cpu_percent) % CPU"
     echo "  enqueue $(jnum "$b" enqueue_jobs_per_s) jobs/s with the trigger, $(jnum "$b" enqueue_no_trigger_jobs_per_s) without"
     echo "  peak RSS $(jnum "$b" peak_rss_mb) MB, $(jnum "$b" queries_per_job) queries/job, $(jnum "$b" cpu_s_per_10k_jobs) CPU s per 10k jobs"
+  fi
+  if [[ -f "$out/bench_sync.json" ]]; then
+    b=$out/bench_sync.json
+    echo "synchronous claims ($(jnum "$b" jobs) jobs, concurrency $(jnum "$b" concurrency)):"
+    echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
+    echo "  latency p50 $(jnum "$b" p50) ms, p95 $(jnum "$b" p95) ms, p99 $(jnum "$b" p99) ms"
   fi
   for f in sweep.csv daemons.csv finished_rows.csv rss.txt; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi

@@ -89,6 +89,7 @@ TEST(ConfigLoaderTest, EmptyTextGivesAllDefaults) {
     EXPECT_EQ(config.database.url, "postgresql://localhost/pgjobd");
     EXPECT_EQ(config.database.schema, "public");
     EXPECT_FALSE(config.database.migrate_on_start);
+    EXPECT_FALSE(config.database.synchronous_claims);
     EXPECT_EQ(config.worker.concurrency, 16);
     ASSERT_EQ(config.worker.queues.size(), 1u);
     EXPECT_EQ(config.worker.queues.begin()->first, "default");
@@ -170,6 +171,7 @@ database:
   url: postgresql://u@db/app
   schema: jobs_1
   migrate_on_start: yes
+  synchronous_claims: true
 worker:
   concurrency: 32
   queues:
@@ -189,6 +191,7 @@ handlers:
   EXPECT_EQ(config.database.url, "postgresql://u@db/app");
   EXPECT_EQ(config.database.schema, "jobs_1");
   EXPECT_TRUE(config.database.migrate_on_start);
+  EXPECT_TRUE(config.database.synchronous_claims);
   EXPECT_EQ(config.worker.concurrency, 32);
   ASSERT_EQ(config.worker.queues.size(), 2u);  // replaces the default queue
   EXPECT_EQ(config.worker.queues.at("fast").concurrency, 8);
@@ -562,6 +565,7 @@ TEST(ConfigFileTest, ShippedExampleShowsTheDefaults) {
   Config defaults;
   EXPECT_EQ(config.database.schema, defaults.database.schema);
   EXPECT_EQ(config.database.migrate_on_start, defaults.database.migrate_on_start);
+  EXPECT_EQ(config.database.synchronous_claims, defaults.database.synchronous_claims);
   EXPECT_EQ(config.worker.concurrency, defaults.worker.concurrency);
   EXPECT_EQ(config.poll.min_interval, defaults.poll.min_interval);
   EXPECT_EQ(config.poll.max_interval, defaults.poll.max_interval);

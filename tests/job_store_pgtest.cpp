@@ -8,9 +8,13 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
+#include "db/connection.hpp"
+#include "db/sql_text.hpp"
+#include "db/statements.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -69,6 +73,48 @@ TEST(JobStore, ClaimSetsRunningAttemptAndLease) {
   EXPECT_EQ(schema.query("SELECT locked_until > now() + interval '29 seconds' "
                          "AND started_at IS NOT NULL FROM {jobs}"),
             "t");
+}
+
+// The claim commits without waiting for its WAL flush (a lost claim only leaves the job
+// pending), for its own transaction only: the session keeps synchronous_commit as it was,
+// so a connection pooler hands on nothing. With database.synchronous_claims ('') the
+// session's setting applies.
+TEST(JobStore, ClaimCommitsAsynchronouslyWithoutChangingTheSession) {
+  TestSchema schema;
+  schema.insert_jobs("a", 3);
+  auto conn = open_connection(schema.config().database, "test-claim");
+  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
+    if (std::string(statement.name) == stmt::kClaim) conn->prepare(statement.name, statement.sql);
+  }
+  const auto claim = [&](pqxx::transaction_base& txn, const char* synchronous_commit) {
+    return txn
+        .exec_prepared(stmt::kClaim, "{default}", "{1}", "{a}", 1, "w", kLease.count(),
+                       synchronous_commit)
+        .size();
+  };
+  const auto setting = [](pqxx::transaction_base& txn) {
+    return txn.exec("SHOW synchronous_commit")[0][0].as<std::string>();
+  };
+  {
+    pqxx::work txn(*conn);
+    EXPECT_EQ(setting(txn), "on");
+    EXPECT_EQ(claim(txn, "off"), 1u);
+    EXPECT_EQ(setting(txn), "off");  // what the commit will use
+    txn.commit();
+  }
+  {
+    pqxx::nontransaction after(*conn);
+    EXPECT_EQ(setting(after), "on");
+    EXPECT_EQ(claim(after, "off"), 1u);  // autocommit, as JobStore runs it
+    EXPECT_EQ(setting(after), "on");
+  }
+  {
+    pqxx::work txn(*conn);
+    EXPECT_EQ(claim(txn, ""), 1u);  // database.synchronous_claims: the session's setting
+    EXPECT_EQ(setting(txn), "on");
+    txn.commit();
+  }
+  EXPECT_EQ(schema.count("status = 'running'"), 3);
 }
 
 TEST(JobStore, ClaimsOnlyServedQueuesAndKnownTypes) {

@@ -18,6 +18,10 @@ struct DatabaseConfig {
   std::string schema = "public";
   // Apply pending migrations when `run` starts instead of refusing to start.
   bool migrate_on_start = false;
+  // Claims wait for their WAL flush like any commit. Off (the default), a claim commits
+  // asynchronously: faster, and no job can be lost by it, but a server crash within
+  // about wal_writer_delay of a claim undoes the claim, so its job runs again.
+  bool synchronous_claims = false;
 };
 
 struct QueueConfig {

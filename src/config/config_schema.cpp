@@ -12,6 +12,7 @@ void read_database(YamlSection s, DatabaseConfig& database) {
   s.read("url", database.url);
   s.read("schema", database.schema);
   s.read("migrate_on_start", database.migrate_on_start);
+  s.read("synchronous_claims", database.synchronous_claims);
   s.report_unknown_keys();
 }
 

@@ -127,7 +127,8 @@ std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
     count_round_trip();
     const pqxx::result rows = txn.exec_prepared(
         stmt::kClaim, text_array_literal(queues), int_array_literal(free),
-        text_array_literal(types), limit, worker_id, static_cast<std::int64_t>(lease.count()));
+        text_array_literal(types), limit, worker_id, static_cast<std::int64_t>(lease.count()),
+        config_.synchronous_claims ? "" : "off");
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) {

@@ -8,9 +8,22 @@ namespace {
 // One statement claims for every served queue: each queue takes at most its free slots
 // (LATERAL), in claim order, skipping rows other daemons hold; the overall LIMIT keeps the
 // total within the pool's free slots. The per-queue index makes each branch a short scan.
+//
+// Unless database.synchronous_claims, the claim commits without waiting for its WAL flush
+// ($7 = 'off': synchronous_commit for this transaction only, set inside the statement, so
+// no extra round trip and nothing left on a session that PgBouncer may hand to someone
+// else; $7 = '' keeps the session's setting). That takes one of the two flushes off the
+// pick-up path and off every claim. It cannot lose a job: a claim lost in a server crash
+// only leaves the job pending, to be claimed again (a duplicate run, which at-least-once
+// allows; the first runner's writes are fenced off by locked_by and attempts). Nor can a
+// completion outlive its claim: completions commit synchronously, and flushing their WAL
+// flushes the claim's, written before it.
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
+  WHERE set_config('synchronous_commit',
+                   coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
+                   true) IS NOT NULL
 ), picked AS (
   SELECT c.id FROM slots CROSS JOIN LATERAL (
     SELECT j.id, j.priority, j.run_at FROM {jobs} j

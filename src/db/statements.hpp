@@ -9,7 +9,8 @@
 namespace pgjobd::stmt {
 
 // Claim: $1 queues text[], $2 free slots per queue int[], $3 types text[], $4 total limit,
-// $5 worker id, $6 lease ms. Returns the claimed jobs.
+// $5 worker id, $6 lease ms, $7 synchronous_commit for the claim ('off', or '' to keep
+// the session's). Returns the claimed jobs.
 inline constexpr const char* kClaim = "pgjobd_claim";
 // Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
 // released jobs the parallel arrays $3 ids, $4 attempts, $5 new status text[] ('failed',

@@ -249,6 +249,8 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   };
   compare(next.database.url != current.database.url, "database.url");
   compare(next.database.schema != current.database.schema, "database.schema");
+  compare(next.database.synchronous_claims != current.database.synchronous_claims,
+          "database.synchronous_claims");
   compare(next.metrics.listen != current.metrics.listen, "metrics.listen");
   compare(next.lease.duration != current.lease.duration, "lease.duration");
   compare(next.poll.listen_notify != current.poll.listen_notify, "poll.listen_notify");

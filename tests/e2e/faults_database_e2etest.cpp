@@ -227,8 +227,11 @@ TEST(FaultsDatabaseE2E, OutageLongerThanTheLeaseLosesNothing) {
 }
 
 // README: a job runs again only when its daemon dies or loses the database for longer than
-// the lease while the job runs. An outage well within the lease must not make any job run
-// twice, including jobs that finished during it and whose completion waits to be written.
+// the lease while the job runs, or (asynchronous claims, the default) when the server
+// crashes just after the job was claimed. The outage here is a crash (immediate stop), so
+// the daemon uses synchronous claims: then an outage well within the lease must not make
+// any job run twice, including jobs that finished during it and whose completion waits to
+// be written. (OutageLongerThanTheLeaseLosesNothing crashes the server under the default.)
 TEST(FaultsDatabaseE2E, OutageShorterThanTheLeaseRunsNoJobTwice) {
   constexpr int kJobs = 300;
   PrivateCluster cluster;
@@ -237,7 +240,10 @@ TEST(FaultsDatabaseE2E, OutageShorterThanTheLeaseRunsNoJobTwice) {
   TempDir dir;
   const std::string effects = dir.file("effects");
   DaemonYaml yaml = cluster_yaml(cluster, db, effects, "0.$((PGJOBD_JOB_ID % 3))");
-  yaml.set("lease", "{duration: 6s}").set("metrics", "{listen: \"\"}");
+  yaml.set("lease", "{duration: 6s}")
+      .set("metrics", "{listen: \"\"}")
+      .set("database", "{url: " + yaml_quote(cluster.url()) + ", schema: " + db.schema() +
+                           ", synchronous_claims: true}");
   db.exec("INSERT INTO {jobs} (type) SELECT 'work' FROM generate_series(1, " +
           std::to_string(kJobs) + ")");
   DaemonProcess daemon(yaml.text());
