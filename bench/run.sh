@@ -192,6 +192,8 @@ mark() {
 wants() { [[ " $phases " == *" $1 "* ]]; }
 # A number from `pgjobd bench --json` (one key per line); "" for null.
 jnum() { sed -n "s/^ *\"$2\": *\([-0-9.e]*\),\{0,1\}$/\1/p" "$1" | head -1; }
+# A percentile of one latency object: jlat FILE latency_ms p99.
+jlat() { sed -n "/\"$2\": {/,/}/s/^ *\"$3\": *\([-0-9.e]*\),\{0,1\}$/\1/p" "$1" | head -1; }
 
 # 4: the phases.
 if wants main; then
@@ -288,7 +290,8 @@ fi
     echo "main run ($(jnum "$b" jobs) jobs, concurrency $(jnum "$b" concurrency)):"
     echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
     echo "  with $(jnum "$b" finished_rows) done rows: $(jnum "$b" throughput_with_finished_rows_jobs_per_s) jobs/s (ratio $(jnum "$b" finished_rows_ratio))"
-    echo "  latency p50 $(jnum "$b" p50) ms, p95 $(jnum "$b" p95) ms, p99 $(jnum "$b" p99) ms"
+    echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
+    echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
     echo "  idle $(jnum "$b" idle_queries_per_s) queries/s, $(jnum "$b" idle_cpu_percent) % CPU"
     echo "  enqueue $(jnum "$b" enqueue_jobs_per_s) jobs/s with the trigger, $(jnum "$b" enqueue_no_trigger_jobs_per_s) without"
     echo "  peak RSS $(jnum "$b" peak_rss_mb) MB, $(jnum "$b" queries_per_job) queries/job, $(jnum "$b" cpu_s_per_10k_jobs) CPU s per 10k jobs"
@@ -297,7 +300,8 @@ fi
     b=$out/bench_sync.json
     echo "synchronous claims ($(jnum "$b" jobs) jobs, concurrency $(jnum "$b" concurrency)):"
     echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
-    echo "  latency p50 $(jnum "$b" p50) ms, p95 $(jnum "$b" p95) ms, p99 $(jnum "$b" p99) ms"
+    echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
+    echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
   for f in sweep.csv daemons.csv finished_rows.csv rss.txt; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi

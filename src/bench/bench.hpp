@@ -36,7 +36,11 @@ struct BenchReport {
   double cpu_s_per_10k_jobs = 0;  // engine process CPU (user + system)
   double peak_rss_mb = 0;
   double queries_per_job = 0;  // statements the engine sent, per job
+  // Pick-up latency: from the INSERT's commit (when the INSERT returned to the client) to
+  // the handler's start; and from sending the INSERT, its own commit flush included.
   std::optional<double> latency_p50_ms, latency_p95_ms, latency_p99_ms;
+  std::optional<double> latency_from_send_p50_ms, latency_from_send_p95_ms,
+      latency_from_send_p99_ms;
   std::optional<double> idle_queries_per_s;
   std::optional<double> idle_cpu_percent;
   std::optional<long long> finished_rows;

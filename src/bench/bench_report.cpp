@@ -42,6 +42,10 @@ std::string bench_report_json(const BenchReport& r) {
        {{"p50", optional_rounded(r.latency_p50_ms, 2)},
         {"p95", optional_rounded(r.latency_p95_ms, 2)},
         {"p99", optional_rounded(r.latency_p99_ms, 2)}}},
+      {"latency_from_send_ms",
+       {{"p50", optional_rounded(r.latency_from_send_p50_ms, 2)},
+        {"p95", optional_rounded(r.latency_from_send_p95_ms, 2)},
+        {"p99", optional_rounded(r.latency_from_send_p99_ms, 2)}}},
       {"cpu_s_per_10k_jobs", round_to(r.cpu_s_per_10k_jobs, 3)},
       {"peak_rss_mb", round_to(r.peak_rss_mb, 1)},
       {"queries_per_job", round_to(r.queries_per_job, 3)},
@@ -81,6 +85,9 @@ std::string bench_report_table(const BenchReport& r) {
   row("latency_ms p50", opt(r.latency_p50_ms));
   row("latency_ms p95", opt(r.latency_p95_ms));
   row("latency_ms p99", opt(r.latency_p99_ms));
+  row("latency_from_send_ms p50", opt(r.latency_from_send_p50_ms));
+  row("latency_from_send_ms p95", opt(r.latency_from_send_p95_ms));
+  row("latency_from_send_ms p99", opt(r.latency_from_send_p99_ms));
   row("cpu_s_per_10k_jobs", num(r.cpu_s_per_10k_jobs, "%.3f"));
   row("peak_rss_mb", num(r.peak_rss_mb));
   row("queries_per_job", num(r.queries_per_job, "%.3f"));

@@ -58,6 +58,11 @@ TEST(BenchSmoke, ReportsEveryField) {
   EXPECT_TRUE(report["checkpointed"].is_boolean()) << report["checkpointed"];
   for (const char* p : {"p50", "p95", "p99"}) {
     ASSERT_TRUE(report["latency_ms"][p].is_number()) << p;
+    ASSERT_TRUE(report["latency_from_send_ms"][p].is_number()) << p;
+    // Sending comes before the commit: measured from it, no pick-up can be quicker.
+    EXPECT_GE(report["latency_from_send_ms"][p].get<double>(),
+              report["latency_ms"][p].get<double>())
+        << p;
   }
   EXPECT_LE(report["latency_ms"]["p50"].get<double>(), report["latency_ms"]["p99"].get<double>());
 }
