@@ -36,29 +36,45 @@ std::string locked_until(TestSchema& schema, std::int64_t id) {
   return schema.query("SELECT locked_until::text FROM {jobs} WHERE id = " + std::to_string(id));
 }
 
+// A Maintenance for `schema` (lease 3 s: a heartbeat every second) with an idle pool,
+// whose completer is said to hold the completions of `awaiting`; counts how often it
+// was asked.
+struct MaintenanceWithAwaiting {
+  MaintenanceWithAwaiting(const Config& config, std::vector<WorkerPool::RunningJob> awaiting)
+      : pool(
+            config.worker, [](const Job&, std::stop_token) { return std::nullopt; },
+            [](Completion) {}, [](int) {}),
+        metrics({"default"}, {"t"}),
+        maintenance(config, kWorker, pool, metrics, health, [this, awaiting] {
+          ++asked;
+          return awaiting;
+        }) {}
+
+  WorkerPool pool;
+  Metrics metrics;
+  Health health;
+  std::atomic<int> asked{0};
+  Maintenance maintenance;  // last: its thread uses the members above
+};
+
+Config lease_of_three_seconds(const TestSchema& schema) {
+  Config config = schema.config();
+  config.lease.duration = 3s;
+  return config;
+}
+
 // A finished job whose completion is still queued (the completer is held up by the
 // database) keeps its lease: otherwise it could be rescued and run again.
 TEST(Maintenance, RenewsTheLeasesOfJobsAwaitingTheirCompletion) {
   TestSchema schema;
-  Config config = schema.config();
-  config.lease.duration = 3s;  // a heartbeat every second
   const std::int64_t awaiting = insert_running_job(schema, "2 seconds");
   const std::int64_t forgotten = insert_running_job(schema, "2 seconds");
-  WorkerPool pool(
-      config.worker, [](const Job&, std::stop_token) { return std::nullopt; }, [](Completion) {},
-      [](int) {});
-  Metrics metrics({"default"}, {"t"});
-  Health health;
-  std::atomic<int> asked{0};
-  Maintenance maintenance(config, kWorker, pool, metrics, health, [&] {
-    ++asked;
-    return std::vector<WorkerPool::RunningJob>{{awaiting, 1}};
-  });
+  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {{awaiting, 1}});
   const std::string forgotten_until = locked_until(schema, forgotten);
   // Renewed by the first heartbeat (after 1 s), before the first lease ran out (2 s).
   ASSERT_TRUE(wait_until([&] { return lease_left_seconds(schema, awaiting) > 2; }, 5s));
-  maintenance.stop();
-  EXPECT_GT(asked.load(), 0);
+  m.maintenance.stop();
+  EXPECT_GT(m.asked.load(), 0);
   // The job nobody holds any more was left alone: it will expire and be rescued.
   EXPECT_EQ(locked_until(schema, forgotten), forgotten_until);
 }
@@ -66,23 +82,12 @@ TEST(Maintenance, RenewsTheLeasesOfJobsAwaitingTheirCompletion) {
 // Completions of an earlier attempt do not renew a lease the job no longer has.
 TEST(Maintenance, DoesNotRenewAnotherAttemptsLease) {
   TestSchema schema;
-  Config config = schema.config();
-  config.lease.duration = 3s;
   const std::int64_t id = insert_running_job(schema, "2 seconds");
-  WorkerPool pool(
-      config.worker, [](const Job&, std::stop_token) { return std::nullopt; }, [](Completion) {},
-      [](int) {});
-  Metrics metrics({"default"}, {"t"});
-  Health health;
-  std::atomic<int> asked{0};
-  Maintenance maintenance(config, kWorker, pool, metrics, health, [&] {
-    ++asked;
-    return std::vector<WorkerPool::RunningJob>{{id, 2}};  // not the attempt that runs
-  });
+  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {{id, 2}});  // not the running attempt
   const std::string until = locked_until(schema, id);
   // The second call comes after the first heartbeat's statement has run.
-  ASSERT_TRUE(wait_until([&] { return asked.load() >= 2; }, 5s));
-  maintenance.stop();
+  ASSERT_TRUE(wait_until([&] { return m.asked.load() >= 2; }, 5s));
+  m.maintenance.stop();
   EXPECT_EQ(locked_until(schema, id), until);
 }
 
