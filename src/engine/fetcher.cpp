@@ -88,10 +88,11 @@ void Fetcher::run() {
     {
       std::unique_lock lock(mutex_);
       const auto due = [&] { return wake_requested_ || backlog_ || Clock::now() >= next_poll_; };
-      // A claim costs a transaction (a WAL flush) whatever its size, so while most slots
-      // are busy it waits, up to kClaimCooldown after the last claim, for half of them to
-      // be free; an idle pool claims at once. Claiming for each freed slot made batches of
-      // 1-10 jobs that held the claim connection while hundreds of slots freed behind it.
+      // A claim costs a round trip and a transaction whatever its size, so while most
+      // slots are busy it waits, up to kClaimCooldown after the last claim, for half of
+      // them to be free; an idle pool claims at once. Claiming for each freed slot made
+      // batches of 1-10 jobs that held the claim connection while hundreds of slots freed
+      // behind it.
       const auto enough_free = [&](int free) {
         return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
       };
