@@ -80,13 +80,6 @@ trap 'exit 143' TERM
 
 export PGOPTIONS="-c client_min_messages=warning"
 sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
-free_port() {
-  local p
-  for p in $(shuf -i 20000-32700 -n 50); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  echo "daemons.sh: no free port" >&2; exit 1
-}
 now() { date +%s.%N; }
 
 write_config() {  # FILE WORKERS PORT

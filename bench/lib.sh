@@ -1,5 +1,17 @@
 # shellcheck shell=bash
-# Shared by bench/run.sh and bench/daemons.sh (sourced, not run).
+# Shared by bench/run.sh, bench/daemons.sh and bench/rss.sh (sourced, not run).
+
+# A loopback port nobody listens on, for a daemon's /metrics. Below Linux's ephemeral range
+# (32768-60999), where the local end of some outgoing connection makes bind() fail though
+# a connect() probe sees nothing (scripts/pg-cluster.sh picks its ports the same way).
+free_port() {
+  local p
+  for p in $(shuf -i 20000-32700 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "${0##*/}: no free port" >&2
+  exit 1
+}
 
 # The disk probe. On a shared machine the other tenants' I/O shows first in the time a
 # synchronous write takes, and with synchronous_commit on every commit waits for one (the

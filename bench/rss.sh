@@ -49,11 +49,9 @@ trap 'exit 143' TERM
 
 export PGOPTIONS="-c client_min_messages=warning"
 sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
-port=""
-for p in $(shuf -i 20000-32700 -n 50); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-[[ -n "$port" ]] || { echo "rss.sh: no free port" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+port=$(free_port)
 
 cat >"$work/pgjobd.yaml" <<EOF
 database: {url: '${url//\'/\'\'}', schema: $schema, migrate_on_start: false}
