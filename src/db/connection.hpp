@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pgjobd/config.hpp"
+#include "store/reconnect_backoff.hpp"
 
 namespace pqxx {
 class connection_base;
@@ -25,16 +26,5 @@ using ConnectionPtr = std::unique_ptr<pqxx::connection_base, ConnectionDeleter>;
 // pgjobd's sessions apart in pg_stat_activity. Throws pqxx::broken_connection on failure
 // (its message never contains the password).
 ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& role);
-
-// Capped exponential backoff with jitter for reconnect loops: 100ms, 200ms, ... up to 10s.
-class ReconnectBackoff {
- public:
-  std::chrono::milliseconds next();  // the wait before the next attempt
-  void reset() { failures_ = 0; }
-  int failures() const { return failures_; }
-
- private:
-  int failures_ = 0;
-};
 
 }  // namespace pgjobd

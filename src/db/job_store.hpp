@@ -15,22 +15,9 @@
 #include "db/connection.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/job.hpp"
+#include "store/db_error.hpp"
 
 namespace pgjobd {
-
-class DbError : public std::runtime_error {
- public:
-  DbError(const std::string& what, std::string sqlstate, bool connection_lost)
-      : std::runtime_error(what),
-        sqlstate_(std::move(sqlstate)),
-        connection_lost_(connection_lost) {}
-  const std::string& sqlstate() const { return sqlstate_; }
-  bool connection_lost() const { return connection_lost_; }
-
- private:
-  std::string sqlstate_;
-  bool connection_lost_;
-};
 
 struct QueueSlots {
   std::string queue;

@@ -1,0 +1,45 @@
+#pragma once
+// The database as the engine sees it: a source of job stores (one per thread that needs
+// a connection), of LISTEN sessions, and the schema check at start-up. The engine is
+// given one (PgDatabase in production) and hands each part what it needs.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "store/db_error.hpp"
+#include "store/job_store.hpp"
+
+namespace pgjobd {
+
+// One LISTEN session on the jobs channel.
+class Notifications {
+ public:
+  virtual ~Notifications() = default;
+  // A descriptor that becomes readable when something arrives (poll it with POLLIN).
+  virtual int socket() const = 0;
+  // Reads what arrived and calls on_notify once per notification for this schema.
+  // Throws DbError when the session is lost.
+  virtual void consume(const std::function<void()>& on_notify) = 0;
+};
+
+struct SchemaReport {
+  int from_version = 0;  // before migrating (equal to to_version when nothing was applied)
+  int to_version = 0;
+  std::string problem;  // empty when the schema is at this binary's version
+};
+
+class Database {
+ public:
+  virtual ~Database() = default;
+  // A store whose connection carries `role` in pg_stat_activity ("fetcher"). Connects on
+  // first use, so this never blocks.
+  virtual std::unique_ptr<JobStore> open_store(const std::string& role) = 0;
+  // Connects and LISTENs. Throws DbError.
+  virtual std::unique_ptr<Notifications> listen() = 0;
+  // One attempt: applies pending migrations when `migrate`, then checks the schema.
+  // Throws DbError (connection_lost() when the server was not reachable).
+  virtual SchemaReport prepare_schema(bool migrate) = 0;
+};
+
+}  // namespace pgjobd

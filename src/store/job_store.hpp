@@ -1,0 +1,104 @@
+#pragma once
+// The engine's seam to the database: what one connection can do with the jobs table.
+// src/db/ implements it over PostgreSQL (PgJobStore); tests/support/ has a fake, so the
+// engine's parts are unit-tested without a server. Every method throws DbError on
+// failure; an implementation reconnects by itself on its next call.
+//
+// A store is used by one thread at a time (libpq connections are not shared); every
+// engine part that talks to the database is given a store of its own.
+
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "pgjobd/config.hpp"
+#include "pgjobd/job.hpp"
+#include "store/db_error.hpp"
+#include "store/job_attempt.hpp"
+
+namespace pgjobd {
+
+struct QueueSlots {
+  std::string queue;
+  int free = 0;
+};
+
+// What one claim asks for.
+struct ClaimRequest {
+  std::vector<QueueSlots> slots;   // free slots per queue
+  std::vector<std::string> types;  // job types that have a handler
+  int limit = 0;                   // at most this many jobs in all
+  std::string worker_id;
+  Millis lease{0};
+};
+
+// A finished attempt, as the completer writes it.
+struct Completion {
+  JobAttempt job;
+  Outcome outcome = Outcome::kDone;
+  std::string error;      // retry / dead
+  Millis retry_delay{0};  // retry
+};
+
+struct CompletionReport {
+  int written = 0;
+  int stale = 0;  // fenced off: the job is no longer ours (rescued, re-claimed)
+};
+
+struct RescueReport {
+  bool leader = false;  // this daemon holds the maintenance leadership
+  int failed = 0;       // back in the queue for another attempt
+  int dead = 0;         // attempts used up
+};
+
+struct QueueStatsRow {
+  std::string queue;
+  std::string status;
+  double count = 0;
+  double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
+  virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
+
+  // Writes a batch in one transaction, each fenced by worker and attempt.
+  // delete_done: remove done rows instead of keeping them (retention.done = 0).
+  virtual CompletionReport complete(const std::vector<Completion>& batch,
+                                    const std::string& worker_id, bool delete_done) = 0;
+
+  // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
+  // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
+  // worker and attempt. Returns false, changing nothing, when the job is no longer ours.
+  // A request on `stop` cancels the running statement. `timeout` > 0 bounds the statement.
+  virtual bool run_and_complete(const std::string& sql, const Job& job,
+                                const std::string& worker_id, bool delete_done, Millis timeout,
+                                std::stop_token stop) = 0;
+
+  // Extends the lease of these attempts; returns those still ours.
+  virtual std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
+                                            const std::string& worker_id, Millis lease) = 0;
+
+  // Takes or renews the maintenance leadership for `leadership_ttl` and, when leader,
+  // returns up to batch_size jobs whose lease expired to the queue.
+  virtual RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                                       const RetryConfig& retry, int batch_size) = 0;
+  // Hands leadership over at once (a clean shutdown).
+  virtual void resign(const std::string& worker_id) = 0;
+
+  // Deletes one batch of finished jobs past retention; returns how many.
+  virtual int prune(const RetentionConfig& retention, int batch_size) = 0;
+
+  // Live (pending, failed, running) jobs by queue and status.
+  virtual std::vector<QueueStatsRow> queue_stats() = 0;
+
+  // Empty when the schema is current; else what is wrong (never throws for that).
+  virtual std::string schema_problem() = 0;
+};
+
+}  // namespace pgjobd
