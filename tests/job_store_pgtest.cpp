@@ -1,7 +1,7 @@
 // JobStore against PostgreSQL: claim order and filters, concurrent claims, fenced
 // completions, heartbeat, rescue and retention.
 
-#include "db/job_store.hpp"
+#include "db/pg_job_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,10 +43,10 @@ TEST(JobStore, ClaimsInPriorityRunAtIdOrder) {
       "(5, 'a', 0, now() - interval '3 minutes'),"
       "(6, 'a', -1, now() - interval '1 hour'),"
       "(7, 'a', 100, now() + interval '1 hour')");
-  JobStore store(schema.config().database, "test");
+  PgJobStore store(schema.config().database, "test");
   std::vector<std::int64_t> order;
   for (int i = 0; i < 7; ++i) {
-    auto jobs = store.claim({{"default", 1}}, {"a"}, 1, "w1", kLease);
+    auto jobs = store.claim({{{"default", 1}}, {"a"}, 1, "w1", kLease});
     if (jobs.empty()) break;
     ASSERT_EQ(jobs.size(), 1u);
     order.push_back(jobs[0].id);
@@ -60,8 +60,8 @@ TEST(JobStore, ClaimSetsRunningAttemptAndLease) {
   schema.exec(
       "INSERT INTO {jobs} (type, payload, queue, max_attempts) VALUES "
       "('a', '{\"x\": [1, 2]}', 'default', 7)");
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{"default", 5}}, {"a"}, 5, "worker-1", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{"default", 5}}, {"a"}, 5, "worker-1", kLease});
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].type, "a");
   EXPECT_EQ(jobs[0].queue, "default");
@@ -163,8 +163,8 @@ TEST(JobStore, ClaimsOnlyServedQueuesAndKnownTypes) {
   schema.insert_jobs("known", 3, "default");
   schema.insert_jobs("unknown", 3, "default");
   schema.insert_jobs("known", 3, "other-queue");
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{"default", 100}}, {"known"}, 100, "w", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{"default", 100}}, {"known"}, 100, "w", kLease});
   EXPECT_EQ(jobs.size(), 3u);
   for (const auto& job : jobs) {
     EXPECT_EQ(job.type, "known");
@@ -181,8 +181,8 @@ TEST(JobStore, ClaimRespectsPerQueueSlotsAndTotalLimit) {
   TestSchema schema;
   schema.insert_jobs("a", 10, "mail");
   schema.insert_jobs("a", 10, "default");
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{"mail", 2}, {"default", 10}}, {"a"}, 5, "w", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{"mail", 2}, {"default", 10}}, {"a"}, 5, "w", kLease});
   ASSERT_EQ(jobs.size(), 5u);
   const auto mail =
       std::count_if(jobs.begin(), jobs.end(), [](const Job& j) { return j.queue == "mail"; });
@@ -194,8 +194,8 @@ TEST(JobStore, QueueAndTypeNamesAreParametersNotSql) {
   TestSchema schema;
   const std::string hostile = "q'; DROP TABLE jobs; --\"{},\\";
   schema.exec("INSERT INTO {jobs} (type, queue) VALUES ('t\"x', $$" + hostile + "$$)");
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{hostile, 1}}, {"t\"x"}, 1, "w", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{hostile, 1}}, {"t\"x"}, 1, "w", kLease});
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].queue, hostile);
   EXPECT_EQ(jobs[0].type, "t\"x");
@@ -209,10 +209,10 @@ TEST(JobStore, FourThreadsClaimTenThousandJobsWithoutDuplicates) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      JobStore store(schema.config().database, "test");
+      PgJobStore store(schema.config().database, "test");
       while (true) {
         const auto jobs =
-            store.claim({{"default", 50}}, {"a"}, 50, "w" + std::to_string(t), kLease);
+            store.claim({{{"default", 50}}, {"a"}, 50, "w" + std::to_string(t), kLease});
         if (jobs.empty()) return;
         std::lock_guard lock(mutex);
         for (const auto& job : jobs) claimed.insert(job.id);
@@ -228,14 +228,14 @@ TEST(JobStore, FourThreadsClaimTenThousandJobsWithoutDuplicates) {
 TEST(JobStore, CompletesDoneFailedDeadAndReleased) {
   TestSchema schema;
   schema.insert_jobs("a", 4);
-  JobStore store(schema.config().database, "test");
-  auto jobs = store.claim({{"default", 4}}, {"a"}, 4, "w", kLease);
+  PgJobStore store(schema.config().database, "test");
+  auto jobs = store.claim({{{"default", 4}}, {"a"}, 4, "w", kLease});
   ASSERT_EQ(jobs.size(), 4u);
   const auto ids = ids_of(jobs);
-  const auto report = store.complete({{ids[0], 1, Outcome::kDone, "", Millis(0)},
-                                      {ids[1], 1, Outcome::kRetry, "boom\xff", Millis(60000)},
-                                      {ids[2], 1, Outcome::kDead, "fatal", Millis(0)},
-                                      {ids[3], 1, Outcome::kReleased, "", Millis(0)}},
+  const auto report = store.complete({{{ids[0], 1}, Outcome::kDone, "", Millis(0)},
+                                      {{ids[1], 1}, Outcome::kRetry, "boom\xff", Millis(60000)},
+                                      {{ids[2], 1}, Outcome::kDead, "fatal", Millis(0)},
+                                      {{ids[3], 1}, Outcome::kReleased, "", Millis(0)}},
                                      "w", false);
   EXPECT_EQ(report.written, 4);
   EXPECT_EQ(report.stale, 0);
@@ -260,21 +260,21 @@ TEST(JobStore, CompletesDoneFailedDeadAndReleased) {
 TEST(JobStore, CompletionGuardRefusesAJobAnotherWorkerOwns) {
   TestSchema schema;
   schema.insert_jobs("a", 1);
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{"default", 1}}, {"a"}, 1, "owner", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{"default", 1}}, {"a"}, 1, "owner", kLease});
   ASSERT_EQ(jobs.size(), 1u);
   const std::int64_t id = jobs[0].id;
   // Another worker, and a stale attempt number, are both fenced off.
-  auto report = store.complete({{id, 1, Outcome::kDone, "", Millis(0)}}, "intruder", false);
+  auto report = store.complete({{{id, 1}, Outcome::kDone, "", Millis(0)}}, "intruder", false);
   EXPECT_EQ(report.written, 0);
   EXPECT_EQ(report.stale, 1);
-  report = store.complete({{id, 2, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
+  report = store.complete({{{id, 2}, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
   EXPECT_EQ(report.stale, 1);
   EXPECT_EQ(schema.query("SELECT status || ' ' || locked_by FROM {jobs}"), "running owner");
-  report = store.complete({{id, 1, Outcome::kDone, "", Millis(0)}}, "owner", false);
+  report = store.complete({{{id, 1}, Outcome::kDone, "", Millis(0)}}, "owner", false);
   EXPECT_EQ(report.written, 1);
   // A second, late completion of the same attempt changes nothing.
-  report = store.complete({{id, 1, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
+  report = store.complete({{{id, 1}, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
   EXPECT_EQ(report.stale, 1);
   EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "done");
 }
@@ -282,12 +282,12 @@ TEST(JobStore, CompletionGuardRefusesAJobAnotherWorkerOwns) {
 TEST(JobStore, DeleteDoneRemovesTheRow) {
   TestSchema schema;
   schema.insert_jobs("a", 2);
-  JobStore store(schema.config().database, "test");
-  const auto jobs = store.claim({{"default", 2}}, {"a"}, 2, "w", kLease);
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim({{{"default", 2}}, {"a"}, 2, "w", kLease});
   const auto ids = ids_of(jobs);
-  store.complete(
-      {{ids[0], 1, Outcome::kDone, "", Millis(0)}, {ids[1], 1, Outcome::kRetry, "x", Millis(0)}},
-      "w", true);
+  store.complete({{{ids[0], 1}, Outcome::kDone, "", Millis(0)},
+                  {{ids[1], 1}, Outcome::kRetry, "x", Millis(0)}},
+                 "w", true);
   EXPECT_EQ(schema.count(), 1);
   EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "failed");
 }
@@ -295,19 +295,19 @@ TEST(JobStore, DeleteDoneRemovesTheRow) {
 TEST(JobStore, HeartbeatExtendsOnlyOwnedLeases) {
   TestSchema schema;
   schema.insert_jobs("a", 2);
-  JobStore store(schema.config().database, "test");
-  const auto ids = ids_of(store.claim({{"default", 2}}, {"a"}, 2, "w", Millis(1000)));
+  PgJobStore store(schema.config().database, "test");
+  const auto ids = ids_of(store.claim({{{"default", 2}}, {"a"}, 2, "w", Millis(1000)}));
   schema.exec("UPDATE {jobs} SET locked_by = 'other' WHERE id = " + std::to_string(ids[1]));
-  const auto kept = store.heartbeat(ids, {1, 1}, "w", Millis(60000));
-  EXPECT_EQ(kept, std::vector<std::int64_t>{ids[0]});
+  const auto kept = store.heartbeat({{ids[0], 1}, {ids[1], 1}}, "w", Millis(60000));
+  EXPECT_EQ(kept, (std::vector<JobAttempt>{{ids[0], 1}}));
   EXPECT_EQ(schema.count("locked_until > now() + interval '50 seconds'"), 1);
 }
 
 TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
   TestSchema schema;
   schema.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('a', 5), ('a', 1), ('a', 5)");
-  JobStore store(schema.config().database, "test");
-  const auto ids = ids_of(store.claim({{"default", 3}}, {"a"}, 3, "crashed", kLease));
+  PgJobStore store(schema.config().database, "test");
+  const auto ids = ids_of(store.claim({{{"default", 3}}, {"a"}, 3, "crashed", kLease}));
   // Two leases expired; the third is still valid.
   schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second' WHERE id IN (" +
               std::to_string(ids[0]) + "," + std::to_string(ids[1]) + ")");
@@ -323,14 +323,14 @@ TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
   EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + std::to_string(ids[2])),
             "running");
   // The late owner's completion is fenced off.
-  EXPECT_EQ(store.complete({{ids[0], 1, Outcome::kDone, "", Millis(0)}}, "crashed", false).stale,
+  EXPECT_EQ(store.complete({{{ids[0], 1}, Outcome::kDone, "", Millis(0)}}, "crashed", false).stale,
             1);
 }
 
 TEST(JobStore, OneLeaderAtATimeUntilItResignsOrExpires) {
   TestSchema schema;
-  JobStore a(schema.config().database, "test");
-  JobStore b(schema.config().database, "test");
+  PgJobStore a(schema.config().database, "test");
+  PgJobStore b(schema.config().database, "test");
   const RetryConfig retry = schema.config().retry;
   EXPECT_TRUE(a.lead_and_rescue("a", Millis(60000), retry, 10).leader);
   EXPECT_FALSE(b.lead_and_rescue("b", Millis(60000), retry, 10).leader);
@@ -347,10 +347,10 @@ TEST(JobStore, OneLeaderAtATimeUntilItResignsOrExpires) {
 TEST(JobStore, OnlyTheLeaderRescues) {
   TestSchema schema;
   schema.insert_jobs("a", 1);
-  JobStore store(schema.config().database, "test");
-  store.claim({{"default", 1}}, {"a"}, 1, "crashed", kLease);
+  PgJobStore store(schema.config().database, "test");
+  store.claim({{{"default", 1}}, {"a"}, 1, "crashed", kLease});
   schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second'");
-  JobStore leader(schema.config().database, "test");
+  PgJobStore leader(schema.config().database, "test");
   ASSERT_TRUE(leader.lead_and_rescue("leader", Millis(60000), schema.config().retry, 0).leader);
   const auto report = store.lead_and_rescue("follower", Millis(60000), schema.config().retry, 10);
   EXPECT_FALSE(report.leader);
@@ -368,7 +368,7 @@ TEST(JobStore, PruneDeletesOnlyExpiredFinishedJobsInBatches) {
       "INSERT INTO {jobs} (type, status, finished_at) VALUES "
       "('a', 'done', now()), ('a', 'dead', now() - interval '2 days'), "
       "('a', 'cancelled', now() - interval '2 days'), ('a', 'pending', NULL)");
-  JobStore store(schema.config().database, "test");
+  PgJobStore store(schema.config().database, "test");
   RetentionConfig retention;  // done 24h, dead 7d
   EXPECT_EQ(store.prune(retention, 10), 10);
   EXPECT_EQ(store.prune(retention, 100), 16);  // 15 old done + 1 old cancelled
@@ -393,7 +393,7 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
       "INSERT INTO {jobs} (type, queue, status, attempts, locked_by, locked_until) VALUES "
       "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute'), "
       "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute')");
-  JobStore store(schema.config().database, "test");
+  PgJobStore store(schema.config().database, "test");
   std::map<std::string, QueueStatsRow> rows;
   for (const auto& row : store.queue_stats()) rows[row.queue + "/" + row.status] = row;
   ASSERT_EQ(rows.size(), 4u);  // finished jobs are not counted
@@ -411,7 +411,7 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
 TEST(JobStore, ConnectionErrorsBecomeDbError) {
   DatabaseConfig db;
   db.url = "postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2";
-  JobStore store(db, "test");
+  PgJobStore store(db, "test");
   try {
     store.connect();
     FAIL() << "connected to a closed port";

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "db/pg_job_store.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -40,15 +41,19 @@ std::string locked_until(TestSchema& schema, std::int64_t id) {
 // whose completer is said to hold the completions of `awaiting`; counts how often it
 // was asked.
 struct MaintenanceWithAwaiting {
-  MaintenanceWithAwaiting(const Config& config, std::vector<WorkerPool::RunningJob> awaiting)
+  MaintenanceWithAwaiting(const Config& config, std::vector<JobAttempt> awaiting)
       : pool(
             config.worker, [](const Job&, std::stop_token) { return std::nullopt; },
             [](Completion) {}, [](int) {}),
         metrics({"default"}, {"t"}),
-        maintenance(config, kWorker, pool, metrics, health, [this, awaiting] {
-          ++asked;
-          return awaiting;
-        }) {}
+        maintenance(config, kWorker, std::make_unique<PgJobStore>(config.database, "test"), pool,
+                    metrics, health, [this, awaiting] {
+                      ++asked;
+                      return awaiting;
+                    }) {
+    pool.start();
+    maintenance.start();
+  }
 
   WorkerPool pool;
   Metrics metrics;

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "db/job_store.hpp"
+#include "db/pg_database.hpp"
+#include "db/pg_job_store.hpp"
 #include "pgjobd/engine.hpp"
 #include "support/test_database.hpp"
 
@@ -27,12 +28,12 @@ class SqlHandlerTest : public ::testing::Test {
     return config;
   }
   SqlHandlerContext context(bool delete_done = false) const {
-    return {schema_.config().database, "worker-1", delete_done};
+    return {std::make_shared<PgDatabase>(schema_.config().database), "worker-1", delete_done};
   }
   // Claims the single pending job as worker-1.
   Job claim() {
-    JobStore store(schema_.config().database, "test");
-    auto jobs = store.claim({{"default", 1}}, {"t"}, 1, "worker-1", Millis(30000));
+    PgJobStore store(schema_.config().database, "test");
+    auto jobs = store.claim({{{"default", 1}}, {"t"}, 1, "worker-1", Millis(30000)});
     EXPECT_EQ(jobs.size(), 1u);
     return jobs.empty() ? Job{} : jobs[0];
   }

@@ -16,7 +16,7 @@
 
 #include "bench/bench.hpp"
 #include "db/connection.hpp"
-#include "db/job_store.hpp"
+#include "db/pg_job_store.hpp"
 #include "db/migrator.hpp"
 #include "db/sql_text.hpp"
 #include "handlers/handler_factory.hpp"
@@ -188,7 +188,7 @@ BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
   Engine engine(engine_config(options));
   engine.register_handler(kType, noop.handler(false));
   const double cpu_before = process_cpu_seconds();
-  const std::uint64_t trips_before = JobStore::round_trips();
+  const std::uint64_t trips_before = PgJobStore::round_trips();
   const auto start = Clock::now();  // includes start-up: conservative
   engine.start();
   if (!noop.wait(std::chrono::seconds(600))) throw std::runtime_error("burn-down timed out");
@@ -197,7 +197,7 @@ BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
   BurnDown result;
   result.jobs_per_s = jobs / seconds_since(start);
   result.cpu_seconds = process_cpu_seconds() - cpu_before;
-  result.round_trips = JobStore::round_trips() - trips_before;
+  result.round_trips = PgJobStore::round_trips() - trips_before;
   engine.drain();
   return result;
 }
@@ -205,18 +205,18 @@ BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
 // The same claim and complete statements the engine uses, in a tight loop on one
 // connection with the engine's batch size: what the database can do without us.
 double ceiling(const BenchOptions& options, int jobs) {
-  JobStore store(options.engine.database, "bench-ceiling");
-  const std::vector<QueueSlots> slots = {{"default", options.concurrency}};
-  const std::vector<std::string> types = {kType};
+  PgJobStore store(options.engine.database, "bench-ceiling");
+  const ClaimRequest request{
+      {{"default", options.concurrency}}, {kType}, options.concurrency, "bench-ceiling",
+      Millis(30000)};
   std::vector<Completion> batch;
   const auto start = Clock::now();
   int done = 0;
   while (true) {
-    const auto claimed =
-        store.claim(slots, types, options.concurrency, "bench-ceiling", Millis(30000));
+    const auto claimed = store.claim(request);
     if (claimed.empty()) break;
     batch.clear();
-    for (const auto& job : claimed) batch.push_back({job.id, job.attempt, Outcome::kDone, {}, {}});
+    for (const auto& job : claimed) batch.push_back({{job.id, job.attempt}, Outcome::kDone, {}, {}});
     store.complete(batch, "bench-ceiling", false);
     done += static_cast<int>(claimed.size());
   }
@@ -284,10 +284,10 @@ void latency_and_idle(const BenchOptions& options, BenchTable& table, BenchRepor
                  options.idle_seconds);
     std::this_thread::sleep_for(backoff);
     const double cpu_before = process_cpu_seconds();
-    const std::uint64_t trips_before = JobStore::round_trips();
+    const std::uint64_t trips_before = PgJobStore::round_trips();
     std::this_thread::sleep_for(std::chrono::duration<double>(options.idle_seconds));
     report.idle_queries_per_s =
-        static_cast<double>(JobStore::round_trips() - trips_before) / options.idle_seconds;
+        static_cast<double>(PgJobStore::round_trips() - trips_before) / options.idle_seconds;
     report.idle_cpu_percent = (process_cpu_seconds() - cpu_before) / options.idle_seconds * 100;
   }
   engine.drain();

@@ -125,7 +125,7 @@ SET locked_until = now() + $4::bigint * interval '1 millisecond'
 WHERE j.id = ANY ($1::bigint[])
   AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
   AND j.locked_by = $3 AND (j.status = 'running') IS TRUE
-RETURNING j.id)";
+RETURNING j.id, j.attempts)";
 
 // Leadership and rescue in one round trip (an idle daemon's budget is a few queries a
 // minute). The leader row is taken when free or expired and renewed by its holder; only

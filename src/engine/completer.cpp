@@ -4,22 +4,40 @@
 
 #include <spdlog/spdlog.h>
 
-#include "db/connection.hpp"
+#include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
 
 using Clock = std::chrono::steady_clock;
 
-Completer::Completer(const DatabaseConfig& db, std::string worker_id, bool delete_done,
+Completer::Completer(std::unique_ptr<JobStore> store, std::string worker_id, bool delete_done,
                      Metrics& metrics, Health& health)
-    : store_(db, "completer"),
+    : store_(std::move(store)),
       worker_id_(std::move(worker_id)),
-      delete_done_(delete_done),
       metrics_(metrics),
       health_(health),
-      thread_([this] { run(); }) {}
+      delete_done_(delete_done) {}
 
-Completer::~Completer() { stop(Clock::now()); }
+Completer::~Completer() { stop(); }
+
+void Completer::start() {
+  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+}
+void Completer::request_stop() { thread_.request_stop(); }
+void Completer::join() { thread_.join(); }
+
+void Completer::set_flush_deadline(Clock::time_point deadline) {
+  {
+    std::lock_guard lock(mutex_);
+    deadline_ = deadline;
+  }
+  cv_.notify_one();
+}
+
+void Completer::set_delete_done(bool delete_done) {
+  std::lock_guard lock(mutex_);
+  delete_done_ = delete_done;
+}
 
 void Completer::submit(Completion completion) {
   bool wake;
@@ -33,47 +51,32 @@ void Completer::submit(Completion completion) {
   if (wake) cv_.notify_one();
 }
 
-std::size_t Completer::backlog() const {
+std::vector<JobAttempt> Completer::queued_jobs() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
-}
-
-std::vector<std::pair<std::int64_t, int>> Completer::queued_jobs() const {
-  std::lock_guard lock(mutex_);
-  std::vector<std::pair<std::int64_t, int>> jobs;
+  std::vector<JobAttempt> jobs;
   jobs.reserve(queue_.size());
-  for (const Completion& completion : queue_) jobs.emplace_back(completion.id, completion.attempt);
+  for (const Completion& completion : queue_) jobs.push_back(completion.job);
   return jobs;
 }
 
-void Completer::stop(Clock::time_point deadline) {
-  {
-    std::lock_guard lock(mutex_);
-    if (!thread_.joinable()) return;
-    stopping_ = true;
-    deadline_ = deadline;
-  }
-  cv_.notify_one();
-  thread_.join();
-}
-
-void Completer::run() {
+void Completer::run(std::stop_token stop) {
   ReconnectBackoff backoff;
   std::unique_lock lock(mutex_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    cv_.wait(lock, stop, [&] { return !queue_.empty(); });
     if (queue_.empty()) return;  // stopping with nothing left
-    if (!stopping_ && queue_.size() < kMaxBatch) {
-      cv_.wait_until(lock, first_queued_at_ + kFlushDelay,
-                     [&] { return stopping_ || queue_.size() >= kMaxBatch; });
+    if (!stop.stop_requested() && queue_.size() < kMaxBatch) {
+      cv_.wait_until(lock, stop, first_queued_at_ + kFlushDelay,
+                     [&] { return queue_.size() >= kMaxBatch; });
     }
     const std::size_t n = std::min(queue_.size(), kMaxBatch);
     // Items stay queued until written, so an outage keeps them, in order.
     std::vector<Completion> batch(queue_.begin(), queue_.begin() + static_cast<long>(n));
+    const bool delete_done = delete_done_;
     lock.unlock();
     bool written = false;
     try {
-      const CompletionReport report = store_.complete(batch, worker_id_, delete_done_);
+      const CompletionReport report = store_->complete(batch, worker_id_, delete_done);
       written = true;
       backoff.reset();
       health_.clear("completer");
@@ -93,7 +96,7 @@ void Completer::run() {
       if (!queue_.empty()) first_queued_at_ = Clock::now() - kFlushDelay;  // flush at once
       continue;
     }
-    if (stopping_ && Clock::now() >= deadline_) {
+    if (stop.stop_requested() && Clock::now() >= deadline_) {
       spdlog::error(
           "giving up on {} unwritten completions at shutdown; their jobs return to the "
           "queue when their lease expires",
@@ -101,8 +104,15 @@ void Completer::run() {
       queue_.clear();
       return;
     }
-    const auto wait = backoff.next();
-    cv_.wait_for(lock, std::min<Clock::duration>(wait, deadline_ - Clock::now()));
+    // Wait out the backoff, so an outage is not hammered. Once stopping, the flush
+    // deadline bounds the wait; before, a stop request ends it (one more try, then the
+    // deadline rules).
+    const auto retry_at = Clock::now() + backoff.next();
+    if (stop.stop_requested()) {
+      cv_.wait_until(lock, std::min(retry_at, deadline_), [] { return false; });
+    } else {
+      cv_.wait_until(lock, stop, retry_at, [] { return false; });
+    }
   }
 }
 

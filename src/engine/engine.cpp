@@ -4,7 +4,6 @@
 #include "pgjobd/engine.hpp"
 
 #include <unistd.h>
-#include <pqxx/pqxx>
 
 #include <spdlog/spdlog.h>
 
@@ -12,9 +11,8 @@
 #include <mutex>
 #include <random>
 
-#include "db/connection.hpp"
-#include "db/job_store.hpp"
-#include "db/migrator.hpp"
+#include "db/pg_database.hpp"
+#include "engine/claim_signal.hpp"
 #include "engine/completer.hpp"
 #include "engine/fetcher.hpp"
 #include "engine/health.hpp"
@@ -27,6 +25,7 @@
 #include "http/http_server.hpp"
 #include "log/logging.hpp"
 #include "metrics/metrics.hpp"
+#include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
 
@@ -53,7 +52,10 @@ std::vector<std::string> keys_of(const auto& map) {
 
 class Engine::Impl {
  public:
-  explicit Impl(Config config) : config_(std::move(config)), worker_id_(make_worker_id()) {}
+  explicit Impl(Config config)
+      : config_(std::move(config)),
+        worker_id_(make_worker_id()),
+        database_(std::make_shared<PgDatabase>(config_.database)) {}
 
   ~Impl() { drain(); }
 
@@ -75,26 +77,25 @@ class Engine::Impl {
   void hurry() {
     hurried_ = true;
     stop_requested_ = true;
-    std::lock_guard lock(pool_mutex_);
+    std::lock_guard lock(parts_mutex_);
     if (pool_) pool_->interrupt_wait();
   }
-  void wake() {
-    if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->wake();
-  }
+  void wake() { claim_signal_->wake(); }
   int http_port() const { return http_ ? http_->port() : 0; }
   const std::string& worker_id() const { return worker_id_; }
   int busy() const {
-    std::lock_guard lock(pool_mutex_);
+    std::lock_guard lock(parts_mutex_);
     return pool_ ? pool_->busy() : stuck_jobs_.load();
   }
   void request_stop() { stop_requested_ = true; }
   bool responsive() const {
-    const Fetcher* fetcher = fetcher_ptr_.load();
-    if (fetcher == nullptr) return true;  // starting or drained: nothing to be stuck in
-    // The loop wakes at least every poll.max_interval; a claim that hangs far longer is a
-    // wedged connection. A database outage is not: the loop retries, and progresses.
-    const auto limit = fetcher->max_interval() + std::chrono::seconds(60);
-    return Clock::now() - fetcher->last_progress() < limit;
+    std::lock_guard lock(parts_mutex_);
+    if (!fetcher_ || drained_) return true;  // starting or drained: nothing to be stuck in
+    // The loop wakes at least every poll.max_interval (and every second while the pool
+    // is full); a claim that hangs far longer is a wedged connection. A database outage
+    // is not: the loop retries, and progresses.
+    const auto limit = fetcher_->max_interval() + std::chrono::seconds(60);
+    return Clock::now() - fetcher_->last_progress() < limit;
   }
 
  private:
@@ -108,19 +109,21 @@ class Engine::Impl {
   // Serialises start(), drain() and reload(), which build and tear down the parts below.
   std::mutex lifecycle_mutex_;
   const std::string worker_id_;
+  const std::shared_ptr<Database> database_;
+  const std::shared_ptr<ClaimSignal> claim_signal_ = std::make_shared<ClaimSignal>();
   HandlerTable registered_;
   HandlerTable handlers_;
   Health health_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> hurried_{false};
-  std::atomic<Fetcher*> fetcher_ptr_{nullptr};
+  std::atomic<int> stuck_jobs_{0};  // handlers that ignored a stop request at drain
+  // Guards the pointers below and drained_ (not the parts themselves) for callers on
+  // other threads: hurry(), busy(), responsive().
+  mutable std::mutex parts_mutex_;
   bool drained_ = false;
-  std::atomic<int> stuck_jobs_{0};
-  // Guards pool_ itself (not the pool) for callers on other threads: hurry(), busy().
-  mutable std::mutex pool_mutex_;  // handlers that ignored a stop request at drain
 
-  // Construction order is start-up order; each part is stopped explicitly in drain().
+  // Construction order is start-up order; drain() stops them in the reverse order.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<Completer> completer_;
@@ -135,8 +138,8 @@ class Engine::Impl {
 HandlerTable Engine::Impl::build_handlers(const Config& config) const {
   HandlerTable handlers;
   for (const auto& [type, handler_config] : config.handlers) {
-    handlers[type] = make_handler(
-        type, handler_config, {config.database, worker_id_, config.retention.done.count() == 0});
+    handlers[type] = make_handler(type, handler_config,
+                                  {database_, worker_id_, config.retention.done.count() == 0});
   }
   for (const auto& [type, handler] : registered_) handlers[type] = handler;
   if (handlers.empty()) {
@@ -151,21 +154,18 @@ void Engine::Impl::prepare_schema() {
   ReconnectBackoff backoff;
   while (!stop_requested_) {
     try {
-      auto conn = open_connection(config_.database, "startup");
-      if (config_.database.migrate_on_start) {
-        const auto report = migrate(*conn, config_.database.schema);
-        if (report.to_version != report.from_version) {
-          spdlog::info("migrated schema {} from version {} to {}", config_.database.schema,
-                       report.from_version, report.to_version);
-        }
+      const SchemaReport report = database_->prepare_schema(config_.database.migrate_on_start);
+      if (report.to_version != report.from_version) {
+        spdlog::info("migrated schema {} from version {} to {}", config_.database.schema,
+                     report.from_version, report.to_version);
       }
-      const std::string problem = schema_problem(*conn, config_.database.schema);
-      if (!problem.empty()) throw std::runtime_error(problem);
+      if (!report.problem.empty()) throw std::runtime_error(report.problem);
       return;
-    } catch (const pqxx::broken_connection& e) {
+    } catch (const DbError& e) {
+      if (!e.connection_lost()) throw;
       const auto wait = backoff.next();
       spdlog::warn("database not reachable (attempt {}), retrying in {}ms: {}", backoff.failures(),
-                   wait.count(), mask_password(e.what()));
+                   wait.count(), e.what());
       const auto until = Clock::now() + wait;
       while (!stop_requested_ && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -194,37 +194,52 @@ void Engine::Impl::start() {
   prepare_schema();
   if (stop_requested_) return;
 
-  completer_ = std::make_unique<Completer>(config_.database, worker_id_,
+  // Parts are wired first and started in dependency order: whatever a part calls into is
+  // running before it (the completer before the pool that feeds it, the pool before the
+  // fetcher that fills it, the maintenance before the lease guard that reads its
+  // renewals). drain() stops them in the reverse order.
+  completer_ = std::make_unique<Completer>(database_->open_store("completer"), worker_id_,
                                            config_.retention.done.count() == 0, *metrics_, health_);
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
+  // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
+  // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [this](const Job& job, std::stop_token stop) { return runner_->run(job, std::move(stop)); },
-      [this](Completion completion) { completer_->submit(std::move(completion)); },
-      [this](int busy_now) {
-        metrics_->set_workers_busy(busy_now);
-        if (Fetcher* fetcher = fetcher_ptr_.load()) fetcher->slot_freed();
+      [runner = runner_.get()](const Job& job, std::stop_token stop) {
+        return runner->run(job, std::move(stop));
+      },
+      [completer = completer_.get()](Completion completion) {
+        completer->submit(std::move(completion));
+      },
+      [metrics = metrics_.get(), signal = claim_signal_](int busy_now) {
+        metrics->set_workers_busy(busy_now);
+        signal->slot_freed();
       });
+  auto fetcher = std::make_unique<Fetcher>(
+      Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_)},
+      database_->open_store("fetcher"), *pool, *claim_signal_, *metrics_, health_);
   {
-    std::lock_guard lock(pool_mutex_);
+    std::lock_guard lock(parts_mutex_);
     pool_ = std::move(pool);
+    fetcher_ = std::move(fetcher);
   }
-  fetcher_ = std::make_unique<Fetcher>(config_, keys_of(handlers_), worker_id_, *pool_, *metrics_,
-                                       health_);
-  fetcher_ptr_ = fetcher_.get();
   if (config_.poll.listen_notify) {
     listener_ = std::make_unique<NotifyListener>(
-        config_.database, [this] { wake(); }, *metrics_);
+        *database_, [signal = claim_signal_] { signal->wake(); }, *metrics_);
   }
-  maintenance_ =
-      std::make_unique<Maintenance>(config_, worker_id_, *pool_, *metrics_, health_, [this] {
-        std::vector<WorkerPool::RunningJob> jobs;
-        for (const auto& [id, attempt] : completer_->queued_jobs()) jobs.push_back({id, attempt});
-        return jobs;
-      });
+  maintenance_ = std::make_unique<Maintenance>(
+      config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
+      [this] { return completer_->queued_jobs(); });
   lease_guard_ = std::make_unique<LeaseGuard>(
       *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
       std::min<Millis>(config_.lease.duration / 10, Millis(2000)));
+
+  completer_->start();
+  pool_->start();
+  maintenance_->start();
+  lease_guard_->start();
+  fetcher_->start();
+  if (listener_) listener_->start();
   health_.clear("engine");
   spdlog::info("pgjobd ready");
 }
@@ -265,7 +280,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   runner_->reconfigure(next.retry, handlers);
   fetcher_->reconfigure(next.poll, keys_of(handlers));
   {
-    std::lock_guard lock(pool_mutex_);
+    std::lock_guard lock(parts_mutex_);
     pool_->resize(next.worker);
   }
   metrics_->set_workers_max(next.worker.concurrency);
@@ -296,7 +311,10 @@ Millis Engine::Impl::release_grace() const {
 void Engine::Impl::drain() {
   std::lock_guard lifecycle(lifecycle_mutex_);
   if (drained_ || !started_) return;
-  drained_ = true;
+  {
+    std::lock_guard lock(parts_mutex_);
+    drained_ = true;
+  }
   stop_requested_ = true;
   health_.set_problem("engine", "draining");
   if (!fetcher_) {  // start() was interrupted before the engine ran
@@ -306,14 +324,16 @@ void Engine::Impl::drain() {
   const Config config = current_config();
   spdlog::info("draining: no new jobs; waiting up to {} for {} running job(s)",
                format_duration(config.shutdown.timeout), pool_->busy());
+  // Soft stop: nothing new is claimed; running jobs go on.
   if (listener_) listener_->stop();
   fetcher_->stop();
 
   bool idle = pool_->wait_idle(Clock::now() + config.shutdown.timeout);
   if (!idle) {
+    // Hard stop: ask the handlers to stop; their jobs return to the queue.
     spdlog::warn("stopping {} job(s) still running{}; they return to the queue", pool_->busy(),
                  hurried_ ? " (second signal)" : " after the shutdown timeout");
-    pool_->request_stop_all();
+    pool_->stop_all_jobs();
     // Not interruptible: exec children get their TERM-then-KILL grace either way.
     idle = pool_->wait_idle(Clock::now() + release_grace(), /*interruptible=*/false);
   }
@@ -322,29 +342,29 @@ void Engine::Impl::drain() {
     // Handlers that ignore their stop token: release their jobs ourselves. If one finishes
     // later its completion is fenced off (the attempt is no longer running).
     stuck = true;
-    for (const auto& job : pool_->running()) {
-      completer_->submit({job.id, job.attempt, Outcome::kReleased, {}, Millis(0)});
+    for (const JobAttempt& job : pool_->running()) {
+      completer_->submit({job, Outcome::kReleased, {}, Millis(0)});
     }
     spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
                   pool_->busy());
   }
-  lease_guard_.reset();  // it reads the maintenance's renewal time and stops pool jobs
+  lease_guard_->stop();  // it reads the maintenance's renewal time and stops pool jobs
   maintenance_->stop();  // it heartbeats the running jobs: stop it before the pool goes
-  std::lock_guard lock(pool_mutex_);
   if (stuck) {
+    std::lock_guard lock(parts_mutex_);
     stuck_jobs_ = pool_->busy();
     // Their threads cannot be joined, and they still reach the runner, completer, metrics
-    // and fetcher when they return: keep all of those alive. The process exits next.
+    // and claim signal when they return: keep all of those alive (the signal is shared
+    // with the pool's callback). The process exits next.
     (void)pool_.release();
     (void)runner_.release();
     (void)metrics_.release();
-    (void)fetcher_.release();
   } else {
-    // Joins the workers: after this no thread calls into the fetcher or completer.
-    pool_.reset();
+    pool_->stop();  // joins the workers: after this no thread calls into the completer
   }
-  fetcher_ptr_ = nullptr;
-  completer_->stop(Clock::now() + std::min<Millis>(config_.lease.duration, Millis(10000)));
+  completer_->set_flush_deadline(Clock::now() +
+                                 std::min<Millis>(config_.lease.duration, Millis(10000)));
+  completer_->stop();
   if (stuck) (void)completer_.release();
   http_.reset();
   spdlog::info("drained");

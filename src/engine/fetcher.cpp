@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <random>
 
-#include "db/connection.hpp"
+#include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
 
@@ -21,95 +21,87 @@ Clock::duration jittered(Millis interval) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(
       static_cast<double>(interval.count()) * factor(generator)));
 }
+
+// A wait is cut into slices this long so that a loop which waits for a full pool (all
+// slots busy with long jobs) still shows progress to the watchdog.
+constexpr std::chrono::seconds kProgressSlice{1};
 }  // namespace
 
-Fetcher::Fetcher(const Config& config, std::vector<std::string> types, std::string worker_id,
-                 WorkerPool& pool, Metrics& metrics, Health& health)
-    : lease_(config.lease.duration),
-      worker_id_(std::move(worker_id)),
+Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool,
+                 ClaimSignal& signal, Metrics& metrics, Health& health)
+    : worker_id_(std::move(options.worker_id)),
+      lease_(options.lease),
+      store_(std::move(store)),
       pool_(pool),
+      signal_(signal),
       metrics_(metrics),
       health_(health),
-      store_(config.database, "fetcher"),
-      min_interval_(config.poll.min_interval),
-      max_interval_(config.poll.max_interval),
-      types_(std::move(types)),
-      interval_(config.poll.min_interval),
-      thread_([this] { run(); }) {}
+      min_interval_(options.poll.min_interval),
+      max_interval_(options.poll.max_interval),
+      types_(std::move(options.types)),
+      interval_(options.poll.min_interval) {}
 
 Fetcher::~Fetcher() { stop(); }
 
-void Fetcher::wake() {
-  {
-    std::lock_guard lock(mutex_);
-    wake_requested_ = true;
-  }
-  cv_.notify_one();
+void Fetcher::start() {
+  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
 }
-
-void Fetcher::slot_freed() {
-  // Taking the lock orders this notify after the waiter's predicate check: no lost wake-up.
-  { std::lock_guard lock(mutex_); }
-  cv_.notify_one();
-}
+void Fetcher::request_stop() { thread_.request_stop(); }
+void Fetcher::join() { thread_.join(); }
 
 void Fetcher::reconfigure(const PollConfig& poll, std::vector<std::string> types) {
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(settings_mutex_);
     min_interval_ = poll.min_interval;
     max_interval_ = poll.max_interval;
     interval_ = std::clamp(interval_, min_interval_, max_interval_);
     types_ = std::move(types);
-    wake_requested_ = true;  // new types may have waiting jobs
   }
-  cv_.notify_one();
-}
-
-void Fetcher::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  signal_.wake();  // new types may have waiting jobs
 }
 
 int Fetcher::claim_batch_floor() const { return std::max(1, pool_.capacity() / 2); }
 
 Millis Fetcher::max_interval() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(settings_mutex_);
   return max_interval_;
 }
 
-void Fetcher::run() {
+void Fetcher::mark_progress() {
+  last_progress_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+bool Fetcher::wait_until_claim(std::stop_token stop) {
+  std::unique_lock lock(signal_.mutex);
+  const auto due = [&] { return signal_.woken || backlog_ || Clock::now() >= next_poll_; };
+  // A claim costs a round trip and a transaction whatever its size, so while most slots
+  // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
+  // free; an idle pool claims at once. Claiming for each freed slot made batches of 1-10
+  // jobs that held the claim connection while hundreds of slots freed behind it.
+  const auto enough_free = [&](int free) {
+    return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
+  };
+  while (!stop.stop_requested()) {
+    const int free = pool_.claimable();
+    if (due() && enough_free(free)) {
+      signal_.woken = false;
+      return true;
+    }
+    auto until = Clock::now() + kProgressSlice;  // pool full: a finishing job wakes us
+    if (free > 0) until = std::min(until, due() ? cooled_down_at_ : next_poll_);
+    // Ends early on a wake-up, a freed slot or a stop request.
+    const std::uint64_t seen = signal_.events;
+    signal_.cv.wait_until(lock, stop, until, [&] { return signal_.events != seen; });
+    mark_progress();
+  }
+  return false;
+}
+
+void Fetcher::run(std::stop_token stop) {
   ReconnectBackoff backoff;
   while (true) {
-    last_progress_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    {
-      std::unique_lock lock(mutex_);
-      const auto due = [&] { return wake_requested_ || backlog_ || Clock::now() >= next_poll_; };
-      // A claim costs a round trip and a transaction whatever its size, so while most
-      // slots are busy it waits, up to kClaimCooldown after the last claim, for half of
-      // them to be free; an idle pool claims at once. Claiming for each freed slot made
-      // batches of 1-10 jobs that held the claim connection while hundreds of slots freed
-      // behind it.
-      const auto enough_free = [&](int free) {
-        return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
-      };
-      while (!stopping_) {
-        const int free = pool_.claimable();
-        if (due() && enough_free(free)) break;
-        if (free <= 0) {
-          cv_.wait(lock);  // pool full: a finishing job wakes us
-        } else if (due()) {
-          cv_.wait_until(lock, cooled_down_at_);  // or until enough jobs finish
-        } else {
-          cv_.wait_until(lock, next_poll_);
-        }
-      }
-      if (stopping_) return;
-      wake_requested_ = false;
-    }
+    mark_progress();
+    if (!wait_until_claim(stop)) return;
     bool full = false;
     try {
       full = claim_once();
@@ -120,38 +112,39 @@ void Fetcher::run() {
       health_.set_problem("fetcher", e.what());
       const auto wait = backoff.next();
       spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());
-      std::lock_guard lock(mutex_);
       backlog_ = false;
       next_poll_ = Clock::now() + wait;
       continue;
     }
-    std::lock_guard lock(mutex_);
     backlog_ = full;
     cooled_down_at_ = Clock::now() + kClaimCooldown;
-    metrics_.set_poll_interval(std::chrono::duration<double>(interval_).count());
-    if (!full) next_poll_ = Clock::now() + jittered(interval_);
+    Millis interval;
+    {
+      std::lock_guard lock(settings_mutex_);
+      interval = interval_;
+    }
+    metrics_.set_poll_interval(std::chrono::duration<double>(interval).count());
+    if (!full) next_poll_ = Clock::now() + jittered(interval);
   }
 }
 
 bool Fetcher::claim_once() {
-  const std::vector<QueueSlots> slots = pool_.free_slots();
-  const int limit = pool_.claimable();
-  if (slots.empty() || limit <= 0) return false;
-  std::vector<std::string> types;
+  ClaimRequest request;
+  request.slots = pool_.free_slots();
+  request.limit = pool_.claimable();
+  if (request.slots.empty() || request.limit <= 0) return false;
+  request.worker_id = worker_id_;
+  request.lease = lease_;
   {
-    std::lock_guard lock(mutex_);
-    types = types_;
+    std::lock_guard lock(settings_mutex_);
+    request.types = types_;
   }
-  std::vector<Job> jobs = store_.claim(slots, types, limit, worker_id_, lease_);
+  std::vector<Job> jobs = store_->claim(request);
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
-  const bool full = static_cast<int>(jobs.size()) == limit;
+  const bool full = static_cast<int>(jobs.size()) == request.limit;
   {
-    std::lock_guard lock(mutex_);
-    if (jobs.empty()) {
-      interval_ = std::min(interval_ * 2, max_interval_);
-    } else {
-      interval_ = min_interval_;
-    }
+    std::lock_guard lock(settings_mutex_);
+    interval_ = jobs.empty() ? std::min(interval_ * 2, max_interval_) : min_interval_;
   }
   // Higher priority first; RETURNING does not keep the claim order.
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {

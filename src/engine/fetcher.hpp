@@ -2,36 +2,46 @@
 // The fetcher claims due jobs, never more than the pool can start at once, and hands them
 // to the pool. It polls with adaptive backoff: an empty poll doubles the interval up to
 // poll.max_interval, a poll that finds work resets it to poll.min_interval, and a full
-// batch polls again as soon as slots are free. wake() (a NOTIFY) ends any wait at once.
+// batch polls again as soon as slots are free. The claim signal (a NOTIFY, a freed slot)
+// ends any wait at once.
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "db/job_store.hpp"
+#include "engine/claim_signal.hpp"
 #include "engine/health.hpp"
+#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
+#include "store/job_store.hpp"
 
 namespace pgjobd {
 
-class Fetcher {
+class Fetcher final : public Service {
  public:
-  Fetcher(const Config& config, std::vector<std::string> types, std::string worker_id,
-          WorkerPool& pool, Metrics& metrics, Health& health);
-  ~Fetcher();  // stops
+  struct Options {
+    std::string worker_id;
+    Millis lease{30000};
+    PollConfig poll;
+    std::vector<std::string> types;  // job types that have a handler
+  };
+
+  Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
+          Metrics& metrics, Health& health);
+  ~Fetcher() override;  // stop()
   Fetcher(const Fetcher&) = delete;
   Fetcher& operator=(const Fetcher&) = delete;
 
-  void wake();        // new jobs may be due (NOTIFY, enqueue)
-  void slot_freed();  // a worker finished (called from worker threads)
-  void stop();        // stops claiming; returns once no claim is in progress. Safe twice.
-  // When the claim loop last made progress (a wait ended or a claim returned): a stuck
-  // loop means a wedged daemon (the systemd watchdog stops pinging).
+  void start() override;
+  void request_stop() override;
+  void join() override;  // once joined, no claim is in progress
+
+  // When the claim loop last made progress (a wait ended or a claim returned). A loop
+  // that waits for a full pool counts as progressing: only a claim that hangs does not.
   std::chrono::steady_clock::time_point last_progress() const {
     return std::chrono::steady_clock::time_point(
         std::chrono::steady_clock::duration(last_progress_.load(std::memory_order_relaxed)));
@@ -45,32 +55,33 @@ class Fetcher {
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
 
  private:
-  void run();
+  void run(std::stop_token stop);
+  bool wait_until_claim(std::stop_token stop);  // false: stop requested
   bool claim_once();              // true when the batch was full (more work is likely waiting)
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
+  void mark_progress();
 
-  const Millis lease_;
   const std::string worker_id_;
+  const Millis lease_;
+  const std::unique_ptr<JobStore> store_;
   WorkerPool& pool_;
+  ClaimSignal& signal_;
   Metrics& metrics_;
   Health& health_;
-  JobStore store_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  // Guarded by mutex_ (reloadable).
+  mutable std::mutex settings_mutex_;  // guards the reloadable settings below
   Millis min_interval_;
   Millis max_interval_;
   std::vector<std::string> types_;
-  bool stopping_ = false;
-  bool wake_requested_ = true;  // poll once at start
-  bool backlog_ = false;        // the last claim was full
+  Millis interval_;  // the current poll interval, between min and max
+
+  // The claim thread's own state.
+  bool backlog_ = false;  // the last claim was full
   std::chrono::steady_clock::time_point next_poll_{};
   std::chrono::steady_clock::time_point cooled_down_at_{};  // see kClaimCooldown
-  Millis interval_;
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
-  std::thread thread_;  // last: joined before the members it uses go away
+  ServiceThread thread_;  // last: joined before the members it uses go away
 };
 
 }  // namespace pgjobd

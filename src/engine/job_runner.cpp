@@ -51,7 +51,7 @@ std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
     fields.add({"duration_ms", seconds * 1000.0});
   }
 
-  Completion completion{job.id, job.attempt, result.outcome, std::move(result.error), Millis(0)};
+  Completion completion{{job.id, job.attempt}, result.outcome, std::move(result.error), Millis(0)};
   if (completion.outcome == Outcome::kRetry && job.attempt >= job.max_attempts) {
     completion.outcome = Outcome::kDead;
   }

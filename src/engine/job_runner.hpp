@@ -6,15 +6,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 
-#include <optional>
-
-#include "db/job_store.hpp"
 #include "metrics/metrics.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
+#include "store/job_store.hpp"
 
 namespace pgjobd {
 

@@ -1,10 +1,12 @@
-// LeaseGuard: a once-a-second check of running jobs against their lease.
+// LeaseGuard: a periodic check of running jobs against their lease.
 
 #include "engine/lease_guard.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 
 namespace pgjobd {
 
@@ -12,26 +14,25 @@ LeaseGuard::LeaseGuard(WorkerPool& pool, std::function<Clock::time_point()> last
                        Millis lease, Millis margin)
     : pool_(pool),
       last_renewal_(std::move(last_renewal)),
-      effective_lease_(std::max(lease - margin, lease / 2)),
-      thread_([this] { run(); }) {}
+      effective_lease_(std::max(lease - margin, lease / 2)) {}
 
 LeaseGuard::~LeaseGuard() { stop(); }
 
-void LeaseGuard::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+void LeaseGuard::start() {
+  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+}
+void LeaseGuard::request_stop() { thread_.request_stop(); }
+void LeaseGuard::join() { thread_.join(); }
+
+Millis LeaseGuard::period() const {
+  return std::clamp<Millis>(effective_lease_ / 10, Millis(50), Millis(1000));
 }
 
-void LeaseGuard::run() {
-  // Checking ten times per lease bounds how long a job outlives its lease.
-  const auto period = std::clamp<Millis>(effective_lease_ / 10, Millis(50), Millis(1000));
-  std::unique_lock lock(mutex_);
-  while (!cv_.wait_for(lock, period, [&] { return stopping_; })) {
-    lock.unlock();
+void LeaseGuard::run(std::stop_token stop) {
+  std::mutex mutex;
+  std::condition_variable_any cv;  // nothing notifies it: the stop token ends its waits
+  std::unique_lock lock(mutex);
+  while (!cv.wait_for(lock, stop, period(), [] { return false; }) && !stop.stop_requested()) {
     const auto stopped = pool_.stop_expired(last_renewal_(), effective_lease_);
     if (!stopped.empty()) {
       spdlog::error(
@@ -39,7 +40,6 @@ void LeaseGuard::run() {
           "stopping them (the rescuer returns them to the queue)",
           stopped.size());
     }
-    lock.lock();
   }
 }
 

@@ -5,39 +5,39 @@
 // heartbeat itself may be stuck on the unreachable database.
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 
+#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
 
 namespace pgjobd {
 
-class LeaseGuard {
+class LeaseGuard final : public Service {
  public:
   using Clock = std::chrono::steady_clock;
   // last_renewal: when the last successful heartbeat was sent. `margin` is taken off the
   // lease because our clock starts a little after the database's (claim round trip).
   LeaseGuard(WorkerPool& pool, std::function<Clock::time_point()> last_renewal, Millis lease,
              Millis margin);
-  ~LeaseGuard();  // stops
+  ~LeaseGuard() override;  // stop()
   LeaseGuard(const LeaseGuard&) = delete;
   LeaseGuard& operator=(const LeaseGuard&) = delete;
 
-  void stop();  // safe twice
+  void start() override;
+  void request_stop() override;
+  void join() override;
+
+  // How often it checks: ten times per lease, which bounds how long a job outlives it.
+  Millis period() const;
 
  private:
-  void run();
+  void run(std::stop_token stop);
 
   WorkerPool& pool_;
   const std::function<Clock::time_point()> last_renewal_;
   const Millis effective_lease_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::thread thread_;  // last
+  ServiceThread thread_;  // last
 };
 
 }  // namespace pgjobd

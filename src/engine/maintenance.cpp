@@ -23,32 +23,32 @@ std::chrono::milliseconds rescue_interval_for(Millis lease) {
 }
 }  // namespace
 
-Maintenance::Maintenance(const Config& config, std::string worker_id, WorkerPool& pool,
-                         Metrics& metrics, Health& health, AwaitingCompletion awaiting_completion)
+Maintenance::Maintenance(const Config& config, std::string worker_id,
+                         std::unique_ptr<JobStore> store, WorkerPool& pool, Metrics& metrics,
+                         Health& health, AwaitingCompletion awaiting_completion)
     : config_(config),
       worker_id_(std::move(worker_id)),
       pool_(pool),
       awaiting_completion_(std::move(awaiting_completion)),
       metrics_(metrics),
       health_(health),
-      store_(config.database, "maintenance"),
+      store_(std::move(store)),
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
       last_renewal_(Clock::now()),
-      retention_(config.retention),
-      thread_([this] { run(); }) {}
+      retention_(config.retention) {}
 
 Maintenance::~Maintenance() { stop(); }
 
-void Maintenance::stop() {
+void Maintenance::start() {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    stopping_ = true;
+    last_renewal_ = Clock::now();  // the leases of jobs claimed from now on start here
   }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
 }
+void Maintenance::request_stop() { thread_.request_stop(); }
+void Maintenance::join() { thread_.join(); }
 
 void Maintenance::set_retention(const RetentionConfig& retention) {
   std::lock_guard lock(mutex_);
@@ -74,18 +74,19 @@ void Maintenance::guarded(const char* operation, Task&& task) {
   }
 }
 
-void Maintenance::run() {
+void Maintenance::run(std::stop_token stop) {
   auto now = Clock::now();
   auto next_heartbeat = now + heartbeat_interval_;
   auto next_rescue = now;
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
+  std::condition_variable_any cv;  // nothing notifies it: the stop token ends its waits
   std::unique_lock lock(mutex_);
-  while (!stopping_) {
+  while (!stop.stop_requested()) {
     const auto next =
         std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
-    if (cv_.wait_until(lock, next, [&] { return stopping_.load(); })) break;
+    if (cv.wait_until(lock, stop, next, [] { return false; }) || stop.stop_requested()) break;
     lock.unlock();
     now = Clock::now();
     if (now >= next_heartbeat) {
@@ -106,47 +107,40 @@ void Maintenance::run() {
       next_schema_check = now + kSchemaCheckInterval;
     }
     if (now >= next_prune && leader_) {
-      guarded("prune", [&] { prune(); });
+      guarded("prune", [&] { prune(stop); });
       next_prune = now + kPruneInterval;
     }
     lock.lock();
   }
   lock.unlock();
-  if (leader_) guarded("resign", [&] { store_.resign(worker_id_); });
+  if (leader_) guarded("resign", [&] { store_->resign(worker_id_); });
 }
 
 void Maintenance::heartbeat() {
   const auto sent_at = Clock::now();  // the renewed leases run from no earlier than this
   const auto running = pool_.running();
-  std::vector<WorkerPool::RunningJob> leased = running;
+  std::vector<JobAttempt> leased = running;
   if (awaiting_completion_) {
     for (const auto& job : awaiting_completion_()) leased.push_back(job);
     // A job can be in both for a moment (handed to the completer, not yet out of the pool).
-    std::sort(leased.begin(), leased.end(), [](const auto& a, const auto& b) {
-      return a.id != b.id ? a.id < b.id : a.attempt < b.attempt;
-    });
+    std::sort(leased.begin(), leased.end());
     leased.erase(std::unique(leased.begin(), leased.end()), leased.end());
   }
   if (!leased.empty()) {
-    std::vector<std::int64_t> ids, attempts;
-    for (const auto& job : leased) {
-      ids.push_back(job.id);
-      attempts.push_back(job.attempt);
-    }
-    const auto kept = store_.heartbeat(ids, attempts, worker_id_, config_.lease.duration);
-    if (kept.size() != ids.size()) {
+    const auto kept = store_->heartbeat(leased, worker_id_, config_.lease.duration);
+    if (kept.size() != leased.size()) {
       // A job that is not ours any more (its lease expired and it was rescued) must stop,
       // so two owners never keep running one job. Jobs that simply finished while the
       // heartbeat was in flight (their completion already written) are not lost.
-      std::vector<WorkerPool::RunningJob> missing;
+      std::vector<JobAttempt> missing;
       for (const auto& job : running) {
-        if (std::find(kept.begin(), kept.end(), job.id) == kept.end()) missing.push_back(job);
+        if (std::find(kept.begin(), kept.end(), job) == kept.end()) missing.push_back(job);
       }
-      const std::vector<WorkerPool::RunningJob> lost = pool_.still_running(missing);
+      const std::vector<JobAttempt> lost = pool_.still_running(missing);
       if (!lost.empty()) {
         metrics_.stale_write(static_cast<int>(lost.size()));
         spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
-        pool_.request_stop(lost);
+        pool_.stop_jobs(lost);
       }
     }
   }
@@ -165,7 +159,7 @@ void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
   // The leadership outlives three passes at the interval this daemon will keep until the
   // next one, so a leader that goes idle is not taken over while it is alive.
   const RescueReport report =
-      store_.lead_and_rescue(worker_id_, interval * 3, config_.retry, kRescueBatch);
+      store_->lead_and_rescue(worker_id_, interval * 3, config_.retry, kRescueBatch);
   if (report.leader != leader_) {
     spdlog::info(report.leader ? "this daemon is now the maintenance leader"
                                : "this daemon is no longer the maintenance leader");
@@ -178,15 +172,15 @@ void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
                report.failed, report.dead);
 }
 
-void Maintenance::prune() {
+void Maintenance::prune(std::stop_token stop) {
   RetentionConfig retention;
   {
     std::lock_guard lock(mutex_);
     retention = retention_;
   }
   int deleted = 0;
-  for (int n = kPruneBatch; n == kPruneBatch && !stopping_;) {
-    n = store_.prune(retention, kPruneBatch);
+  for (int n = kPruneBatch; n == kPruneBatch && !stop.stop_requested();) {
+    n = store_->prune(retention, kPruneBatch);
     deleted += n;
   }
   if (deleted > 0) spdlog::info("retention: deleted {} finished job(s)", deleted);
@@ -195,7 +189,7 @@ void Maintenance::prune() {
 void Maintenance::collect_stats() {
   std::vector<Metrics::DepthRow> depth;
   std::map<std::string, double> oldest;
-  for (auto& row : store_.queue_stats()) {
+  for (auto& row : store_->queue_stats()) {
     depth.push_back({row.queue, row.status, row.count});
     oldest[row.queue] = std::max(oldest[row.queue], row.oldest_due_age_seconds);
   }
@@ -205,6 +199,6 @@ void Maintenance::collect_stats() {
   metrics_.set_workers_busy(pool_.busy());
 }
 
-void Maintenance::check_schema() { health_.set_problem("schema", store_.schema_problem()); }
+void Maintenance::check_schema() { health_.set_problem("schema", store_->schema_problem()); }
 
 }  // namespace pgjobd

@@ -5,37 +5,42 @@
 // schema check behind the metrics and /readyz. Each statement is safe even when two
 // daemons believe they lead (SKIP LOCKED, fenced updates).
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "db/job_store.hpp"
 #include "engine/health.hpp"
+#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
+#include "store/job_store.hpp"
 
 namespace pgjobd {
 
-class Maintenance {
+class Maintenance final : public Service {
  public:
   // Jobs that left the pool but are not yet written as finished (the completer's queue):
   // heartbeated with the running ones.
-  using AwaitingCompletion = std::function<std::vector<WorkerPool::RunningJob>()>;
+  using AwaitingCompletion = std::function<std::vector<JobAttempt>()>;
 
-  Maintenance(const Config& config, std::string worker_id, WorkerPool& pool, Metrics& metrics,
-              Health& health, AwaitingCompletion awaiting_completion = {});
-  ~Maintenance();  // stops
+  Maintenance(const Config& config, std::string worker_id, std::unique_ptr<JobStore> store,
+              WorkerPool& pool, Metrics& metrics, Health& health,
+              AwaitingCompletion awaiting_completion = {});
+  ~Maintenance() override;  // stop()
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
 
-  void stop();                                           // resigns leadership; safe twice
+  void start() override;
+  void request_stop() override;
+  void join() override;  // the loop resigns leadership on its way out
+
   void set_retention(const RetentionConfig& retention);  // live reload
 
   // When the last successful heartbeat was sent: every running job's lease lasts at least
@@ -54,13 +59,13 @@ class Maintenance {
   static constexpr int kPruneBatch = 1000;
 
  private:
-  void run();
+  void run(std::stop_token stop);
   void heartbeat();
   void lead_and_rescue(std::chrono::milliseconds interval);
   // The time to the next leadership pass: rescue_interval_ while this daemon has work,
   // kIdleRescueInterval (if longer) once it has none.
   std::chrono::milliseconds next_rescue_interval();
-  void prune();
+  void prune(std::stop_token stop);
   void collect_stats();
   void check_schema();
   // Runs one task, turning a database error into a log line, a metric and a backoff.
@@ -73,19 +78,17 @@ class Maintenance {
   const AwaitingCompletion awaiting_completion_;
   Metrics& metrics_;
   Health& health_;
-  JobStore store_;
+  const std::unique_ptr<JobStore> store_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds rescue_interval_;
   bool leader_ = false;  // maintenance thread only
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::atomic<bool> stopping_{false};
+  mutable std::mutex mutex_;  // guards the two members below
   std::chrono::steady_clock::time_point last_renewal_;
   RetentionConfig retention_;
-  std::thread thread_;  // last
+  ServiceThread thread_;  // last: joined before the members it uses go away
 };
 
 }  // namespace pgjobd

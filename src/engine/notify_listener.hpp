@@ -1,44 +1,40 @@
 #pragma once
-// LISTENs on the jobs channel with a connection of its own and wakes the fetcher when
-// the INSERT trigger notifies. Reconnects by itself (capped backoff) and wakes the
+// LISTENs on the jobs channel (a Notifications session of its own) and wakes the fetcher
+// when the INSERT trigger notifies. Reconnects by itself (capped backoff) and wakes the
 // fetcher after every reconnect, since notifications sent meanwhile were lost.
 
-#include <atomic>
 #include <functional>
-#include <string>
-#include <thread>
 
-#include "db/connection.hpp"
-#include "engine/health.hpp"
+#include "engine/service.hpp"
 #include "metrics/metrics.hpp"
-#include "pgjobd/config.hpp"
+#include "store/database.hpp"
 
 namespace pgjobd {
 
-inline constexpr const char* kNotifyChannel = "pgjobd_jobs";
-
-class NotifyListener {
+class NotifyListener final : public Service {
  public:
-  // on_notify runs on the listener thread for each notification for `config.schema`.
-  NotifyListener(DatabaseConfig config, std::function<void()> on_notify, Metrics& metrics);
-  ~NotifyListener();  // stops
+  // on_notify runs on the listener thread for each notification for this schema.
+  NotifyListener(Database& database, std::function<void()> on_notify, Metrics& metrics);
+  ~NotifyListener() override;  // stop()
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
 
-  void stop();  // safe twice
-  bool listening() const { return listening_.load(); }
+  void start() override;
+  void request_stop() override;
+  void join() override;
 
  private:
-  void run();
-  void listen_until_error(ReconnectBackoff& backoff);
+  void run(std::stop_token stop);
+  // Throws DbError when the session fails.
+  void listen_until_stopped(std::stop_token stop, Notifications& session);
+  // Waits for the stop eventfd or `wait`; true when stopping.
+  bool wait_or_stop(std::chrono::milliseconds wait) const;
 
-  const DatabaseConfig config_;
+  Database& database_;
   const std::function<void()> on_notify_;
   Metrics& metrics_;
-  int stop_fd_;  // eventfd: makes the poll() in run() return at once on stop
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> listening_{false};
-  std::thread thread_;  // last
+  int stop_fd_;           // eventfd: makes the poll() in the loop return at once on stop
+  ServiceThread thread_;  // last
 };
 
 }  // namespace pgjobd

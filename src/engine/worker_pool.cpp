@@ -3,6 +3,7 @@
 #include "engine/worker_pool.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace pgjobd {
 
@@ -12,6 +13,38 @@ WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, Complete c
       complete_(std::move(complete)),
       slot_freed_(std::move(slot_freed)) {
   resize(config);
+}
+
+void WorkerPool::start() {
+  std::lock_guard lock(mutex_);
+  if (started_) throw std::logic_error("WorkerPool started twice");
+  started_ = true;
+  grow_locked();
+}
+
+void WorkerPool::grow_locked() {
+  if (!started_ || stopping_) return;
+  while (live_threads_ < capacity_) {
+    ++live_threads_;
+    threads_.emplace_back([this] { worker_loop(); });
+  }
+}
+
+void WorkerPool::request_stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+}
+
+void WorkerPool::join() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    threads.swap(threads_);
+  }
+  for (auto& thread : threads) thread.join();
 }
 
 void WorkerPool::resize(const WorkerConfig& config) {
@@ -25,21 +58,11 @@ void WorkerPool::resize(const WorkerConfig& config) {
   }
   // Growing starts threads now; shrinking lets surplus threads exit once idle, so no
   // running job is interrupted.
-  while (live_threads_ < capacity_) {
-    ++live_threads_;
-    threads_.emplace_back([this] { worker_loop(); });
-  }
+  grow_locked();
   work_ready_.notify_all();
 }
 
-WorkerPool::~WorkerPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  work_ready_.notify_all();
-  for (auto& thread : threads_) thread.join();
-}
+WorkerPool::~WorkerPool() { stop(); }
 
 std::vector<QueueSlots> WorkerPool::free_slots() const {
   std::lock_guard lock(mutex_);
@@ -81,7 +104,7 @@ void WorkerPool::submit(std::vector<Job> jobs) {
     const auto now = std::chrono::steady_clock::now();
     for (Job& job : jobs) {
       const std::uint64_t ticket = next_ticket_++;
-      auto& entry = running_[ticket] = Entry{job.id, job.attempt, {}, now, false, false};
+      auto& entry = running_[ticket] = Entry{{job.id, job.attempt}, {}, now, false, false};
       ++queue_busy_[job.queue];
       busy_.fetch_add(1, std::memory_order_relaxed);
       pending_.push_back(Task{std::move(job), ticket, entry.stop.get_token()});
@@ -123,50 +146,47 @@ void WorkerPool::worker_loop() {
   }
 }
 
-std::vector<WorkerPool::RunningJob> WorkerPool::running() const {
+std::vector<JobAttempt> WorkerPool::running() const {
   std::lock_guard lock(mutex_);
-  std::vector<RunningJob> jobs;
+  std::vector<JobAttempt> jobs;
   jobs.reserve(running_.size());
-  for (const auto& [ticket, entry] : running_) jobs.push_back({entry.id, entry.attempt});
+  for (const auto& [ticket, entry] : running_) jobs.push_back(entry.job);
   return jobs;
 }
 
-std::vector<WorkerPool::RunningJob> WorkerPool::still_running(
-    const std::vector<RunningJob>& jobs) const {
-  std::vector<RunningJob> out;
+std::vector<JobAttempt> WorkerPool::still_running(const std::vector<JobAttempt>& jobs) const {
+  std::vector<JobAttempt> out;
   std::lock_guard lock(mutex_);
   for (const auto& [ticket, entry] : running_) {
-    const RunningJob job{entry.id, entry.attempt};
-    if (!entry.handler_returned && std::find(jobs.begin(), jobs.end(), job) != jobs.end()) {
-      out.push_back(job);
+    if (!entry.handler_returned && std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) {
+      out.push_back(entry.job);
     }
   }
   return out;
 }
 
-void WorkerPool::request_stop(const std::vector<RunningJob>& jobs) {
+void WorkerPool::stop_jobs(const std::vector<JobAttempt>& jobs) {
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) {
-    const RunningJob job{entry.id, entry.attempt};
-    if (std::find(jobs.begin(), jobs.end(), job) != jobs.end()) entry.stop.request_stop();
+    if (std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) entry.stop.request_stop();
   }
 }
 
-void WorkerPool::request_stop_all() {
+void WorkerPool::stop_all_jobs() {
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) entry.stop.request_stop();
 }
 
-std::vector<std::int64_t> WorkerPool::stop_expired(std::chrono::steady_clock::time_point renewed_at,
-                                                   Millis lease) {
+std::vector<JobAttempt> WorkerPool::stop_expired(std::chrono::steady_clock::time_point renewed_at,
+                                                 Millis lease) {
   const auto now = std::chrono::steady_clock::now();
-  std::vector<std::int64_t> stopped;
+  std::vector<JobAttempt> stopped;
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) {
     if (entry.lease_lost || std::max(entry.submitted, renewed_at) + lease > now) continue;
     entry.lease_lost = true;
     entry.stop.request_stop();
-    stopped.push_back(entry.id);
+    stopped.push_back(entry.job);
   }
   return stopped;
 }

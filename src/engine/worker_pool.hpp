@@ -2,7 +2,8 @@
 // A fixed set of worker threads bounded by slots: one global count (worker.concurrency)
 // and one per queue (worker.queues.NAME.concurrency). The fetcher asks for free slots,
 // claims at most that many jobs, and submits each; a submitted job always has a thread
-// waiting for it, so a claimed job starts at once.
+// waiting for it, so a claimed job starts at once. Its threads follow the Service contract:
+// start() launches them; stop() lets the jobs in hand finish and joins them.
 
 #include <atomic>
 #include <condition_variable>
@@ -18,13 +19,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "db/job_store.hpp"
+#include "engine/service.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/job.hpp"
+#include "store/job_attempt.hpp"
+#include "store/job_store.hpp"
 
 namespace pgjobd {
 
-class WorkerPool {
+class WorkerPool final : public Service {
  public:
   // Runs one job to the end (handler, metrics, completion). Must not throw.
   // Returns the completion to write (nothing when the handler wrote its own).
@@ -36,9 +39,13 @@ class WorkerPool {
 
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
              SlotFreed slot_freed);
-  ~WorkerPool();  // stops and joins the threads (after jobs in hand finish)
+  ~WorkerPool() override;  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
+
+  void start() override;         // launches worker.concurrency threads
+  void request_stop() override;  // idle threads exit; busy ones once their job returns
+  void join() override;
 
   // Free slots per served queue (each already capped by the global free count).
   std::vector<QueueSlots> free_slots() const;
@@ -58,22 +65,19 @@ class WorkerPool {
   // until enough of them have finished.
   void resize(const WorkerConfig& config);
 
-  struct RunningJob {
-    std::int64_t id;
-    int attempt;
-    bool operator==(const RunningJob&) const = default;
-  };
-  std::vector<RunningJob> running() const;
-  // Of these ids, those whose handler is still running (the others have finished and their
-  // completion may already be written, which a heartbeat then no longer sees as ours).
-  std::vector<RunningJob> still_running(const std::vector<RunningJob>& jobs) const;
+  // The attempts in the pool (handlers running, or returned and still handing over).
+  std::vector<JobAttempt> running() const;
+  // Of these attempts, those whose handler is still running (the others have finished and
+  // their completion may already be written, which a heartbeat then no longer sees as
+  // ours).
+  std::vector<JobAttempt> still_running(const std::vector<JobAttempt>& jobs) const;
   // Asks the handlers of these attempts (or all) to stop.
-  void request_stop(const std::vector<RunningJob>& jobs);
-  void request_stop_all();
+  void stop_jobs(const std::vector<JobAttempt>& jobs);
+  void stop_all_jobs();
   // Stops the jobs whose lease has run out by our own clock, taken to end at
-  // max(submitted, renewed_at) + lease. Returns the ids stopped now (each only once).
-  std::vector<std::int64_t> stop_expired(std::chrono::steady_clock::time_point renewed_at,
-                                         Millis lease);
+  // max(submitted, renewed_at) + lease. Returns the attempts stopped now (each only once).
+  std::vector<JobAttempt> stop_expired(std::chrono::steady_clock::time_point renewed_at,
+                                       Millis lease);
   // Waits until no job runs or the deadline passes (or, if interruptible, until
   // interrupt_wait()); true when idle.
   bool wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible = true);
@@ -87,8 +91,7 @@ class WorkerPool {
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
   // (same id, same attempt) before the worker that ran it has cleaned up.
   struct Entry {
-    std::int64_t id;
-    int attempt;
+    JobAttempt job;
     std::stop_source stop;
     std::chrono::steady_clock::time_point submitted;
     bool lease_lost = false;
@@ -103,6 +106,7 @@ class WorkerPool {
   // Guarded by mutex_, like everything below it.
   int capacity_ = 0;
   int live_threads_ = 0;
+  bool started_ = false;
   std::map<std::string, int> queue_limits_;  // 0 = only the global bound
   Executor executor_;
   Complete complete_;
@@ -118,6 +122,7 @@ class WorkerPool {
   std::atomic<int> busy_{0};
   bool stopping_ = false;
   bool interrupted_ = false;
+  void grow_locked();  // starts threads up to capacity_
   // Declared last: threads are joined before the state they use is destroyed.
   std::vector<std::thread> threads_;
 };

@@ -1,4 +1,4 @@
-// SQL handler: a small pool of JobStore connections running statement + completion.
+// SQL handler: a small pool of job stores (connections) running statement + completion.
 
 #include "handlers/sql_handler.hpp"
 
@@ -6,7 +6,6 @@
 #include <mutex>
 #include <vector>
 
-#include "db/job_store.hpp"
 
 namespace pgjobd {
 namespace {
@@ -47,7 +46,7 @@ class SqlHandler {
         return store;
       }
     }
-    return std::make_unique<JobStore>(context_.database, "sql handler");
+    return context_.database->open_store("sql handler");
   }
   void release(std::unique_ptr<JobStore> store) {
     std::lock_guard lock(mutex_);

@@ -2,17 +2,19 @@
 // The sql handler: runs a statement with $1 = the payload and $2 = the job id in the same
 // transaction that marks the job done, so database side effects happen exactly once.
 
+#include <memory>
 #include <string>
 
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
+#include "store/database.hpp"
 
 namespace pgjobd {
 
 // What the sql handler needs besides its own config: where the jobs table is, who owns
 // the claims, and whether done jobs are deleted (retention.done = 0).
 struct SqlHandlerContext {
-  DatabaseConfig database;
+  std::shared_ptr<Database> database;  // opens one store per concurrently running job
   std::string worker_id;
   bool delete_done = false;
 };

@@ -1,6 +1,6 @@
-// JobStore: the prepared statements of statements.cpp executed over one connection.
+// PgJobStore: the prepared statements of statements.cpp executed over one connection.
 
-#include "db/job_store.hpp"
+#include "db/pg_job_store.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +9,7 @@
 
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
+#include "db/pg_errors.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "log/logging.hpp"
@@ -30,7 +31,7 @@ const char* status_for(Outcome outcome) {
   return "failed";
 }
 
-// Counts statements sent, across all JobStores (relaxed: a statistic, not a guard).
+// Counts statements sent, across all PgJobStores (relaxed: a statistic, not a guard).
 std::atomic<std::uint64_t> g_round_trips{0};
 
 void count_round_trip(std::uint64_t n = 1) {
@@ -52,41 +53,29 @@ int highest_parameter(std::string_view sql) {
   return highest;
 }
 
-std::uint64_t JobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
+std::uint64_t PgJobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
 // The one place database exceptions are translated: the connection is dropped (a failed
 // connection is reopened on next use; after an SQL error the session may be in an
 // unknown state, and reconnecting is cheap next to a wedged daemon).
 template <typename Fn>
-auto JobStore::guarded(const char* operation, Fn&& fn) {
+auto PgJobStore::guarded(const char* operation, Fn&& fn) {
   try {
     return fn();
-  } catch (const pqxx::broken_connection& e) {
+  } catch (...) {
     conn_.reset();
-    throw DbError(std::string(operation) + ": connection lost: " + mask_password(e.what()), "",
-                  true);
-  } catch (const pqxx::sql_error& e) {
-    conn_.reset();
-    throw DbError(std::string(operation) + ": " + e.what(), e.sqlstate(), false);
-  } catch (const pqxx::in_doubt_error& e) {
-    conn_.reset();
-    throw DbError(std::string(operation) + ": commit in doubt: " + e.what(), "", true);
-  } catch (const pqxx::failure& e) {
-    conn_.reset();
-    throw DbError(std::string(operation) + ": " + mask_password(e.what()), "", true);
+    rethrow_as_db_error(operation);
   }
 }
 
-JobStore::JobStore(DatabaseConfig config, std::string role)
+PgJobStore::PgJobStore(DatabaseConfig config, std::string role)
     : config_(std::move(config)), role_(std::move(role)) {}
 
-JobStore::~JobStore() = default;
+PgJobStore::~PgJobStore() = default;
 
-bool JobStore::connected() const { return conn_ && conn_->is_open(); }
+bool PgJobStore::connected() const { return conn_ && conn_->is_open(); }
 
-void JobStore::disconnect() { conn_.reset(); }
-
-void JobStore::connect() {
+void PgJobStore::connect() {
   if (connected()) {
     // Notice a connection the server has closed (restart, pg_terminate_backend) before
     // running a statement on it: libpqxx 6.4 leaks a result for each statement sent on a
@@ -107,19 +96,12 @@ void JobStore::connect() {
   });
 }
 
-pqxx::connection_base& JobStore::connection() {
-  connect();
-  return *conn_;
-}
-
-std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
-                                 const std::vector<std::string>& types, int limit,
-                                 const std::string& worker_id, Millis lease) {
+std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
     std::vector<std::string> queues;
     std::vector<std::int64_t> free;
-    for (const auto& s : slots) {
+    for (const auto& s : request.slots) {
       queues.push_back(s.queue);
       free.push_back(s.free);
     }
@@ -127,8 +109,8 @@ std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
     count_round_trip();
     const pqxx::result rows = txn.exec_prepared(
         stmt::kClaim, text_array_literal(queues), int_array_literal(free),
-        text_array_literal(types), limit, worker_id, static_cast<std::int64_t>(lease.count()),
-        config_.synchronous_claims ? "" : "off");
+        text_array_literal(request.types), request.limit, request.worker_id,
+        static_cast<std::int64_t>(request.lease.count()), config_.synchronous_claims ? "" : "off");
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) {
@@ -147,8 +129,8 @@ std::vector<Job> JobStore::claim(const std::vector<QueueSlots>& slots,
   });
 }
 
-CompletionReport JobStore::complete(const std::vector<Completion>& batch,
-                                    const std::string& worker_id, bool delete_done) {
+CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
+                                      const std::string& worker_id, bool delete_done) {
   connect();
   return guarded("complete", [&] {
     std::vector<std::int64_t> done_ids, done_attempts;
@@ -156,11 +138,11 @@ CompletionReport JobStore::complete(const std::vector<Completion>& batch,
     std::vector<std::string> other_statuses, other_errors;
     for (const Completion& c : batch) {
       if (c.outcome == Outcome::kDone) {
-        done_ids.push_back(c.id);
-        done_attempts.push_back(c.attempt);
+        done_ids.push_back(c.job.id);
+        done_attempts.push_back(c.job.attempt);
       } else {
-        other_ids.push_back(c.id);
-        other_attempts.push_back(c.attempt);
+        other_ids.push_back(c.job.id);
+        other_attempts.push_back(c.job.attempt);
         other_statuses.push_back(status_for(c.outcome));
         other_errors.push_back(sanitize_text(c.error));
         other_delays.push_back(c.retry_delay.count());
@@ -180,9 +162,9 @@ CompletionReport JobStore::complete(const std::vector<Completion>& batch,
   });
 }
 
-bool JobStore::run_and_complete(const std::string& sql, const Job& job,
-                                const std::string& worker_id, bool delete_done, Millis timeout,
-                                std::stop_token stop) {
+bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
+                                  const std::string& worker_id, bool delete_done, Millis timeout,
+                                  std::stop_token stop) {
   connect();
   return guarded("sql handler", [&] {
     pqxx::connection_base& conn = *conn_;
@@ -220,25 +202,31 @@ bool JobStore::run_and_complete(const std::string& sql, const Job& job,
   });
 }
 
-std::vector<std::int64_t> JobStore::heartbeat(const std::vector<std::int64_t>& ids,
-                                              const std::vector<std::int64_t>& attempts,
+std::vector<JobAttempt> PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
                                               const std::string& worker_id, Millis lease) {
   connect();
   return guarded("heartbeat", [&] {
+    std::vector<std::int64_t> ids, attempts;
+    ids.reserve(jobs.size());
+    attempts.reserve(jobs.size());
+    for (const JobAttempt& job : jobs) {
+      ids.push_back(job.id);
+      attempts.push_back(job.attempt);
+    }
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows =
         txn.exec_prepared(stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
                           worker_id, static_cast<std::int64_t>(lease.count()));
-    std::vector<std::int64_t> kept;
+    std::vector<JobAttempt> kept;
     kept.reserve(rows.size());
-    for (const auto& row : rows) kept.push_back(row[0].as<std::int64_t>());
+    for (const auto& row : rows) kept.push_back({row[0].as<std::int64_t>(), row[1].as<int>()});
     return kept;
   });
 }
 
-RescueReport JobStore::lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
-                                       const RetryConfig& retry, int batch_size) {
+RescueReport PgJobStore::lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                                         const RetryConfig& retry, int batch_size) {
   connect();
   return guarded("rescue", [&] {
     pqxx::nontransaction txn(*conn_);
@@ -251,7 +239,7 @@ RescueReport JobStore::lead_and_rescue(const std::string& worker_id, Millis lead
   });
 }
 
-void JobStore::resign(const std::string& worker_id) {
+void PgJobStore::resign(const std::string& worker_id) {
   connect();
   guarded("resign", [&] {
     pqxx::nontransaction txn(*conn_);
@@ -261,7 +249,7 @@ void JobStore::resign(const std::string& worker_id) {
   });
 }
 
-int JobStore::prune(const RetentionConfig& retention, int batch_size) {
+int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
   connect();
   return guarded("prune", [&] {
     pqxx::nontransaction txn(*conn_);
@@ -273,7 +261,7 @@ int JobStore::prune(const RetentionConfig& retention, int batch_size) {
   });
 }
 
-std::vector<QueueStatsRow> JobStore::queue_stats() {
+std::vector<QueueStatsRow> PgJobStore::queue_stats() {
   connect();
   return guarded("stats", [&] {
     pqxx::nontransaction txn(*conn_);
@@ -286,7 +274,7 @@ std::vector<QueueStatsRow> JobStore::queue_stats() {
   });
 }
 
-std::string JobStore::schema_problem() {
+std::string PgJobStore::schema_problem() {
   connect();
   return guarded("schema check", [&] {
     count_round_trip(3);  // read-only transaction with two queries

@@ -1,0 +1,39 @@
+// PgDatabase: stores, LISTEN sessions and the start-up schema check over libpqxx.
+
+#include "db/pg_database.hpp"
+
+#include "db/connection.hpp"
+#include "db/migrator.hpp"
+#include "db/pg_errors.hpp"
+#include "db/pg_job_store.hpp"
+#include "db/pg_notifications.hpp"
+
+namespace pgjobd {
+
+std::unique_ptr<JobStore> PgDatabase::open_store(const std::string& role) {
+  return std::make_unique<PgJobStore>(config_, role);
+}
+
+std::unique_ptr<Notifications> PgDatabase::listen() {
+  return std::make_unique<PgNotifications>(config_);
+}
+
+SchemaReport PgDatabase::prepare_schema(bool migrate_schema) {
+  try {
+    auto conn = open_connection(config_, "startup");
+    SchemaReport report;
+    if (migrate_schema) {
+      const MigrationReport migrated = migrate(*conn, config_.schema);
+      report.from_version = migrated.from_version;
+      report.to_version = migrated.to_version;
+    } else {
+      report.from_version = report.to_version = schema_version(*conn, config_.schema);
+    }
+    report.problem = schema_problem(*conn, config_.schema);
+    return report;
+  } catch (...) {
+    rethrow_as_db_error("schema");
+  }
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,60 @@
+#pragma once
+// JobStore over one PostgreSQL connection: the prepared statements of statements.cpp.
+// Failures surface as DbError; the connection is dropped on error and reopened on the
+// next call.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "db/connection.hpp"
+#include "store/job_store.hpp"
+
+namespace pgjobd {
+
+// The highest of $1 and $2 a statement uses (0 for neither): the sql handler sends the
+// payload as $1 and the job id as $2 only where the statement has those placeholders.
+int highest_parameter(std::string_view sql);
+
+class PgJobStore final : public JobStore {
+ public:
+  // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer").
+  PgJobStore(DatabaseConfig config, std::string role);
+  ~PgJobStore() override;
+  PgJobStore(const PgJobStore&) = delete;
+  PgJobStore& operator=(const PgJobStore&) = delete;
+
+  // Opens the connection and prepares statements if not connected. Throws DbError.
+  // Every other method calls it first.
+  void connect();
+
+  std::vector<Job> claim(const ClaimRequest& request) override;
+  CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
+                            bool delete_done) override;
+  bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
+                        bool delete_done, Millis timeout, std::stop_token stop) override;
+  std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
+                                    const std::string& worker_id, Millis lease) override;
+  RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                               const RetryConfig& retry, int batch_size) override;
+  void resign(const std::string& worker_id) override;
+  int prune(const RetentionConfig& retention, int batch_size) override;
+  std::vector<QueueStatsRow> queue_stats() override;
+  std::string schema_problem() override;
+
+  // Statements sent to the server by every PgJobStore of this process (the benchmark's
+  // queries_per_job and idle_queries_per_s).
+  static std::uint64_t round_trips();
+
+ private:
+  bool connected() const;
+  template <typename Fn>
+  auto guarded(const char* operation, Fn&& fn);
+
+  DatabaseConfig config_;
+  std::string role_;
+  ConnectionPtr conn_;
+};
+
+}  // namespace pgjobd
