@@ -21,12 +21,16 @@
 
 namespace pgjobd {
 
+class Database;  // the seam to the database (src/store/database.hpp); internal
+
 class Engine {
  public:
   explicit Engine(Config config);
   ~Engine();  // drains if still running
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
 
   // Registers an in-process handler for a job type; overrides a configured handler of the
   // same type. Call before start().
@@ -76,6 +80,9 @@ class Engine {
 
  private:
   class Impl;
+  // Tests build an engine over a fake database (src/engine/engine_factory.hpp).
+  friend Engine make_engine(Config config, std::shared_ptr<Database> database);
+  explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -14,6 +14,7 @@
 #include "db/pg_database.hpp"
 #include "engine/claim_signal.hpp"
 #include "engine/completer.hpp"
+#include "engine/engine_factory.hpp"
 #include "engine/fetcher.hpp"
 #include "engine/health.hpp"
 #include "engine/job_runner.hpp"
@@ -52,10 +53,8 @@ std::vector<std::string> keys_of(const auto& map) {
 
 class Engine::Impl {
  public:
-  explicit Impl(Config config)
-      : config_(std::move(config)),
-        worker_id_(make_worker_id()),
-        database_(std::make_shared<PgDatabase>(config_.database)) {}
+  Impl(Config config, std::shared_ptr<Database> database)
+      : config_(std::move(config)), worker_id_(make_worker_id()), database_(std::move(database)) {}
 
   ~Impl() { drain(); }
 
@@ -370,8 +369,16 @@ void Engine::Impl::drain() {
   spdlog::info("drained");
 }
 
-Engine::Engine(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Engine::Engine(Config config)
+    : Engine(make_engine(config, std::make_shared<PgDatabase>(config.database))) {}
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
+
+Engine make_engine(Config config, std::shared_ptr<Database> database) {
+  return Engine(std::make_unique<Engine::Impl>(std::move(config), std::move(database)));
+}
 void Engine::register_handler(const std::string& type, Handler handler) {
   impl_->register_handler(type, std::move(handler));
 }
