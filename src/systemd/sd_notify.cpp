@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -170,19 +171,8 @@ std::chrono::microseconds SystemdNotifier::watchdog_interval() const { return wa
 void SystemdNotifier::start_watchdog(std::function<bool()> healthy) {
   if (watchdog_interval_.count() == 0 || !healthy) return;
   std::lock_guard lifecycle(lifecycle_mutex_);
-  // Stop a previous thread first (inline: lifecycle_mutex_ is already held).
-  if (watchdog_thread_.joinable()) {
-    {
-      std::lock_guard lock(mutex_);
-      stop_requested_ = true;
-    }
-    wake_.notify_all();
-    watchdog_thread_.join();
-  }
-  {
-    std::lock_guard lock(mutex_);
-    stop_requested_ = false;
-  }
+  watchdog_.reset();  // stops a previous one
+  watchdog_ = std::make_unique<ServiceThread>();
   // The thread must not take process signals meant for the daemon's sigwait thread, even
   // when started before the daemon blocks them: create it with every signal blocked.
   sigset_t all;
@@ -190,7 +180,8 @@ void SystemdNotifier::start_watchdog(std::function<bool()> healthy) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   try {
-    watchdog_thread_ = std::thread([this, check = std::move(healthy)] { watchdog_loop(check); });
+    watchdog_->start(
+        [this, check = std::move(healthy)](std::stop_token stop) { watchdog_loop(stop, check); });
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     throw;
@@ -201,20 +192,15 @@ void SystemdNotifier::start_watchdog(std::function<bool()> healthy) {
 
 void SystemdNotifier::stop_watchdog() {
   std::lock_guard lifecycle(lifecycle_mutex_);
-  if (!watchdog_thread_.joinable()) return;
-  {
-    std::lock_guard lock(mutex_);
-    stop_requested_ = true;
-  }
-  wake_.notify_all();
-  watchdog_thread_.join();
+  watchdog_.reset();  // requests the stop and joins
 }
 
-void SystemdNotifier::watchdog_loop(const std::function<bool()>& healthy) {
+void SystemdNotifier::watchdog_loop(const std::stop_token& stop,
+                                    const std::function<bool()>& healthy) {
   bool was_healthy = true;
-  std::unique_lock lock(mutex_);
-  while (!stop_requested_) {
-    lock.unlock();
+  std::mutex mutex;
+  std::condition_variable_any wake;  // nothing notifies it: the stop token ends its waits
+  while (!stop.stop_requested()) {
     const auto next = std::chrono::steady_clock::now() + watchdog_interval_;
     bool is_healthy = false;
     try {
@@ -233,8 +219,8 @@ void SystemdNotifier::watchdog_loop(const std::function<bool()>& healthy) {
           "if this lasts for WatchdogSec)");
     }
     was_healthy = is_healthy;
-    lock.lock();
-    wake_.wait_until(lock, next, [&] { return stop_requested_; });
+    std::unique_lock lock(mutex);
+    wake.wait_until(lock, stop, next, [] { return false; });
   }
 }
 

@@ -14,12 +14,13 @@
 // away. All members are thread-safe.
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "engine/service.hpp"
 
 namespace pgjobd {
 
@@ -82,16 +83,13 @@ class SystemdNotifier {
  private:
   // Sends one datagram; false (logged at debug) on any error or when disabled.
   bool send(const std::string& message) const;
-  void watchdog_loop(const std::function<bool()>& healthy);
+  void watchdog_loop(const std::stop_token& stop, const std::function<bool()>& healthy);
 
   std::string address_;  // sun_path bytes; a leading NUL for an abstract socket; empty = off
   std::chrono::microseconds watchdog_interval_{0};
 
-  std::mutex lifecycle_mutex_;  // serialises start_watchdog / stop_watchdog
-  std::mutex mutex_;            // guards stop_requested_
-  std::condition_variable wake_;
-  bool stop_requested_ = false;
-  std::thread watchdog_thread_;
+  std::mutex lifecycle_mutex_;               // serialises start_watchdog / stop_watchdog
+  std::unique_ptr<ServiceThread> watchdog_;  // a new one per start_watchdog()
 };
 
 }  // namespace pgjobd
