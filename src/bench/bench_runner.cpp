@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 
 #include <spdlog/spdlog.h>
-#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <atomic>
@@ -15,10 +14,8 @@
 #include <thread>
 
 #include "bench/bench.hpp"
-#include "db/connection.hpp"
+#include "db/bench_schema.hpp"
 #include "db/pg_job_store.hpp"
-#include "db/migrator.hpp"
-#include "db/sql_text.hpp"
 #include "handlers/handler_factory.hpp"
 #include "pgjobd/engine.hpp"
 
@@ -46,90 +43,6 @@ double peak_rss_megabytes() {
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
-
-// The scratch schema, reached over a connection of the benchmark's own (its statements
-// are not counted as the engine's).
-class BenchTable {
- public:
-  explicit BenchTable(const DatabaseConfig& db)
-      : db_(db),
-        conn_(open_connection(db, "bench")),
-        table_(quote_identifier(db.schema) + ".jobs") {}
-
-  void recreate() {
-    exec("DROP SCHEMA IF EXISTS " + quote_identifier(db_.schema) + " CASCADE");
-    migrate(*conn_, db_.schema);
-  }
-  void drop() { exec("DROP SCHEMA IF EXISTS " + quote_identifier(db_.schema) + " CASCADE"); }
-  void truncate() { exec("TRUNCATE " + table_); }
-  void set_trigger(bool enabled) {
-    exec("ALTER TABLE " + table_ + (enabled ? " ENABLE" : " DISABLE") +
-         " TRIGGER jobs_notify_insert");
-  }
-  // One bulk INSERT of n jobs; returns its duration in seconds.
-  double insert_pending(int n) {
-    const auto start = Clock::now();
-    pqxx::nontransaction txn(*conn_);
-    txn.exec_params("INSERT INTO " + table_ +
-                        " (type, payload) SELECT $1, jsonb_build_object('n', g)"
-                        " FROM generate_series(1, $2) g",
-                    kType, n);
-    return seconds_since(start);
-  }
-  void insert_finished(long long n) {
-    pqxx::nontransaction txn(*conn_);
-    txn.exec_params("INSERT INTO " + table_ +
-                        " (type, status, attempts, started_at, finished_at)"
-                        " SELECT $1, 'done', 1, now(), now() FROM generate_series(1, $2)",
-                    kType, n);
-  }
-  std::int64_t insert_one() {
-    pqxx::nontransaction txn(*conn_);
-    return txn
-        .exec_params("INSERT INTO " + table_ + " (type) VALUES ($1) RETURNING id", kType)[0][0]
-        .as<std::int64_t>();
-  }
-  // Whether any job is left to finish. Each branch is answered by a partial index at the
-  // first row it holds; one `status IN (pending, failed, running)` matches no index and
-  // scanned every finished row too (0.4 s at 5M done rows, inside the timing).
-  bool any_unfinished() {
-    pqxx::nontransaction txn(*conn_);
-    return txn
-        .exec("SELECT EXISTS (SELECT 1 FROM " + table_ +
-              " WHERE status IN ('pending', 'failed'))"
-              " OR EXISTS (SELECT 1 FROM " +
-              table_ + " WHERE status = 'running')")[0][0]
-        .as<bool>();
-  }
-  // Before a timed phase: VACUUM ANALYZE (fresh statistics and visibility map, as
-  // autovacuum would leave a table at rest), then a CHECKPOINT, so that the dirty pages and
-  // WAL of the bulk load before it are not written out during the timing. Returns whether
-  // the checkpoint ran: it needs superuser or pg_checkpoint, and is skipped without.
-  bool settle() {
-    exec("VACUUM ANALYZE " + table_);
-    if (!may_checkpoint_) return false;
-    try {
-      exec("CHECKPOINT");
-      return true;
-    } catch (const pqxx::insufficient_privilege&) {
-      spdlog::warn(
-          "bench: CHECKPOINT not allowed for this role (needs superuser or "
-          "pg_checkpoint); timed phases may overlap a checkpoint");
-      may_checkpoint_ = false;
-      return false;
-    }
-  }
-
- private:
-  void exec(const std::string& sql) {
-    pqxx::nontransaction txn(*conn_);
-    txn.exec(sql);
-  }
-  DatabaseConfig db_;
-  ConnectionPtr conn_;
-  std::string table_;
-  bool may_checkpoint_ = true;
-};
 
 // The built-in no-op handler, counting calls and recording when each job started.
 class CountingNoop {
@@ -182,7 +95,7 @@ struct BurnDown {
 };
 
 // Starts an engine on a table holding `jobs` pending jobs and times it until none is left.
-BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
+BurnDown burn_down(const BenchOptions& options, BenchSchema& table, int jobs) {
   CountingNoop noop;
   noop.expect(jobs);
   Engine engine(engine_config(options));
@@ -206,9 +119,11 @@ BurnDown burn_down(const BenchOptions& options, BenchTable& table, int jobs) {
 // connection with the engine's batch size: what the database can do without us.
 double ceiling(const BenchOptions& options, int jobs) {
   PgJobStore store(options.engine.database, "bench-ceiling");
-  const ClaimRequest request{
-      {{"default", options.concurrency}}, {kType}, options.concurrency, "bench-ceiling",
-      Millis(30000)};
+  const ClaimRequest request{{{"default", options.concurrency}},
+                             {kType},
+                             options.concurrency,
+                             "bench-ceiling",
+                             Millis(30000)};
   std::vector<Completion> batch;
   const auto start = Clock::now();
   int done = 0;
@@ -216,7 +131,8 @@ double ceiling(const BenchOptions& options, int jobs) {
     const auto claimed = store.claim(request);
     if (claimed.empty()) break;
     batch.clear();
-    for (const auto& job : claimed) batch.push_back({{job.id, job.attempt}, Outcome::kDone, {}, {}});
+    for (const auto& job : claimed)
+      batch.push_back({{job.id, job.attempt}, Outcome::kDone, {}, {}});
     store.complete(batch, "bench-ceiling", false);
     done += static_cast<int>(claimed.size());
   }
@@ -233,7 +149,7 @@ double percentile(std::vector<double> values, double p) {
 
 // An idle engine; single INSERTs at a steady rate; time from sending each INSERT
 // (autocommit) to its handler's start. Then, still idle, the engine's own query rate.
-void latency_and_idle(const BenchOptions& options, BenchTable& table, BenchReport& report) {
+void latency_and_idle(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
   CountingNoop noop;
   noop.expect(options.latency_jobs);
   Engine engine(engine_config(options));
@@ -301,7 +217,7 @@ BenchReport run_bench(const BenchOptions& raw_options) {
   BenchReport report;
   report.jobs = options.jobs;
   report.concurrency = options.concurrency;
-  BenchTable table(options.engine.database);
+  BenchSchema table(options.engine.database, kType);
   table.recreate();
 
   // Enqueue: alternate with and without the trigger, best of two each.
@@ -310,13 +226,15 @@ BenchReport run_bench(const BenchOptions& raw_options) {
   for (int round = 0; round < 2; ++round) {
     for (bool trigger : {false, true}) {
       table.truncate();
-      table.set_trigger(trigger);
-      const double rate = options.jobs / table.insert_pending(options.jobs);
+      table.set_notify_trigger(trigger);
+      const auto start = Clock::now();
+      table.insert_pending(options.jobs);
+      const double rate = options.jobs / seconds_since(start);
       double& best = trigger ? report.enqueue_jobs_per_s : report.enqueue_no_trigger_jobs_per_s;
       best = std::max(best, rate);
     }
   }
-  table.set_trigger(true);
+  table.set_notify_trigger(true);
 
   spdlog::info("ceiling: claim + complete loop, batch {}", options.concurrency);
   report.checkpointed = table.settle();

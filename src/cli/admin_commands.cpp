@@ -1,7 +1,6 @@
 // The short-lived subcommands: migrate, check-config, enqueue, stats, retry, cancel.
 
 #include <nlohmann/json.hpp>
-#include <pqxx/pqxx>
 
 #include <spdlog/spdlog.h>
 
@@ -11,10 +10,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
-#include "db/connection.hpp"
-#include "db/migrations.hpp"
-#include "db/migrator.hpp"
+#include "db/admin_session.hpp"
 #include "log/logging.hpp"
+#include "store/db_error.hpp"
 
 namespace pgjobd {
 namespace {
@@ -27,11 +25,15 @@ int with_database(const std::string& config_path, const char* role, Action&& act
   if (!config) return kExitUsage;
   setup_logging(config->log);
   try {
-    auto conn = open_connection(config->database, role);
-    return action(*config, *conn);
-  } catch (const pqxx::broken_connection& e) {
-    std::cerr << "error: cannot connect to " << mask_password(config->database.url) << ": "
-              << mask_password(e.what()) << "\n";
+    AdminSession session(config->database, role);
+    return action(*config, session);
+  } catch (const DbError& e) {
+    if (e.connection_lost()) {
+      std::cerr << "error: cannot connect to " << mask_password(config->database.url) << ": "
+                << mask_password(e.what()) << "\n";
+    } else {
+      std::cerr << "error: " << e.what() << "\n";
+    }
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
   }
@@ -41,18 +43,17 @@ int with_database(const std::string& config_path, const char* role, Action&& act
 }  // namespace
 
 int run_migrate(const std::string& config_path) {
-  return with_database(
-      config_path, "migrate", [](const Config& config, pqxx::connection_base& conn) {
-        const auto report = migrate(conn, config.database.schema);
-        if (report.from_version == report.to_version) {
-          std::cout << "schema " << config.database.schema << " is up to date (version "
-                    << report.to_version << ")\n";
-        } else {
-          std::cout << "schema " << config.database.schema << " migrated from version "
-                    << report.from_version << " to " << report.to_version << "\n";
-        }
-        return kExitOk;
-      });
+  return with_database(config_path, "migrate", [](const Config& config, AdminSession& session) {
+    const auto report = session.migrate();
+    if (report.from_version == report.to_version) {
+      std::cout << "schema " << config.database.schema << " is up to date (version "
+                << report.to_version << ")\n";
+    } else {
+      std::cout << "schema " << config.database.schema << " migrated from version "
+                << report.from_version << " to " << report.to_version << "\n";
+    }
+    return kExitOk;
+  });
 }
 
 int run_check_config(const std::string& config_path) {
@@ -69,72 +70,67 @@ int run_enqueue(const std::string& config_path, const EnqueueRequest& request) {
     std::cerr << "error: payload is not valid JSON: " << request.payload << "\n";
     return kExitUsage;
   }
-  return with_database(config_path, "enqueue",
-                       [&](const Config& config, pqxx::connection_base& conn) {
-                         EnqueueResult result;
-                         try {
-                           result = enqueue_job(conn, config.database.schema, request);
-                         } catch (const pqxx::data_exception& e) {
-                           // A bad value from the command line (an unparseable --run-at):
-                           // a usage error, like bad JSON.
-                           std::cerr << "error: invalid job: " << e.what();
-                           return kExitUsage;
-                         }
-                         if (result.created) {
-                           std::cout << result.id << "\n";
-                         } else {
-                           std::cerr << "a live job of type " << request.type << " with unique key "
-                                     << request.unique_key.value_or("") << " already exists: id "
-                                     << result.id << "\n";
-                           std::cout << result.id << "\n";
-                         }
-                         return kExitOk;
-                       });
+  return with_database(config_path, "enqueue", [&](const Config&, AdminSession& session) {
+    EnqueueResult result;
+    try {
+      result = session.enqueue(request);
+    } catch (const DbError& e) {
+      // A bad value from the command line (an unparseable --run-at, SQLSTATE class 22):
+      // a usage error, like bad JSON.
+      if (e.sqlstate().rfind("22", 0) != 0) throw;
+      std::cerr << "error: invalid job: " << e.what();
+      return kExitUsage;
+    }
+    if (result.created) {
+      std::cout << result.id << "\n";
+    } else {
+      std::cerr << "a live job of type " << request.type << " with unique key "
+                << request.unique_key.value_or("") << " already exists: id " << result.id << "\n";
+      std::cout << result.id << "\n";
+    }
+    return kExitOk;
+  });
 }
 
 int run_stats(const std::string& config_path, bool json) {
-  return with_database(
-      config_path, "stats", [&](const Config& config, pqxx::connection_base& conn) {
-        const auto rows = job_stats(conn, config.database.schema);
-        if (json) {
-          nlohmann::json out = nlohmann::json::object();
-          for (const auto& row : rows) out[row.queue][row.status] = row.count;
-          std::cout << out.dump() << "\n";
-          return kExitOk;
-        }
-        static const char* kStatuses[] = {"pending", "running", "failed",
-                                          "done",    "dead",    "cancelled"};
-        std::map<std::string, std::map<std::string, std::int64_t>> table;
-        for (const auto& row : rows) table[row.queue][row.status] = row.count;
-        std::printf("%-20s", "queue");
-        for (const char* status : kStatuses) std::printf(" %10s", status);
-        std::printf("\n");
-        for (const auto& [queue, counts] : table) {
-          std::printf("%-20s", queue.c_str());
-          for (const char* status : kStatuses) {
-            const auto it = counts.find(status);
-            std::printf(" %10lld", static_cast<long long>(it == counts.end() ? 0 : it->second));
-          }
-          std::printf("\n");
-        }
-        return kExitOk;
-      });
+  return with_database(config_path, "stats", [&](const Config&, AdminSession& session) {
+    const auto rows = session.stats();
+    if (json) {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& row : rows) out[row.queue][row.status] = row.count;
+      std::cout << out.dump() << "\n";
+      return kExitOk;
+    }
+    static const char* kStatuses[] = {"pending", "running", "failed", "done", "dead", "cancelled"};
+    std::map<std::string, std::map<std::string, std::int64_t>> table;
+    for (const auto& row : rows) table[row.queue][row.status] = row.count;
+    std::printf("%-20s", "queue");
+    for (const char* status : kStatuses) std::printf(" %10s", status);
+    std::printf("\n");
+    for (const auto& [queue, counts] : table) {
+      std::printf("%-20s", queue.c_str());
+      for (const char* status : kStatuses) {
+        const auto it = counts.find(status);
+        std::printf(" %10lld", static_cast<long long>(it == counts.end() ? 0 : it->second));
+      }
+      std::printf("\n");
+    }
+    return kExitOk;
+  });
 }
 
 int run_retry(const std::string& config_path, std::int64_t id) {
-  return with_database(config_path, "retry",
-                       [&](const Config& config, pqxx::connection_base& conn) {
-                         std::cout << retry_job(conn, config.database.schema, id) << "\n";
-                         return kExitOk;
-                       });
+  return with_database(config_path, "retry", [&](const Config&, AdminSession& session) {
+    std::cout << session.retry(id) << "\n";
+    return kExitOk;
+  });
 }
 
 int run_cancel(const std::string& config_path, std::int64_t id) {
-  return with_database(config_path, "cancel",
-                       [&](const Config& config, pqxx::connection_base& conn) {
-                         std::cout << cancel_job(conn, config.database.schema, id) << "\n";
-                         return kExitOk;
-                       });
+  return with_database(config_path, "cancel", [&](const Config&, AdminSession& session) {
+    std::cout << session.cancel(id) << "\n";
+    return kExitOk;
+  });
 }
 
 }  // namespace pgjobd

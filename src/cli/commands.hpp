@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "db/admin.hpp"
+#include "db/admin_session.hpp"
 
 namespace pgjobd {
 

@@ -3,16 +3,13 @@
 
 #include <string>
 
+#include "db/migration_report.hpp"
+
 namespace pqxx {
 class connection_base;
 }
 
 namespace pgjobd {
-
-struct MigrationReport {
-  int from_version = 0;
-  int to_version = 0;
-};
 
 // Creates the schema if needed and applies every pending migration in one transaction,
 // holding a transaction-level advisory lock so daemons that start together serialise

@@ -4,9 +4,9 @@
 
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
-#include "db/pg_errors.hpp"
 #include "db/pg_job_store.hpp"
 #include "db/pg_notifications.hpp"
+#include "db/pqxx_errors.hpp"
 
 namespace pgjobd {
 

@@ -9,7 +9,7 @@
 
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
-#include "db/pg_errors.hpp"
+#include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "log/logging.hpp"

@@ -4,7 +4,7 @@
 
 #include <pqxx/pqxx>
 
-#include "db/pg_errors.hpp"
+#include "db/pqxx_errors.hpp"
 
 namespace pgjobd {
 

@@ -1,0 +1,53 @@
+#pragma once
+// The benchmark's scratch schema: its DDL and bulk loads, over a connection of its own
+// (so its statements are not counted as the engine's). Failures are thrown as DbError.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pgjobd/config.hpp"
+
+namespace pgjobd {
+
+class BenchSchema {
+ public:
+  // Connects as "pgjobd bench" to work on config.schema, whose jobs all get `job_type`.
+  BenchSchema(const DatabaseConfig& config, std::string job_type);
+  ~BenchSchema();
+  BenchSchema(const BenchSchema&) = delete;
+  BenchSchema& operator=(const BenchSchema&) = delete;
+
+  // Drops the schema with everything in it and migrates it afresh.
+  void recreate();
+  void drop();
+  void truncate();
+  // Switches the jobs table's NOTIFY-on-insert trigger on or off.
+  void set_notify_trigger(bool enabled);
+
+  // One bulk INSERT of n pending jobs (the caller times it).
+  void insert_pending(int n);
+  // One bulk INSERT of n jobs already done, as a long-running queue accumulates them.
+  void insert_finished(long long n);
+  // One pending job in its own autocommitted INSERT; returns its id.
+  std::int64_t insert_one();
+  // Whether any job is left to finish (pending, failed or running).
+  bool any_unfinished();
+
+  // Before a timed phase: VACUUM ANALYZE, then a CHECKPOINT. Returns whether the checkpoint
+  // ran: it needs superuser or pg_checkpoint, and after the first refusal (logged as a
+  // warning) it is no longer tried.
+  bool settle();
+
+ private:
+  struct Connection;  // the libpqxx connection, kept out of this header
+  void exec(const std::string& sql);
+
+  std::string schema_;
+  std::string table_;  // the quoted schema.jobs
+  std::string job_type_;
+  std::unique_ptr<Connection> conn_;
+  bool may_checkpoint_ = true;
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,45 @@
+// libpqxx exceptions to DbError: which of them mean the session is gone, and their SQLSTATE.
+
+#include "db/pqxx_errors.hpp"
+
+#include <pqxx/pqxx>
+#include <string>
+
+#include "log/logging.hpp"
+
+namespace pgjobd {
+
+void rethrow_as_db_error(const std::string& operation) {
+  const std::string prefix = operation.empty() ? "" : operation + ": ";
+  // libpqxx 6.4 throws a few exceptions without the SQLSTATE it dispatched on
+  // (insufficient_privilege, too_many_connections, the transaction_rollback family): their
+  // type is all that is left of it, so the codes are restored here from the type.
+  try {
+    throw;
+  } catch (const pqxx::too_many_connections& e) {
+    throw DbError(prefix + mask_password(e.what()), "53300", true);
+  } catch (const pqxx::broken_connection& e) {
+    // libpq's message can echo parts of the conninfo.
+    throw DbError(prefix + "connection lost: " + mask_password(e.what()), "", true);
+  } catch (const pqxx::insufficient_privilege& e) {
+    throw DbError(prefix + e.what(), e.sqlstate().empty() ? "42501" : e.sqlstate(), false);
+  } catch (const pqxx::sql_error& e) {
+    throw DbError(prefix + e.what(), e.sqlstate(), false);
+  } catch (const pqxx::serialization_failure& e) {
+    throw DbError(prefix + e.what(), "40001", false);
+  } catch (const pqxx::deadlock_detected& e) {
+    throw DbError(prefix + e.what(), "40P01", false);
+  } catch (const pqxx::statement_completion_unknown& e) {
+    // The connection broke while the statement ran: it may or may not have been applied.
+    throw DbError(prefix + e.what(), "40003", true);
+  } catch (const pqxx::transaction_rollback& e) {
+    throw DbError(prefix + e.what(), "40000", false);
+  } catch (const pqxx::in_doubt_error& e) {
+    // The connection broke during COMMIT: the change may or may not have been applied.
+    throw DbError(prefix + "commit in doubt: " + e.what(), "", true);
+  } catch (const pqxx::failure& e) {
+    throw DbError(prefix + mask_password(e.what()), "", false);
+  }
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,26 @@
+#pragma once
+// Turning libpqxx exceptions into DbError, for src/db's own classes: callers outside
+// src/db catch DbError only and never need libpqxx headers.
+
+#include <string>
+
+#include "store/db_error.hpp"
+
+namespace pgjobd {
+
+// Rethrows the exception being handled: a libpqxx one as DbError (passwords masked, the
+// message prefixed with "operation: " when one is given), any other as it is. Call it
+// only inside a catch block.
+[[noreturn]] void rethrow_as_db_error(const std::string& operation = {});
+
+// Runs `fn` and returns its result, with libpqxx exceptions turned into DbError.
+template <typename Fn>
+auto translating_db_errors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (...) {
+    rethrow_as_db_error();
+  }
+}
+
+}  // namespace pgjobd
