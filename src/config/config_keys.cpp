@@ -64,9 +64,7 @@ constexpr ConfigKey kKeys[] = {
         "claims wait for their WAL flush like any commit; when false a claim commits "
         "asynchronously (see [Job lifecycle](#job-lifecycle-and-delivery-guarantee))"),
     field<&Config::worker, &WorkerConfig::concurrency>(
-        "worker.concurrency", "16", kLive,
-        "most jobs running at once in this daemon, 1..10000; a lower limit takes effect as "
-        "running jobs finish"),
+        "worker.concurrency", "16", kLive, "most jobs running at once in this daemon, 1..10000"),
     field<&Config::worker, &WorkerConfig::queues>(
         "worker.queues", "{default: {}}", kLive,
         "queues this daemon claims from; writing the key replaces the default; at least one",
