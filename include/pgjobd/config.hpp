@@ -1,6 +1,7 @@
 #pragma once
 // pgjobd's configuration: the YAML file's structure, with every default in one place.
-// config/pgjobd.yaml documents each key for operators; this header is the source of truth.
+// src/config/config_keys.cpp declares each key's name, documentation and reload behaviour;
+// config/pgjobd.yaml and the README document them for operators.
 
 #include <map>
 #include <stdexcept>
@@ -22,52 +23,72 @@ struct DatabaseConfig {
   // asynchronously: faster, and no job can be lost by it, but a server crash within
   // about wal_writer_delay of a claim undoes the claim, so its job runs again.
   bool synchronous_claims = false;
+
+  bool operator==(const DatabaseConfig&) const = default;
 };
 
 struct QueueConfig {
   // Most jobs of this queue running at once; 0 = bounded only by worker.concurrency.
   int concurrency = 0;
+
+  bool operator==(const QueueConfig&) const = default;
 };
 
 struct WorkerConfig {
   int concurrency = 16;  // jobs running at once across all queues
   // Queues this daemon serves. Empty in the file means {default: {}}.
   std::map<std::string, QueueConfig> queues = {{"default", {}}};
+
+  bool operator==(const WorkerConfig&) const = default;
 };
 
 struct PollConfig {
   Millis min_interval{50};    // poll interval while work keeps arriving
   Millis max_interval{5000};  // an idle daemon backs off (doubling) up to this
   bool listen_notify = true;  // wake at once on the INSERT trigger's NOTIFY
+
+  bool operator==(const PollConfig&) const = default;
 };
 
 struct RetryConfig {
   Millis base{1000};         // first retry delay; doubles each attempt
   Millis max_delay{600000};  // cap on the delay
   double jitter = 0.1;       // ± this fraction of the delay, in [0, 1]
+
+  bool operator==(const RetryConfig&) const = default;
 };
 
 struct LeaseConfig {
   Millis duration{30000};  // how long a claim lasts without a heartbeat
+
+  bool operator==(const LeaseConfig&) const = default;
 };
 
 struct ShutdownConfig {
   Millis timeout{30000};  // how long a drain waits for running jobs
+
+  bool operator==(const ShutdownConfig&) const = default;
 };
 
 struct RetentionConfig {
   Millis done{24LL * 3600 * 1000};      // keep done/cancelled jobs this long (0 = delete at once)
   Millis dead{7LL * 24 * 3600 * 1000};  // keep dead jobs this long
+
+  bool operator==(const RetentionConfig&) const = default;
 };
 
 struct MetricsConfig {
   // host:port for /metrics, /healthz, /readyz. Empty disables the HTTP endpoint.
   std::string listen = "127.0.0.1:9464";
+
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct LogConfig {
   std::string level = "info";   // trace, debug, info, warn, error, critical, off
   std::string format = "text";  // text or json
+
+  bool operator==(const LogConfig&) const = default;
 };
 
 struct HandlerConfig {
@@ -80,6 +101,8 @@ struct HandlerConfig {
   std::string builtin;                    // builtin: "noop"
   Millis timeout{0};                      // 0 = no timeout
   Millis kill_grace{5000};                // exec: time between SIGTERM and SIGKILL on timeout
+
+  bool operator==(const HandlerConfig&) const = default;
 };
 
 struct Config {
@@ -93,6 +116,8 @@ struct Config {
   MetricsConfig metrics;
   LogConfig log;
   std::map<std::string, HandlerConfig> handlers;  // job type → handler
+
+  bool operator==(const Config&) const = default;
 };
 
 // Every problem found in a config file, each naming file, line and key, e.g.

@@ -52,11 +52,11 @@ class Engine {
   // Ends a drain's wait for running jobs at once (the second SIGTERM). Thread-safe.
   void hurry();
 
-  // Applies a new configuration live (SIGHUP): worker concurrency and queues (running jobs
-  // are never interrupted), poll intervals, retry policy, retention and the handler table.
-  // database.*, metrics.listen, lease.duration and poll.listen_notify need a restart: the
-  // returned messages name those that changed (the old values stay in force). Throws
-  // (and keeps the old configuration entirely) when a handler cannot be built.
+  // Applies a new configuration live (SIGHUP); running jobs are never interrupted. Which
+  // keys a reload applies and which need a restart is declared once, in
+  // src/config/config_keys.cpp (the README's table shows it): the returned messages name the
+  // restart-only keys that changed, whose old values stay in force. Throws (and keeps the
+  // old configuration entirely) when a handler cannot be built.
   std::vector<std::string> reload(const Config& config);
 
   // Counts a reload rejected before it reached the engine (the new file did not parse).

@@ -1,78 +1,14 @@
-// The YAML schema: which keys each section allows and which Config field each one sets.
+// Reads a YAML tree into a Config by the key table, and the two maps of names it cannot read
+// generically: worker.queues and the handlers with their kind-dependent keys.
 #include <string>
 #include <vector>
 
+#include "config/config_keys.hpp"
 #include "config/config_stages.hpp"
 #include "config/yaml_section.hpp"
 
 namespace pgjobd::config_detail {
 namespace {
-
-void read_database(YamlSection s, DatabaseConfig& database) {
-  s.read("url", database.url);
-  s.read("schema", database.schema);
-  s.read("migrate_on_start", database.migrate_on_start);
-  s.read("synchronous_claims", database.synchronous_claims);
-  s.report_unknown_keys();
-}
-
-void read_queues(YamlSection queues, std::map<std::string, QueueConfig>& out) {
-  if (!queues.present()) return;  // keep the default {default: {}}
-  out.clear();
-  for (const YamlSection::Entry& entry : queues.entries()) {
-    // "mail:" with nothing under it is a queue with default settings.
-    YamlSection queue(entry.value, queues.path_of(entry.key), entry.key_line, queues.diag());
-    queue.read("concurrency", out[entry.key].concurrency);
-    queue.report_unknown_keys();
-  }
-}
-
-void read_worker(YamlSection s, WorkerConfig& worker) {
-  s.read("concurrency", worker.concurrency);
-  read_queues(s.section("queues"), worker.queues);
-  s.report_unknown_keys();
-}
-
-void read_poll(YamlSection s, PollConfig& poll) {
-  s.read("min_interval", poll.min_interval);
-  s.read("max_interval", poll.max_interval);
-  s.read("listen_notify", poll.listen_notify);
-  s.report_unknown_keys();
-}
-
-void read_retry(YamlSection s, RetryConfig& retry) {
-  s.read("base", retry.base);
-  s.read("max_delay", retry.max_delay);
-  s.read("jitter", retry.jitter);
-  s.report_unknown_keys();
-}
-
-void read_lease(YamlSection s, LeaseConfig& lease) {
-  s.read("duration", lease.duration);
-  s.report_unknown_keys();
-}
-
-void read_shutdown(YamlSection s, ShutdownConfig& shutdown) {
-  s.read("timeout", shutdown.timeout);
-  s.report_unknown_keys();
-}
-
-void read_retention(YamlSection s, RetentionConfig& retention) {
-  s.read("done", retention.done);
-  s.read("dead", retention.dead);
-  s.report_unknown_keys();
-}
-
-void read_metrics(YamlSection s, MetricsConfig& metrics) {
-  s.read("listen", metrics.listen);
-  s.report_unknown_keys();
-}
-
-void read_log(YamlSection s, LogConfig& log) {
-  s.read("level", log.level);
-  s.read("format", log.format);
-  s.report_unknown_keys();
-}
 
 struct KindKey {
   const char* key;
@@ -141,27 +77,39 @@ HandlerConfig read_handler(YamlSection handler) {
   return config;
 }
 
-void read_handlers(YamlSection handlers, std::map<std::string, HandlerConfig>& out) {
-  for (const YamlSection::Entry& entry : handlers.entries()) {
-    YamlSection handler(entry.value, handlers.path_of(entry.key), entry.key_line, handlers.diag());
-    out[entry.key] = read_handler(std::move(handler));
+}  // namespace
+
+void read_queues(YamlSection& worker, std::string_view key, Config& config) {
+  YamlSection queues = worker.section(key);
+  if (!queues.present()) return;  // keep the default {default: {}}
+  std::map<std::string, QueueConfig>& out = config.worker.queues;
+  out.clear();
+  for (const YamlSection::Entry& entry : queues.entries()) {
+    // "mail:" with nothing under it is a queue with default settings.
+    YamlSection queue(entry.value, queues.path_of(entry.key), entry.key_line, queues.diag());
+    queue.read("concurrency", out[entry.key].concurrency);
+    queue.report_unknown_keys();
   }
 }
 
-}  // namespace
+void read_handlers(YamlSection& handlers, std::string_view /*key: TYPE*/, Config& config) {
+  for (const YamlSection::Entry& entry : handlers.entries()) {
+    YamlSection handler(entry.value, handlers.path_of(entry.key), entry.key_line, handlers.diag());
+    config.handlers[entry.key] = read_handler(std::move(handler));
+  }
+}
 
 void read_config(const YAML::Node& root, Config& config, Diagnostics& diag) {
   YamlSection top(root, "", 1, diag);
-  read_database(top.section("database"), config.database);
-  read_worker(top.section("worker"), config.worker);
-  read_poll(top.section("poll"), config.poll);
-  read_retry(top.section("retry"), config.retry);
-  read_lease(top.section("lease"), config.lease);
-  read_shutdown(top.section("shutdown"), config.shutdown);
-  read_retention(top.section("retention"), config.retention);
-  read_metrics(top.section("metrics"), config.metrics);
-  read_log(top.section("log"), config.log);
-  read_handlers(top.section("handlers"), config.handlers);
+  for (std::string_view name : config_sections()) {
+    YamlSection section = top.section(name);
+    for (const ConfigKey& key : config_keys()) {
+      if (key.read != nullptr && section_of(key.name) == name) {
+        key.read(section, below_section(key.name), config);
+      }
+    }
+    section.report_unknown_keys();
+  }
   top.report_unknown_keys();
 }
 

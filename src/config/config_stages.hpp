@@ -3,14 +3,23 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <string_view>
+
 #include "config/diagnostics.hpp"
 #include "pgjobd/config.hpp"
 
 namespace pgjobd::config_detail {
 
-// Reads every section of `root` into `config`, reporting unknown keys and wrong types and
-// noting the line of each key it reads.
+// Reads every key config_keys() declares from `root` into `config`, reporting unknown keys
+// and wrong types and noting the line of each key it reads.
 void read_config(const YAML::Node& root, Config& config, Diagnostics& diag);
+
+class YamlSection;
+
+// The readers of the two maps of names, which the key table points at: `key` of `worker`
+// (every queue and its settings) and every entry of `handlers` (`key` is "TYPE").
+void read_queues(YamlSection& worker, std::string_view key, Config& config);
+void read_handlers(YamlSection& handlers, std::string_view key, Config& config);
 
 // Checks value ranges and cross-field rules, skipping keys that already have a problem.
 void check_config(const Config& config, Diagnostics& diag);

@@ -1,0 +1,151 @@
+// The table of config keys: name, default, reload behaviour, documentation, and where each
+// key lives in Config. Adding a key is one entry here plus its field in pgjobd/config.hpp.
+#include "config/config_keys.hpp"
+
+#include <algorithm>
+
+#include "config/config_stages.hpp"
+#include "config/yaml_section.hpp"
+
+namespace pgjobd {
+namespace {
+
+using config_detail::YamlSection;
+using Reader = void (*)(YamlSection& parent, std::string_view key, Config& config);
+
+// Reads, compares and copies Config's `kSection`.`kMember`.
+template <auto kSection, auto kMember>
+struct Field {
+  static auto& get(Config& config) { return (config.*kSection).*kMember; }
+  static const auto& get(const Config& config) { return (config.*kSection).*kMember; }
+  static void read(YamlSection& parent, std::string_view key, Config& config) {
+    parent.read(key, get(config));
+  }
+  static bool differs(const Config& a, const Config& b) { return get(a) != get(b); }
+  static void copy(Config& to, const Config& from) { get(to) = get(from); }
+};
+
+// A key with a fixed place in Config; `read` replaces the plain scalar reader for a map.
+template <auto kSection, auto kMember>
+constexpr ConfigKey field(std::string_view name, std::string_view default_text, Reload reload,
+                          std::string_view doc, Reader read = &Field<kSection, kMember>::read) {
+  using F = Field<kSection, kMember>;
+  return {name, default_text, reload, doc, read, &F::differs, &F::copy};
+}
+
+// A key of a NAME or TYPE entry: it has no fixed place in Config, its map's reader reads it.
+constexpr ConfigKey in_entry(std::string_view name, std::string_view default_text, Reload reload,
+                             std::string_view doc, Reader read = nullptr) {
+  return {name, default_text, reload, doc, read, nullptr, nullptr};
+}
+
+constexpr Reload kLive = Reload::kLive;
+// Kept at start-up: the connections, the listening socket, the LISTEN session and the lease
+// the heartbeats renew are built once and live as long as the daemon.
+constexpr Reload kRestart = Reload::kRestart;
+
+using config_detail::read_handlers;
+using config_detail::read_queues;
+
+constexpr ConfigKey kKeys[] = {
+    field<&Config::database, &DatabaseConfig::url>(
+        "database.url", "postgresql://localhost/pgjobd", kRestart,
+        "libpq URL or `key=value` string; overridden by `PGJOBD_DATABASE_URL`, else "
+        "`DATABASE_URL`"),
+    field<&Config::database, &DatabaseConfig::schema>(
+        "database.schema", "public", kRestart,
+        "schema holding `jobs`, `pgjobd_migrations` and `pgjobd_leader`; a plain identifier"),
+    field<&Config::database, &DatabaseConfig::migrate_on_start>(
+        "database.migrate_on_start", "false", kRestart,
+        "`run` applies pending migrations; when false it refuses to start on an out-of-date "
+        "schema"),
+    field<&Config::database, &DatabaseConfig::synchronous_claims>(
+        "database.synchronous_claims", "false", kRestart,
+        "claims wait for their WAL flush like any commit; when false a claim commits "
+        "asynchronously (see [Job lifecycle](#job-lifecycle-and-delivery-guarantee))"),
+    field<&Config::worker, &WorkerConfig::concurrency>(
+        "worker.concurrency", "16", kLive, "most jobs running at once in this daemon, 1..10000"),
+    field<&Config::worker, &WorkerConfig::queues>(
+        "worker.queues", "{default: {}}", kLive,
+        "queues this daemon claims from; writing the key replaces the default; at least one",
+        &read_queues),
+    in_entry("worker.queues.NAME.concurrency", "0", kLive,
+             "most jobs of this queue at once, 0..`worker.concurrency`; 0 = only the global "
+             "limit"),
+    field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
+                                                    "poll interval while jobs keep arriving (> 0)"),
+    field<&Config::poll, &PollConfig::max_interval>(
+        "poll.max_interval", "5s", kLive,
+        "an idle daemon doubles its interval up to this (≥ `min_interval`)"),
+    field<&Config::poll, &PollConfig::listen_notify>(
+        "poll.listen_notify", "true", kRestart,
+        "LISTEN for the insert trigger's NOTIFY and wake at once"),
+    field<&Config::retry, &RetryConfig::base>(
+        "retry.base", "1s", kLive, "delay before the first retry; doubles each attempt (> 0)"),
+    field<&Config::retry, &RetryConfig::max_delay>("retry.max_delay", "10m", kLive,
+                                                   "cap on the retry delay (≥ `base`)"),
+    field<&Config::retry, &RetryConfig::jitter>(
+        "retry.jitter", "0.1", kLive, "each delay is randomised by ± this fraction, 0..1"),
+    field<&Config::lease, &LeaseConfig::duration>(
+        "lease.duration", "30s", kRestart,
+        "how long a claim lasts without a heartbeat; a dead daemon's jobs are rescued after it "
+        "(≥ `1s`)"),
+    field<&Config::shutdown, &ShutdownConfig::timeout>(
+        "shutdown.timeout", "30s", kLive,
+        "on SIGTERM/SIGINT, how long to wait for running jobs before releasing them"),
+    field<&Config::retention, &RetentionConfig::done>(
+        "retention.done", "24h", kLive,
+        "keep done and cancelled jobs this long; `0` deletes done jobs at completion"),
+    field<&Config::retention, &RetentionConfig::dead>("retention.dead", "7d", kLive,
+                                                      "keep dead jobs this long"),
+    field<&Config::metrics, &MetricsConfig::listen>(
+        "metrics.listen", "127.0.0.1:9464", kRestart,
+        "`host:port` of `/metrics`, `/healthz`, `/readyz`; `\"\"` disables; port 0 picks one "
+        "(logged); IPv6 as `[::1]:9464`"),
+    field<&Config::log, &LogConfig::level>(
+        "log.level", "info", kLive,
+        "`trace`, `debug`, `info`, `warn`, `error`, `critical` or `off`; the `SPDLOG_LEVEL` "
+        "environment variable wins"),
+    field<&Config::log, &LogConfig::format>("log.format", "text", kLive,
+                                            "`text`, or `json` (one object per line)"),
+    in_entry("handlers.TYPE", "", kLive,
+             "the handler for jobs of this type (none by default): exactly one of `exec`, "
+             "`http`, `sql`, `builtin`",
+             &read_handlers),
+    in_entry("handlers.TYPE.exec", "", kLive, "program and arguments, a list (no shell)"),
+    in_entry("handlers.TYPE.http.url", "", kLive,
+             "`http://` or `https://` URL the payload is POSTed to"),
+    in_entry("handlers.TYPE.sql", "", kLive,
+             "statement with `$1` = payload, `$2` = job id, run in the transaction that marks "
+             "the job done (see below)"),
+    in_entry("handlers.TYPE.builtin", "", kLive, "`noop`"),
+    in_entry("handlers.TYPE.timeout", "0", kLive, "`0` = no timeout (http: `0` means 30 s)"),
+    in_entry("handlers.TYPE.permanent_exit_codes", "[]", kLive,
+             "exec only: exit codes (1..255) that make the job dead"),
+    in_entry("handlers.TYPE.kill_grace", "5s", kLive,
+             "exec only: time between SIGTERM and SIGKILL when the job must stop"),
+};
+
+}  // namespace
+
+std::span<const ConfigKey> config_keys() { return kKeys; }
+
+std::string_view section_of(std::string_view key) { return key.substr(0, key.find('.')); }
+
+std::string_view below_section(std::string_view key) {
+  std::string_view::size_type dot = key.find('.');
+  return dot == std::string_view::npos ? std::string_view() : key.substr(dot + 1);
+}
+
+std::vector<std::string_view> config_sections() {
+  std::vector<std::string_view> sections;
+  for (const ConfigKey& key : kKeys) {
+    std::string_view section = section_of(key.name);
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+      sections.push_back(section);
+    }
+  }
+  return sections;
+}
+
+}  // namespace pgjobd
