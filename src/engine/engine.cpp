@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 
+#include "config/config_reload.hpp"
 #include "db/pg_database.hpp"
 #include "engine/claim_signal.hpp"
 #include "engine/completer.hpp"
@@ -249,25 +250,23 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   if (!lifecycle.owns_lock() || !fetcher_ || drained_) {
     throw std::logic_error("the daemon is starting or draining; reload again once it runs");
   }
+  // Which keys a reload applies is declared once, in src/config/config_keys.cpp: the
+  // restart-only ones keep their current values in `applied`, so handlers, too, see the
+  // database the rest of the daemon uses.
+  const Config current = current_config();
+  const Config applied = reloadable_part(current, next);
+  // Building the handlers is the one step that can fail: do it before changing anything.
   HandlerTable handlers;
   try {
-    handlers = build_handlers(next);  // the one step that can fail: do it before changing anything
+    handlers = build_handlers(applied);
   } catch (const std::exception&) {
     metrics_->config_reload(false);
     throw;
   }
-  const Config current = current_config();
   std::vector<std::string> needs_restart;
-  const auto compare = [&](bool changed, const char* key) {
-    if (changed) needs_restart.push_back(std::string(key) + " changed: restart pgjobd to apply it");
-  };
-  compare(next.database.url != current.database.url, "database.url");
-  compare(next.database.schema != current.database.schema, "database.schema");
-  compare(next.database.synchronous_claims != current.database.synchronous_claims,
-          "database.synchronous_claims");
-  compare(next.metrics.listen != current.metrics.listen, "metrics.listen");
-  compare(next.lease.duration != current.lease.duration, "lease.duration");
-  compare(next.poll.listen_notify != current.poll.listen_notify, "poll.listen_notify");
+  for (const std::string& key : keys_needing_restart(current, next)) {
+    needs_restart.push_back(key + " changed: restart pgjobd to apply it");
+  }
 
   // Narrow the claimed types first and widen them last, so a claimed job always finds
   // its handler.
@@ -275,23 +274,18 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   for (const auto& [type, handler] : handlers_) {
     if (handlers.count(type)) kept_types.push_back(type);
   }
-  fetcher_->reconfigure(next.poll, kept_types);
-  runner_->reconfigure(next.retry, handlers);
-  fetcher_->reconfigure(next.poll, keys_of(handlers));
+  fetcher_->reconfigure(applied.poll, kept_types);
+  runner_->reconfigure(applied.retry, handlers);
+  fetcher_->reconfigure(applied.poll, keys_of(handlers));
   {
     std::lock_guard lock(parts_mutex_);
-    pool_->resize(next.worker);
+    pool_->resize(applied.worker);
   }
-  metrics_->set_workers_max(next.worker.concurrency);
-  maintenance_->set_retention(next.retention);
-  completer_->set_delete_done(next.retention.done.count() == 0);
+  metrics_->set_workers_max(applied.worker.concurrency);
+  maintenance_->set_retention(applied.retention);
+  completer_->set_delete_done(applied.retention.done.count() == 0);
   {
     std::lock_guard lock(config_mutex_);
-    Config applied = next;
-    applied.database = current.database;
-    applied.metrics = current.metrics;
-    applied.lease = current.lease;
-    applied.poll.listen_notify = current.poll.listen_notify;
     config_ = applied;
   }
   handlers_ = std::move(handlers);
