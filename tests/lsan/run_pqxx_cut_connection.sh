@@ -14,24 +14,28 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-echo "== with $supp"
-if ! LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" "$binary" >"$out" 2>&1; then
+# Runs the program with LSAN_OPTIONS=$1; its output goes to $out, its exit code to $rc.
+run() {
+  set +e
+  LSAN_OPTIONS=$1 "$binary" >"$out" 2>&1
+  rc=$?
+  set -e
   cat "$out"
-  echo "FAIL: the leak is not suppressed by $supp" >&2
+  if ((rc == 2)); then
+    echo "FAIL: the program's setup failed (see above)" >&2
+    exit 1
+  fi
+}
+
+echo "== with $supp"
+run "suppressions=$supp:print_suppressions=0"
+if ((rc != 0)); then
+  echo "FAIL: the leak is not suppressed by $supp (exit $rc)" >&2
   exit 1
 fi
-cat "$out"
 
 echo "== without suppressions"
-set +e
-LSAN_OPTIONS=print_suppressions=0 "$binary" >"$out" 2>&1
-rc=$?
-set -e
-cat "$out"
-if ((rc == 2)); then
-  echo "FAIL: the program's setup failed (see above)" >&2
-  exit 1
-fi
+run print_suppressions=0
 if ((rc == 0)) || ! grep -q 'ERROR: LeakSanitizer' "$out" || ! grep -q 'libpq' "$out"; then
   echo "FAIL: expected a LeakSanitizer report through libpq (exit $rc): the test no longer" \
     "reproduces the leak, so it proves nothing about the suppressions" >&2
