@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what it needs, builds, starts a throwaway
 # PostgreSQL 15 as an unprivileged user, and runs
+#   0. lint: clang-format and clang-tidy (.clang-format, .clang-tidy), first because it
+#      fails fastest;
 #   1. every test (unit, integration, end-to-end) on the release build;
 #   2. every test again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the concurrency tests under ThreadSanitizer.
@@ -9,9 +11,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh --with-test
-stages=${PGJOBD_TEST_STAGES:-release asan tsan}
+scripts/install-deps.sh --with-test --with-tools
+stages=${PGJOBD_TEST_STAGES:-lint release asan tsan}
 jobs=$(nproc)
+
+# Style and static analysis; needs no database and no build, only a configured release tree
+# for compile_commands.json (configuring also generates the sources clang-tidy reads).
+lint() {
+  echo "== lint: clang-format"
+  find src include tests -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 |
+    xargs -0 clang-format --dry-run --Werror
+  echo "== lint: clang-tidy over src/"
+  cmake --preset release >/dev/null
+  # run-clang-tidy selects files of compile_commands.json by regular expression: this
+  # checkout's src/ (Python's re, as run-clang-tidy is Python). .clang-tidy has
+  # WarningsAsErrors, so a finding fails the stage.
+  local src_re
+  src_re="^$(python3 -c 'import os, re; print(re.escape(os.getcwd()))')/src/"
+  run-clang-tidy -quiet -p build/release -j "$jobs" "$src_re"
+}
+if [[ " $stages " == *" lint "* ]]; then
+  lint
+fi
+other_stages=${stages//lint/}
+if [[ -z "${other_stages//[[:space:]]/}" ]]; then
+  exit 0  # lint alone needs no database
+fi
 
 pgdir=$(mktemp -d /tmp/pgjobd-test.XXXXXX)
 cleanup() { scripts/pg-cluster.sh stop "$pgdir"; rm -rf "$pgdir"; }
@@ -27,6 +52,7 @@ build() {
 
 for stage in $stages; do
   case "$stage" in
+  lint) ;;  # ran above, before the database starts
   release)
     echo "== release build: all tests"
     build release

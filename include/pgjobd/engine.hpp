@@ -1,6 +1,8 @@
 #pragma once
 // The embeddable engine: claims jobs from PostgreSQL, runs them on a bounded pool and
-// records the outcome. The pgjobd binary is a thin wrapper around this class.
+// records the outcome. The pgjobd binary is a thin wrapper around this class; an embedder
+// links the CMake target pgjobd::engine alone. README.md ("In-process C++ handlers") has
+// a complete example, which the tests compile against that target (readme_embedding_example):
 //
 //   pgjobd::Engine engine(pgjobd::load_config("pgjobd.yaml"));
 //   engine.register_handler("resize", [](const pgjobd::Job& job, std::stop_token) {

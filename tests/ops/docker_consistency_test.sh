@@ -131,9 +131,11 @@ for kw, args in instructions:
         copied_to[destination] = source
         copied_sources.add(os.path.normpath(source))
 # The build stage COPYs the sources one by one, so a directory that CMakeLists.txt starts
-# to use (add_subdirectory, a glob, an include path) must be added there too.
+# to use (add_subdirectory, a glob, an include path) must be added there too. A word after
+# "word/" is a subdirectory (src/bench), not a top-level one (bench/).
 with open("CMakeLists.txt", encoding="utf-8") as f:
-    cmake_words = set(re.findall(r"[A-Za-z0-9_.-]+", re.sub(r"#.*", "", f.read())))
+    cmake_words = set(re.findall(r"(?<![A-Za-z0-9_.-]/)(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]+",
+                                 re.sub(r"#.*", "", f.read())))
 for entry in sorted(os.listdir(".")):
     if os.path.isdir(entry) and not entry.startswith(".") and entry != "build" and entry in cmake_words:
         check(entry in copied_sources,
