@@ -27,7 +27,7 @@ class Database;  // the seam to the database (src/store/database.hpp); internal
 
 class Engine {
  public:
-  explicit Engine(Config config);
+  explicit Engine(const Config& config);
   ~Engine();  // drains if still running
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

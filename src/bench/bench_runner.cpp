@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -48,7 +49,7 @@ double peak_rss_megabytes() {
 class CountingNoop {
  public:
   Handler handler(bool record_starts) {
-    return [this, record_starts](const Job& job, std::stop_token stop) {
+    return [this, record_starts](const Job& job, const std::stop_token& stop) {
       JobResult result = noop_handler(job, stop);
       if (record_starts) {
         std::lock_guard lock(mutex_);
@@ -143,7 +144,8 @@ double ceiling(const BenchOptions& options, int jobs) {
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  const auto index =
+      static_cast<std::size_t>(std::lround(p * static_cast<double>(values.size() - 1)));
   return values[std::min(index, values.size() - 1)];
 }
 

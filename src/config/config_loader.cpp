@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
+#include <system_error>
 
 #include "config/config_stages.hpp"
 #include "config/diagnostics.hpp"
@@ -24,7 +24,10 @@ std::string join_lines(const std::vector<std::string>& lines) {
 std::string read_file(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
                                                        &std::fclose);
-  auto fail = [&] { throw ConfigError({path + ": cannot read: " + std::strerror(errno)}); };
+  auto fail = [&] {
+    throw ConfigError(
+        {path + ": cannot read: " + std::error_code(errno, std::system_category()).message()});
+  };
   if (!file) fail();
   std::string text;
   char buffer[8192];

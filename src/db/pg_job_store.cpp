@@ -143,7 +143,7 @@ CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
       } else {
         other_ids.push_back(c.job.id);
         other_attempts.push_back(c.job.attempt);
-        other_statuses.push_back(status_for(c.outcome));
+        other_statuses.emplace_back(status_for(c.outcome));
         other_errors.push_back(sanitize_text(c.error));
         other_delays.push_back(c.retry_delay.count());
       }

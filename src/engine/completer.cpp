@@ -21,7 +21,7 @@ Completer::Completer(std::unique_ptr<JobStore> store, std::string worker_id, boo
 Completer::~Completer() { stop(); }
 
 void Completer::start() {
-  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 void Completer::request_stop() { thread_.request_stop(); }
 void Completer::join() { thread_.join(); }
@@ -59,7 +59,7 @@ std::vector<JobAttempt> Completer::queued_jobs() const {
   return jobs;
 }
 
-void Completer::run(std::stop_token stop) {
+void Completer::run(const std::stop_token& stop) {
   ReconnectBackoff backoff;
   std::unique_lock lock(mutex_);
   while (true) {

@@ -49,7 +49,7 @@ class Completer final : public Service {
   static constexpr std::chrono::microseconds kFlushDelay{1000};
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
 
   const std::unique_ptr<JobStore> store_;
   const std::string worker_id_;

@@ -46,6 +46,7 @@ std::string make_worker_id() {
 
 std::vector<std::string> keys_of(const auto& map) {
   std::vector<std::string> keys;
+  keys.reserve(map.size());
   for (const auto& [key, value] : map) keys.push_back(key);
   return keys;
 }
@@ -363,7 +364,7 @@ void Engine::Impl::drain() {
   spdlog::info("drained");
 }
 
-Engine::Engine(Config config)
+Engine::Engine(const Config& config)
     : Engine(make_engine(config, std::make_shared<PgDatabase>(config.database))) {}
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::Engine(Engine&&) noexcept = default;

@@ -44,7 +44,7 @@ Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& p
 Fetcher::~Fetcher() { stop(); }
 
 void Fetcher::start() {
-  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 void Fetcher::request_stop() { thread_.request_stop(); }
 void Fetcher::join() { thread_.join(); }
@@ -71,7 +71,7 @@ void Fetcher::mark_progress() {
   last_progress_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-bool Fetcher::wait_until_claim(std::stop_token stop) {
+bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   std::unique_lock lock(signal_.mutex);
   const auto due = [&] { return signal_.woken || backlog_ || Clock::now() >= next_poll_; };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
@@ -97,7 +97,7 @@ bool Fetcher::wait_until_claim(std::stop_token stop) {
   return false;
 }
 
-void Fetcher::run(std::stop_token stop) {
+void Fetcher::run(const std::stop_token& stop) {
   ReconnectBackoff backoff;
   while (true) {
     mark_progress();

@@ -55,8 +55,8 @@ class Fetcher final : public Service {
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
 
  private:
-  void run(std::stop_token stop);
-  bool wait_until_claim(std::stop_token stop);  // false: stop requested
+  void run(const std::stop_token& stop);
+  bool wait_until_claim(const std::stop_token& stop);  // false: stop requested
   bool claim_once();              // true when the batch was full (more work is likely waiting)
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
   void mark_progress();

@@ -26,7 +26,9 @@ class Health {
     std::string text;
     for (const auto& [part, problem] : problems_) {
       if (!text.empty()) text += "; ";
-      text += part + ": " + problem;
+      text += part;
+      text += ": ";
+      text += problem;
     }
     return text;
   }

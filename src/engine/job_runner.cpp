@@ -43,7 +43,7 @@ std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
     std::lock_guard lock(settings_mutex_);
     settings = settings_;
   }
-  JobResult result = call_handler(*settings, job, stop);
+  JobResult result = call_handler(*settings, job, std::move(stop));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Formatting a double costs more than a no-op job: only when a line will be logged.

@@ -19,7 +19,7 @@ LeaseGuard::LeaseGuard(WorkerPool& pool, std::function<Clock::time_point()> last
 LeaseGuard::~LeaseGuard() { stop(); }
 
 void LeaseGuard::start() {
-  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 void LeaseGuard::request_stop() { thread_.request_stop(); }
 void LeaseGuard::join() { thread_.join(); }
@@ -28,7 +28,7 @@ Millis LeaseGuard::period() const {
   return std::clamp<Millis>(effective_lease_ / 10, Millis(50), Millis(1000));
 }
 
-void LeaseGuard::run(std::stop_token stop) {
+void LeaseGuard::run(const std::stop_token& stop) {
   std::mutex mutex;
   std::condition_variable_any cv;  // nothing notifies it: the stop token ends its waits
   std::unique_lock lock(mutex);

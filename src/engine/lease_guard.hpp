@@ -32,7 +32,7 @@ class LeaseGuard final : public Service {
   Millis period() const;
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
 
   WorkerPool& pool_;
   const std::function<Clock::time_point()> last_renewal_;

@@ -45,7 +45,7 @@ void Maintenance::start() {
     std::lock_guard lock(mutex_);
     last_renewal_ = Clock::now();  // the leases of jobs claimed from now on start here
   }
-  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 void Maintenance::request_stop() { thread_.request_stop(); }
 void Maintenance::join() { thread_.join(); }
@@ -74,7 +74,7 @@ void Maintenance::guarded(const char* operation, Task&& task) {
   }
 }
 
-void Maintenance::run(std::stop_token stop) {
+void Maintenance::run(const std::stop_token& stop) {
   auto now = Clock::now();
   auto next_heartbeat = now + heartbeat_interval_;
   auto next_rescue = now;
@@ -172,7 +172,7 @@ void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
                report.failed, report.dead);
 }
 
-void Maintenance::prune(std::stop_token stop) {
+void Maintenance::prune(const std::stop_token& stop) {
   RetentionConfig retention;
   {
     std::lock_guard lock(mutex_);

@@ -59,13 +59,13 @@ class Maintenance final : public Service {
   static constexpr int kPruneBatch = 1000;
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
   void heartbeat();
   void lead_and_rescue(std::chrono::milliseconds interval);
   // The time to the next leadership pass: rescue_interval_ while this daemon has work,
   // kIdleRescueInterval (if longer) once it has none.
   std::chrono::milliseconds next_rescue_interval();
-  void prune(std::stop_token stop);
+  void prune(const std::stop_token& stop);
   void collect_stats();
   void check_schema();
   // Runs one task, turning a database error into a log line, a metric and a backoff.

@@ -8,7 +8,7 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -29,7 +29,7 @@ NotifyListener::~NotifyListener() {
 }
 
 void NotifyListener::start() {
-  thread_.start([this](std::stop_token stop) { run(std::move(stop)); });
+  thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 
 void NotifyListener::request_stop() {
@@ -45,7 +45,7 @@ bool NotifyListener::wait_or_stop(std::chrono::milliseconds wait) const {
   return poll(&stop_poll, 1, static_cast<int>(wait.count())) > 0;
 }
 
-void NotifyListener::run(std::stop_token stop) {
+void NotifyListener::run(const std::stop_token& stop) {
   ReconnectBackoff backoff;
   while (!stop.stop_requested()) {
     try {
@@ -62,13 +62,14 @@ void NotifyListener::run(std::stop_token stop) {
   }
 }
 
-void NotifyListener::listen_until_stopped(std::stop_token stop, Notifications& session) {
+void NotifyListener::listen_until_stopped(const std::stop_token& stop, Notifications& session) {
   spdlog::debug("listening for new jobs");
   on_notify_();  // anything inserted while we were not listening
   while (!stop.stop_requested()) {
     pollfd fds[2] = {{session.socket(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) {
-      throw DbError(std::string("listen: poll: ") + std::strerror(errno), "", true);
+      throw DbError("listen: poll: " + std::error_code(errno, std::system_category()).message(), "",
+                    true);
     }
     if (fds[1].revents) return;
     if (fds[0].revents) session.consume(on_notify_);

@@ -24,9 +24,9 @@ class NotifyListener final : public Service {
   void join() override;
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
   // Throws DbError when the session fails.
-  void listen_until_stopped(std::stop_token stop, Notifications& session);
+  void listen_until_stopped(const std::stop_token& stop, Notifications& session);
   // Waits for the stop eventfd or `wait`; true when stopping.
   bool wait_or_stop(std::chrono::milliseconds wait) const;
 

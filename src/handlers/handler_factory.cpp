@@ -9,7 +9,9 @@
 
 namespace pgjobd {
 
-JobResult noop_handler(const Job&, std::stop_token) { return JobResult::done(); }
+JobResult noop_handler(const Job& /*job*/, const std::stop_token& /*stop*/) {
+  return JobResult::done();
+}
 
 Handler make_handler(const std::string& type, const HandlerConfig& config,
                      const SqlHandlerContext& context) {

@@ -15,6 +15,6 @@ Handler make_handler(const std::string& type, const HandlerConfig& config,
                      const SqlHandlerContext& context);
 
 // The built-in no-op handler (`builtin: noop`): done at once. For benchmarks and smoke tests.
-JobResult noop_handler(const Job& job, std::stop_token stop);
+JobResult noop_handler(const Job& job, const std::stop_token& stop);
 
 }  // namespace pgjobd

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <vector>
 
-
 namespace pgjobd {
 namespace {
 
@@ -15,7 +14,7 @@ class SqlHandler {
   SqlHandler(const HandlerConfig& config, SqlHandlerContext context)
       : sql_(config.sql), timeout_(config.timeout), context_(std::move(context)) {}
 
-  JobResult operator()(const Job& job, std::stop_token stop) {
+  JobResult operator()(const Job& job, const std::stop_token& stop) {
     std::unique_ptr<JobStore> store = acquire();
     JobResult result;
     try {
@@ -64,7 +63,7 @@ class SqlHandler {
 
 Handler make_sql_handler(const HandlerConfig& config, const SqlHandlerContext& context) {
   auto handler = std::make_shared<SqlHandler>(config, context);
-  return [handler](const Job& job, std::stop_token stop) { return (*handler)(job, stop); };
+  return [handler](const Job& job, const std::stop_token& stop) { return (*handler)(job, stop); };
 }
 
 }  // namespace pgjobd

@@ -81,7 +81,7 @@ std::string iso_timestamp(spdlog::log_clock::time_point tp) {
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    std::string line = "{\"ts\":\"" + iso_timestamp(msg.time) + "\",\"level\":";
+    std::string line = R"({"ts":")" + iso_timestamp(msg.time) + R"(","level":)";
     const auto level = spdlog::level::to_string_view(msg.level);
     append_json_string(line, std::string_view(level.data(), level.size()));
     line += ",\"msg\":";

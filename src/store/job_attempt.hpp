@@ -11,6 +11,7 @@ namespace pgjobd {
 struct JobAttempt {
   std::int64_t id = 0;
   int attempt = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   friend auto operator<=>(const JobAttempt&, const JobAttempt&) = default;
 };
 

@@ -180,8 +180,9 @@ void SystemdNotifier::start_watchdog(std::function<bool()> healthy) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
   try {
-    watchdog_->start(
-        [this, check = std::move(healthy)](std::stop_token stop) { watchdog_loop(stop, check); });
+    watchdog_->start([this, check = std::move(healthy)](const std::stop_token& stop) {
+      watchdog_loop(stop, check);
+    });
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     throw;
@@ -225,6 +226,7 @@ void SystemdNotifier::watchdog_loop(const std::stop_token& stop,
 }
 
 void SystemdNotifier::unset_environment() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): documented to run before any other thread starts
   for (const char* name : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) ::unsetenv(name);
 }
 
