@@ -173,6 +173,23 @@ TEST_F(FetcherTest, HonoursPerQueueLimits) {
   EXPECT_EQ(table_.row(a[2]).times_claimed, 0);
 }
 
+// DISABLED: shows a throughput bug (see the comment in the test). Enable once the fetcher
+// counts a claim as full when any queue's slots were used up.
+TEST_F(FetcherTest, DISABLED_QueueAtItsLimitIsClaimedAgainAsSoonAsItsSlotFrees) {
+  // Queue a (limit 1) has a backlog; queue b is empty. The claim asks for 4 (a:1, b:4)
+  // and gets 1, which claim_once() counts as "not full" although queue a was at its
+  // limit, so no backlog is noted: when a's job finishes, the freed slot does not make a
+  // claim due and the next job of a waits for the next poll (poll.min_interval, 50 ms by
+  // default; a minute here). A limited queue next to an idle one runs at most one batch
+  // per poll interval.
+  const auto a = table_.add_jobs(3, "gated", "a");
+  start(4, {{"a", 1}, {"b", 0}});
+  ASSERT_TRUE(gate_.wait_started(1));
+  gate_.release(a[0]);
+  EXPECT_TRUE(gate_.wait_started(2, seconds(5)))
+      << "job " << a[1] << " of queue a waited for the next poll";
+}
+
 TEST_F(FetcherTest, SlotsFreedDuringAClaimAreClaimedTogether) {
   table_.add_jobs(20, "gated");
   start(8);

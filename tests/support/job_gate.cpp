@@ -7,6 +7,14 @@
 namespace pgjobd::testing {
 
 JobResult JobGate::run(const Job& job, std::stop_token stop) {
+  // Runs in the thread that requests the stop. Declared before the lock, so that it is
+  // destroyed after the lock is released: its destructor waits for a running callback,
+  // which needs the lock.
+  const std::stop_callback on_stop(stop, [this, id = job.id] {
+    std::lock_guard lock(mutex_);
+    stop_times_.try_emplace(id, std::chrono::steady_clock::now());
+    cv_.notify_all();
+  });
   std::unique_lock lock(mutex_);
   started_.push_back(job.id);
   tokens_[job.id] = stop;
@@ -58,6 +66,14 @@ bool JobGate::stop_requested(std::int64_t id) const {
 int JobGate::running() const {
   std::lock_guard lock(mutex_);
   return static_cast<int>(started_.size()) - finished_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> JobGate::stop_requested_at(
+    std::int64_t id) const {
+  std::lock_guard lock(mutex_);
+  const auto it = stop_times_.find(id);
+  if (it == stop_times_.end()) return std::nullopt;
+  return it->second;
 }
 
 int JobGate::max_running() const {

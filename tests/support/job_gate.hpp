@@ -36,6 +36,9 @@ class JobGate {
   // Whether a stop was requested for the job's latest run, read from its token at once
   // (the handler may not have woken up yet).
   bool stop_requested(std::int64_t id) const;
+  // When the stop was requested, taken in the requesting thread (a stop callback), so a
+  // test can check that something was not stopped too early.
+  std::optional<std::chrono::steady_clock::time_point> stop_requested_at(std::int64_t id) const;
   int running() const;  // started and not yet returned
   int finished() const;
   int max_running() const;  // the most handlers ever running at once
@@ -54,6 +57,7 @@ class JobGate {
   bool all_released_ = false;
   std::vector<std::int64_t> started_;
   std::map<std::int64_t, std::stop_token> tokens_;
+  std::map<std::int64_t, std::chrono::steady_clock::time_point> stop_times_;
   std::set<std::int64_t> stopped_;
   int finished_ = 0;
   int max_running_ = 0;
