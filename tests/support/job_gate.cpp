@@ -24,7 +24,12 @@ JobResult JobGate::run(const Job& job, std::stop_token stop) {
   // notice a stop request.
   const bool released =
       cv_.wait(lock, stop, [&] { return all_released_ || released_.count(job.id) > 0; });
-  if (!released) stopped_.insert(job.id);
+  if (!released) {
+    stopped_.insert(job.id);
+    // The stop callbacks run one after another in the requesting thread, and the one that
+    // woke this wait may run before ours: let ours record the time before returning.
+    cv_.wait(lock, [&] { return stop_times_.count(job.id) > 0; });
+  }
   ++finished_;
   cv_.notify_all();
   return released ? JobResult::done() : JobResult::released();
