@@ -78,9 +78,12 @@ TEST_F(LeaseGuardTest, StopsAHandlerOnceItsLeaseRanOutWithoutRenewal) {
 TEST_F(LeaseGuardTest, DoesNotStopWhileRenewalsKeepUp) {
   pool_->submit({gated_job(1)});
   ASSERT_TRUE(gate_.wait_started(1));
-  LeaseGuard& guard = start_guard(Millis(100), Millis(0), [] { return Clock::now(); });
+  // Each renewal read is "just now". The lease is long enough that a loaded machine
+  // pausing the guard between reading it and checking the pool cannot expire it.
+  LeaseGuard& guard = start_guard(Millis(300), Millis(0), [] { return Clock::now(); });
   ASSERT_EQ(guard.period(), Millis(50));
-  // Each pass waits a period first, so eight passes span at least four leases.
+  // Each pass waits a period first, so eight passes span more than a lease: without the
+  // renewals the job would have been stopped by then.
   ASSERT_TRUE(wait_until([&] { return passes_ >= 8; }, seconds(20)));
   EXPECT_FALSE(gate_.stop_requested(1));
   EXPECT_EQ(pool_->busy(), 1);

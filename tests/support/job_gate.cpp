@@ -25,10 +25,11 @@ JobResult JobGate::run(const Job& job, std::stop_token stop) {
   const bool released =
       cv_.wait(lock, stop, [&] { return all_released_ || released_.count(job.id) > 0; });
   if (!released) {
-    stopped_.insert(job.id);
     // The stop callbacks run one after another in the requesting thread, and the one that
-    // woke this wait may run before ours: let ours record the time before returning.
+    // woke this wait may run before ours: let ours record the time before the stop is
+    // reported.
     cv_.wait(lock, [&] { return stop_times_.count(job.id) > 0; });
+    stopped_.insert(job.id);
   }
   ++finished_;
   cv_.notify_all();
