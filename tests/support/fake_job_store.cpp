@@ -241,6 +241,11 @@ int FakeJobTable::listen_sessions_closed() const {
   return listen_closed_;
 }
 
+int FakeJobTable::notifications_delivered() const {
+  std::lock_guard lock(mutex_);
+  return delivered_;
+}
+
 bool FakeJobTable::wait_until(const std::function<bool()>& condition,
                               std::chrono::milliseconds timeout) const {
   const auto deadline = Clock::now() + timeout;
@@ -430,6 +435,9 @@ class FakeNotifications final : public Notifications {
     std::uint64_t count = 0;
     if (read(fd_, &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return;
     for (std::uint64_t i = 0; i < count; ++i) on_notify();
+    std::lock_guard lock(table_->mutex_);
+    table_->delivered_ += static_cast<int>(count);
+    table_->changed();
   }
 
  private:

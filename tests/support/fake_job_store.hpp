@@ -99,6 +99,7 @@ class FakeJobTable {
   std::vector<std::string> opened_roles() const;            // Database::open_store
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
+  int notifications_delivered() const;  // handed to on_notify by Notifications::consume
 
   // Waits until `condition` (which may call this table's accessors) holds, re-checking
   // after every change to the table; false after `timeout`.
@@ -142,6 +143,7 @@ class FakeJobTable {
   std::set<int> sessions_;  // the eventfds of open LISTEN sessions
   int listen_opened_ = 0;
   int listen_closed_ = 0;
+  int delivered_ = 0;
 };
 
 // One "connection" to the table. Like PgJobStore, it is used by one thread at a time.
