@@ -107,13 +107,4 @@ std::string table_summary(TestSchema& schema) {
              "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
 }
 
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    if (condition()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 }  // namespace pgjobd::testing

@@ -9,6 +9,7 @@
 
 #include "db/connection.hpp"
 #include "pgjobd/config.hpp"
+#include "support/wait_until.hpp"  // wait_until, used with the database helpers
 
 namespace pgjobd::testing {
 
@@ -43,10 +44,5 @@ class TestSchema {
 
 // "jobs by status: done=3, pending=1", for failure messages.
 std::string table_summary(TestSchema& schema);
-
-// Polls `condition` every few milliseconds until it holds or `timeout` passes; returns
-// whether it held. For state that lives in the database or another process, where no
-// in-process signal exists to wait on.
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
 }  // namespace pgjobd::testing

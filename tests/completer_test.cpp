@@ -1,0 +1,224 @@
+// Completer: many completions become few writes, in order; an outage loses and duplicates
+// nothing; stopping flushes within the deadline and gives up (loudly) after it.
+
+#include "engine/completer.hpp"
+
+#include <gtest/gtest.h>
+
+#include "engine/health.hpp"
+#include "metrics/metrics.hpp"
+#include "support/fake_job_store.hpp"
+#include "support/log_capture.hpp"
+#include "support/wait_until.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::FakeDatabase;
+using pgjobd::testing::FakeJobTable;
+using pgjobd::testing::FakeStatus;
+using pgjobd::testing::LogCapture;
+using pgjobd::testing::StoreMethod;
+using pgjobd::testing::wait_until;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::int64_t> ids_of(const std::vector<Completion>& completions) {
+  std::vector<std::int64_t> ids;
+  for (const auto& completion : completions) ids.push_back(completion.job.id);
+  return ids;
+}
+
+class CompleterTest : public ::testing::Test {
+ protected:
+  void TearDown() override { table_.unblock_all(); }
+
+  Completer& make_completer(bool delete_done = false) {
+    completer_ = std::make_unique<Completer>(database_.open_store("completer"), "worker-1",
+                                             delete_done, metrics_, health_);
+    return *completer_;
+  }
+
+  // `n` jobs running under worker-1 (claimed in the fake), each with a "done" completion.
+  std::vector<Completion> running_jobs(int n) {
+    table_.add_jobs(n, "t");
+    auto store = database_.open_store("test");
+    const auto jobs = store->claim({{{"default", n}}, {"t"}, n, "worker-1", Millis(30000)});
+    std::vector<Completion> completions;
+    for (const Job& job : jobs) {
+      completions.push_back({{job.id, job.attempt}, Outcome::kDone, {}, Millis(0)});
+    }
+    return completions;
+  }
+
+  bool wait_written(std::size_t n) {
+    return table_.wait_until([&] { return table_.completions().size() >= n; });
+  }
+
+  FakeDatabase database_;
+  FakeJobTable& table_ = database_.table();
+  Metrics metrics_{{"default"}, {"t"}};
+  Health health_;
+  std::unique_ptr<Completer> completer_;  // last
+};
+
+TEST_F(CompleterTest, CompletionsSubmittedTogetherShareOneWrite) {
+  const auto completions = running_jobs(100);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(100));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(ids_of(calls[0].batch), ids_of(completions));
+  EXPECT_EQ(calls[0].worker_id, "worker-1");
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 100);
+}
+
+TEST_F(CompleterTest, CompletionsArrivingDuringAWriteShareTheNextOne) {
+  const auto completions = running_jobs(301);
+  Completer& completer = make_completer();
+  table_.block(StoreMethod::kComplete);
+  completer.start();
+  completer.submit(completions[0]);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kComplete));
+  for (std::size_t i = 1; i < completions.size(); ++i) completer.submit(completions[i]);
+  table_.unblock(StoreMethod::kComplete);
+
+  ASSERT_TRUE(wait_written(301));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].batch.size(), 1u);
+  EXPECT_EQ(calls[1].batch.size(), 300u);
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+}
+
+TEST_F(CompleterTest, BatchesAreCappedAtMaxBatch) {
+  const auto completions = running_jobs(2500);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(2500));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0].batch.size(), Completer::kMaxBatch);
+  EXPECT_EQ(calls[1].batch.size(), Completer::kMaxBatch);
+  EXPECT_EQ(calls[2].batch.size(), 500u);
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+}
+
+TEST_F(CompleterTest, OutageLosesAndDuplicatesNothingAndKeepsTheOrder) {
+  const auto completions = running_jobs(10);
+  Completer& completer = make_completer();
+  table_.fail_next(StoreMethod::kComplete, 1000);  // the database is down
+  for (std::size_t i = 0; i < 5; ++i) completer.submit(completions[i]);
+  completer.start();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 2));
+  EXPECT_NE(health_.problems().find("completer: fake complete: connection lost"), std::string::npos)
+      << health_.problems();
+  for (std::size_t i = 5; i < 10; ++i) completer.submit(completions[i]);
+  EXPECT_EQ(completer.queued_jobs().size(), 10u);  // kept, not dropped
+  const auto times = table_.call_times(StoreMethod::kComplete);
+  EXPECT_GE(times[1] - times[0], milliseconds(80));  // backed off, not hammering
+
+  table_.fail_next(StoreMethod::kComplete, 0);  // back up
+  ASSERT_TRUE(wait_written(10));
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));  // once each, in order
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 10);
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return health_.problems().empty(); }, seconds(20)))
+      << health_.problems();
+}
+
+TEST_F(CompleterTest, QueuedJobsIncludeTheBatchBeingWritten) {
+  const auto completions = running_jobs(4);
+  Completer& completer = make_completer();
+  table_.block(StoreMethod::kComplete);
+  completer.start();
+  for (std::size_t i = 0; i < 3; ++i) completer.submit(completions[i]);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kComplete));
+  // Still unwritten: the maintenance must keep heartbeating these.
+  EXPECT_EQ(completer.queued_jobs(),
+            (std::vector<JobAttempt>{completions[0].job, completions[1].job, completions[2].job}));
+  completer.submit(completions[3]);
+  EXPECT_EQ(completer.queued_jobs().size(), 4u);
+
+  table_.unblock(StoreMethod::kComplete);
+  ASSERT_TRUE(wait_written(4));
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+}
+
+TEST_F(CompleterTest, StopFlushesWhatWasSubmittedWithinTheDeadline) {
+  const auto completions = running_jobs(5);
+  Completer& completer = make_completer();
+  table_.block(StoreMethod::kComplete);
+  completer.start();
+  for (std::size_t i = 0; i < 3; ++i) completer.submit(completions[i]);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kComplete));
+  for (std::size_t i = 3; i < 5; ++i) completer.submit(completions[i]);
+  table_.fail_next(StoreMethod::kComplete, 1);  // and the held write will fail
+
+  completer.set_flush_deadline(Clock::now() + seconds(20));
+  completer.request_stop();
+  table_.unblock(StoreMethod::kComplete);
+  completer.join();
+
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+  EXPECT_TRUE(completer.queued_jobs().empty());
+}
+
+TEST_F(CompleterTest, GivesUpAfterTheDeadlineAndSaysSo) {
+  LogCapture log;  // before the completer's thread starts
+  const auto completions = running_jobs(3);
+  Completer& completer = make_completer();
+  table_.fail_next(StoreMethod::kComplete, 1000);  // the outage outlasts the deadline
+  completer.start();
+  for (const auto& completion : completions) completer.submit(completion);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 1));
+
+  const auto deadline = Clock::now() + milliseconds(300);
+  completer.set_flush_deadline(deadline);
+  completer.request_stop();
+  completer.join();
+
+  EXPECT_GE(Clock::now(), deadline);  // it kept trying until then
+  EXPECT_LT(Clock::now() - deadline, seconds(10));
+  EXPECT_GE(table_.calls(StoreMethod::kComplete), 2);
+  EXPECT_TRUE(table_.completed().empty());
+  EXPECT_TRUE(completer.queued_jobs().empty());
+  EXPECT_TRUE(log.contains("giving up on 3 unwritten completions")) << log.all();
+  EXPECT_EQ(table_.count(FakeStatus::kRunning), 3);  // left for the rescuer
+}
+
+TEST_F(CompleterTest, StopWithoutAFlushDeadlineDoesNotWaitOutAnOutage) {
+  const auto completions = running_jobs(1);
+  Completer& completer = make_completer();
+  table_.fail_next(StoreMethod::kComplete, 1000);
+  completer.start();
+  completer.submit(completions[0]);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 1));
+  const auto before = Clock::now();
+  completer.stop();
+  EXPECT_LT(Clock::now() - before, seconds(10));
+  EXPECT_TRUE(completer.queued_jobs().empty());
+}
+
+TEST_F(CompleterTest, DeleteDoneFollowsTheLatestSetting) {
+  const auto completions = running_jobs(2);
+  Completer& completer = make_completer(/*delete_done=*/false);
+  completer.start();
+  completer.submit(completions[0]);
+  ASSERT_TRUE(wait_written(1));
+  completer.set_delete_done(true);
+  completer.submit(completions[1]);
+  ASSERT_TRUE(wait_written(2));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_FALSE(calls[0].delete_done);
+  EXPECT_TRUE(calls[1].delete_done);
+  EXPECT_TRUE(table_.row(completions[1].job.id).deleted);
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -1,0 +1,132 @@
+// The drain sequence through make_engine over the fake database: running jobs finish and
+// their completions are written before the drain returns; after shutdown.timeout the
+// jobs still running are stopped and released; nothing is claimed once the drain began.
+
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "engine/engine_factory.hpp"
+#include "pgjobd/engine.hpp"
+#include "support/fake_job_store.hpp"
+#include "support/job_gate.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::FakeDatabase;
+using pgjobd::testing::FakeJobTable;
+using pgjobd::testing::FakeStatus;
+using pgjobd::testing::JobGate;
+using pgjobd::testing::StoreMethod;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+Config engine_config(int concurrency, Millis shutdown_timeout) {
+  Config config;
+  config.metrics.listen = "";  // no HTTP endpoint
+  config.worker.concurrency = concurrency;
+  config.poll.min_interval = Millis(50);
+  config.poll.max_interval = Millis(1000);
+  config.shutdown.timeout = shutdown_timeout;
+  return config;
+}
+
+class EngineDrainTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    table_.unblock_all();
+    gate_.release_all();
+    if (engine_) engine_->drain();
+  }
+
+  Engine& start_engine(const Config& config) {
+    engine_.emplace(make_engine(config, database_));
+    engine_->register_handler(
+        "gated", [this](const Job& job, std::stop_token stop) { return gate_.run(job, stop); });
+    engine_->start();
+    // The LISTEN session is up: the listener is part of what drain() stops.
+    EXPECT_TRUE(table_.wait_until([&] { return table_.listen_sessions_opened() >= 1; }));
+    return *engine_;
+  }
+
+  const std::shared_ptr<FakeDatabase> database_ = std::make_shared<FakeDatabase>();
+  FakeJobTable& table_ = database_->table();
+  JobGate gate_;
+  std::optional<Engine> engine_;  // last: drained before the gate goes away
+};
+
+TEST_F(EngineDrainTest, RunningJobsFinishAndTheirCompletionsAreWrittenBeforeDrainReturns) {
+  const auto ids = table_.add_jobs(2, "gated");
+  Engine& engine = start_engine(engine_config(2, Millis(30000)));
+  ASSERT_TRUE(gate_.wait_started(2));
+
+  table_.block(StoreMethod::kComplete);  // the database will hold up the final writes
+  auto drained = std::async(std::launch::async, [&] { engine.drain(); });
+  // The listener closes first: the drain has begun.
+  ASSERT_TRUE(table_.wait_until([&] { return table_.listen_sessions_closed() >= 1; }));
+  EXPECT_EQ(drained.wait_for(seconds(0)), std::future_status::timeout);
+
+  gate_.release_all();  // the jobs finish well within shutdown.timeout
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kComplete));
+  // Their completions wait for the database, and so does the drain.
+  EXPECT_EQ(drained.wait_for(seconds(0)), std::future_status::timeout);
+  table_.unblock(StoreMethod::kComplete);
+  ASSERT_EQ(drained.wait_for(seconds(30)), std::future_status::ready);
+  drained.get();
+
+  EXPECT_TRUE(gate_.stopped().empty());  // none was cut short
+  for (const auto id : ids) {
+    EXPECT_EQ(table_.row(id).status, FakeStatus::kDone) << "job " << id;
+  }
+  const auto written = table_.completions();
+  ASSERT_EQ(written.size(), 2u);
+  for (const auto& completion : written) EXPECT_EQ(completion.outcome, Outcome::kDone);
+}
+
+TEST_F(EngineDrainTest, AfterTheTimeoutJobsAreStoppedAndReleasedAndNothingNewIsClaimed) {
+  const std::int64_t running = table_.add_job("gated");
+  const auto waiting = table_.add_jobs(2, "gated");
+  Engine& engine = start_engine(engine_config(1, Millis(200)));
+  ASSERT_TRUE(gate_.wait_started(1));
+  ASSERT_EQ(gate_.started()[0], running);
+  // New work announced while the pool is full: nothing to claim it with.
+  database_->notify();
+  engine.wake();
+
+  const auto drain_started = Clock::now();
+  engine.drain();
+
+  // Stopped only once shutdown.timeout had passed, and released (attempt not counted).
+  ASSERT_EQ(gate_.stopped(), (std::set<std::int64_t>{running}));
+  const auto stopped_at = gate_.stop_requested_at(running);
+  ASSERT_TRUE(stopped_at.has_value());
+  EXPECT_GE(*stopped_at - drain_started, milliseconds(200));
+  const auto released = table_.row(running);
+  EXPECT_EQ(released.status, FakeStatus::kPending);
+  EXPECT_EQ(released.job.attempt, 0);
+  EXPECT_EQ(released.times_claimed, 1);
+  const auto written = table_.completions();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0].outcome, Outcome::kReleased);
+
+  // Its slot freed after the drain began (at the stop request): the fetcher was already
+  // stopped, so the waiting jobs were never claimed.
+  for (const auto id : waiting) EXPECT_EQ(table_.row(id).times_claimed, 0) << "job " << id;
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);
+}
+
+TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
+  Engine& engine = start_engine(engine_config(1, Millis(30000)));
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kLeadAndRescue, 1));
+  engine.drain();
+  EXPECT_EQ(table_.resigned(), (std::vector<std::string>{engine.worker_id()}));
+  auto roles = table_.opened_roles();
+  std::sort(roles.begin(), roles.end());
+  EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "maintenance"}));
+  engine.drain();  // safe twice
+}
+
+}  // namespace
+}  // namespace pgjobd

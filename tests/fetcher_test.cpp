@@ -1,0 +1,324 @@
+// Fetcher: claims no more than the pool's free slots (in all and per queue), claims
+// nothing while the pool is full, batches freed slots, and backs off through a database
+// outage. The pool is real; the database is the in-memory fake.
+
+#include "engine/fetcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/claim_signal.hpp"
+#include "engine/health.hpp"
+#include "engine/worker_pool.hpp"
+#include "metrics/metrics.hpp"
+#include "support/fake_job_store.hpp"
+#include "support/job_gate.hpp"
+#include "support/wait_until.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::FakeDatabase;
+using pgjobd::testing::FakeJobTable;
+using pgjobd::testing::FakeStatus;
+using pgjobd::testing::JobGate;
+using pgjobd::testing::StoreMethod;
+using pgjobd::testing::wait_until;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+using Slots = std::map<std::string, int>;
+
+Slots as_map(const std::vector<QueueSlots>& slots) {
+  Slots map;
+  for (const auto& slot : slots) map[slot.queue] = slot.free;
+  return map;
+}
+
+class FetcherTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    table_.unblock_all();
+    gate_.release_all();
+    // The fetcher stops before the pool it fills (as in the engine's drain).
+    if (fetcher_) fetcher_->stop();
+  }
+
+  // Poll intervals default to a minute: only a wake-up, a full batch or a freed slot after
+  // one makes the fetcher claim, so every claim in a test has a cause the test controls.
+  void start(int concurrency, const Slots& queue_limits = {{"default", 0}},
+             Millis poll_interval = Millis(60000)) {
+    WorkerConfig workers;
+    workers.concurrency = concurrency;
+    workers.queues.clear();
+    for (const auto& [name, limit] : queue_limits) workers.queues[name].concurrency = limit;
+    pool_ = std::make_unique<WorkerPool>(
+        workers, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        [](Completion) {}, [this](int) { signal_.slot_freed(); });
+    PollConfig poll;
+    poll.min_interval = poll_interval;
+    poll.max_interval = poll_interval;
+    fetcher_ = std::make_unique<Fetcher>(
+        Fetcher::Options{"worker-1", Millis(30000), poll, {"gated"}},
+        database_.open_store("fetcher"), *pool_, signal_, metrics_, health_);
+    pool_->start();
+    fetcher_->start();
+  }
+
+  // Lets the claim loop wake up `rounds` times and waits until it has gone round each
+  // time (its progress mark moves): a bounded window, driven by the loop itself, in which
+  // a claim it should not make would be seen.
+  void let_fetcher_go_round(int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      const auto before = Clock::now();
+      signal_.wake();
+      ASSERT_TRUE(wait_until([&] { return fetcher_->last_progress() > before; }, seconds(20)));
+    }
+  }
+
+  // For failure messages: each claim's limit and slots, and where the jobs are.
+  std::string describe() const {
+    std::string text = "claims:";
+    for (const auto& request : table_.claim_requests()) {
+      text += " [limit " + std::to_string(request.limit);
+      for (const auto& slot : request.slots) {
+        text += " " + slot.queue + ":" + std::to_string(slot.free);
+      }
+      text += "]";
+    }
+    text += "; pending " + std::to_string(table_.count(FakeStatus::kPending)) + ", running " +
+            std::to_string(table_.count(FakeStatus::kRunning)) + ", handlers started " +
+            std::to_string(gate_.started().size()) + ", finished " +
+            std::to_string(gate_.finished()) + ", pool busy " + std::to_string(pool_->busy());
+    return text;
+  }
+
+  int claimed_in_all() const {
+    int total = 0;
+    for (std::int64_t id = 1;; ++id) {
+      try {
+        total += table_.row(id).times_claimed;
+      } catch (const std::out_of_range&) {
+        return total;
+      }
+    }
+  }
+
+  FakeDatabase database_;
+  FakeJobTable& table_ = database_.table();
+  Metrics metrics_{{"default", "a", "b"}, {"gated"}};
+  Health health_;
+  ClaimSignal signal_;
+  JobGate gate_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<Fetcher> fetcher_;  // last: stopped before the pool
+};
+
+TEST_F(FetcherTest, IdlePoolClaimsAllFreeSlotsInOneClaim) {
+  const std::int64_t other = table_.add_job("no-handler");
+  table_.add_jobs(10, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(4));
+
+  const auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].limit, 4);
+  EXPECT_EQ(as_map(requests[0].slots), (Slots{{"default", 4}}));
+  EXPECT_EQ(requests[0].types, (std::vector<std::string>{"gated"}));
+  EXPECT_EQ(requests[0].worker_id, "worker-1");
+  EXPECT_EQ(requests[0].lease, Millis(30000));
+  EXPECT_EQ(table_.count(FakeStatus::kRunning), 4);
+  EXPECT_EQ(table_.row(other).times_claimed, 0);  // no handler for its type
+}
+
+TEST_F(FetcherTest, ClaimsNothingWhileThePoolIsFull) {
+  table_.add_jobs(10, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(4));
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1));
+
+  let_fetcher_go_round(5);
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);
+  EXPECT_EQ(table_.count(FakeStatus::kRunning), 4);
+  EXPECT_EQ(pool_->busy(), 4);
+}
+
+TEST_F(FetcherTest, ClaimsOnlyTheFreedSlotsAndNeverOverfillsThePool) {
+  table_.add_jobs(10, "gated");
+  // A short poll: the race shown by DISABLED_ClaimLimitNeverExceedsTheSlotsItOffers can
+  // drop the backlog, and the last jobs must not wait a minute for it.
+  start(4, {{"default", 0}}, Millis(20));
+  ASSERT_TRUE(gate_.wait_started(4));
+
+  gate_.release(1);  // one slot frees after a full batch: it is claimed, alone
+  ASSERT_TRUE(gate_.wait_started(5));
+  auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].limit, 1);
+  EXPECT_EQ(as_map(requests[1].slots), (Slots{{"default", 1}}));
+
+  gate_.release_all();
+  ASSERT_TRUE(gate_.wait_finished(10)) << describe();
+  EXPECT_LE(gate_.max_running(), 4);
+  EXPECT_EQ(claimed_in_all(), 10);  // each job exactly once
+  for (const auto& request : table_.claim_requests()) {
+    EXPECT_GE(request.limit, 1);
+    EXPECT_LE(request.limit, 4);
+  }
+}
+
+TEST_F(FetcherTest, HonoursPerQueueLimits) {
+  const auto a = table_.add_jobs(3, "gated", "a");  // ids 1-3
+  const auto b = table_.add_jobs(5, "gated", "b");  // ids 4-8
+  start(4, {{"a", 1}, {"b", 0}});
+  ASSERT_TRUE(gate_.wait_started(4));
+
+  auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].limit, 4);
+  EXPECT_EQ(as_map(requests[0].slots), (Slots{{"a", 1}, {"b", 4}}));
+  auto started = gate_.started();
+  std::sort(started.begin(), started.end());
+  EXPECT_EQ(started, (std::vector<std::int64_t>{a[0], b[0], b[1], b[2]}));
+
+  gate_.release(a[0]);  // queue a gets its one slot back
+  ASSERT_TRUE(gate_.wait_started(5));
+  requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].limit, 1);
+  EXPECT_EQ(as_map(requests[1].slots), (Slots{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(gate_.started().back(), a[1]);
+  EXPECT_EQ(table_.row(a[2]).times_claimed, 0);
+}
+
+// DISABLED: shows a throughput bug (see the comment in the test). Enable once the fetcher
+// counts a claim as full when any queue's slots were used up.
+TEST_F(FetcherTest, DISABLED_QueueAtItsLimitIsClaimedAgainAsSoonAsItsSlotFrees) {
+  // Queue a (limit 1) has a backlog; queue b is empty. The claim asks for 4 (a:1, b:4)
+  // and gets 1, which claim_once() counts as "not full" although queue a was at its
+  // limit, so no backlog is noted: when a's job finishes, the freed slot does not make a
+  // claim due and the next job of a waits for the next poll (poll.min_interval, 50 ms by
+  // default; a minute here). A limited queue next to an idle one runs at most one batch
+  // per poll interval.
+  const auto a = table_.add_jobs(3, "gated", "a");
+  start(4, {{"a", 1}, {"b", 0}});
+  ASSERT_TRUE(gate_.wait_started(1));
+  gate_.release(a[0]);
+  EXPECT_TRUE(gate_.wait_started(2, seconds(5)))
+      << "job " << a[1] << " of queue a waited for the next poll";
+}
+
+// DISABLED: shows a race in Fetcher::claim_once() (src/engine/fetcher.cpp, the two lines
+// `request.slots = pool_.free_slots(); request.limit = pool_.claimable();`). The two are
+// read under separate locks; a job finishing in between makes the limit one more than the
+// slots offered ("[limit 3 default:2]"). The claim then returns fewer jobs than its limit,
+// run() takes that batch for "not full", drops the backlog, and the freed slots wait for
+// the next poll instead of being claimed at once. Reading both under one lock (or the
+// limit first: concurrent finishes only add slots) fixes it. The window is small: this
+// makes ~11000 claims against a pool of 2 and failed in 6 of 10 release runs (~4 s each).
+TEST_F(FetcherTest, DISABLED_ClaimLimitNeverExceedsTheSlotsItOffers) {
+  table_.add_jobs(20000, "gated");
+  gate_.release_all();  // every job returns at once: slots free while claims are made
+  start(2, {{"default", 0}}, Millis(5));
+  ASSERT_TRUE(gate_.wait_finished(20000, seconds(60))) << describe();
+  int violations = 0;
+  for (const auto& request : table_.claim_requests()) {
+    int offered = 0;
+    for (const auto& slot : request.slots) offered += slot.free;
+    if (request.limit > offered) ++violations;
+  }
+  EXPECT_EQ(violations, 0) << "of " << table_.claim_requests().size() << " claims";
+}
+
+TEST_F(FetcherTest, SlotsFreedDuringAClaimAreClaimedTogether) {
+  table_.add_jobs(20, "gated");
+  start(8);
+  ASSERT_TRUE(gate_.wait_started(8));
+
+  table_.block(StoreMethod::kClaim);
+  gate_.release(1);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));  // claim #2, for the one free slot
+  for (std::int64_t id = 2; id <= 5; ++id) gate_.release(id);
+  ASSERT_TRUE(gate_.wait_finished(5));
+  ASSERT_TRUE(wait_until([&] { return pool_->claimable() == 5; }, seconds(20)));
+  table_.unblock(StoreMethod::kClaim);
+
+  // Claim #2 takes its one job; the four slots freed meanwhile (half the pool) are
+  // claimed in one claim, not one by one.
+  ASSERT_TRUE(gate_.wait_started(13));
+  const auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].limit, 1);
+  EXPECT_EQ(requests[2].limit, 4);
+}
+
+TEST_F(FetcherTest, FreedSlotAfterAShortPollWaitsForTheNextPollOrAWakeUp) {
+  table_.add_jobs(2, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(2));  // a poll that found less than it could take
+  table_.add_job("gated");             // arrives without a NOTIFY
+
+  gate_.release(1);
+  ASSERT_TRUE(gate_.wait_finished(1));
+  // The freed slot re-checks the wait but is no reason to poll: the queue was drained.
+  for (int round = 0; round < 3; ++round) {
+    const auto before = Clock::now();
+    signal_.slot_freed();
+    ASSERT_TRUE(wait_until([&] { return fetcher_->last_progress() > before; }, seconds(20)));
+  }
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);
+
+  signal_.wake();  // a NOTIFY
+  ASSERT_TRUE(gate_.wait_started(3));
+  const auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].limit, 3);
+}
+
+TEST_F(FetcherTest, BacksOffThroughAnOutageAndRecovers) {
+  table_.add_jobs(2, "gated");
+  table_.fail_next(StoreMethod::kClaim, 1000);  // the database is down
+  start(2);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 3));
+  EXPECT_NE(health_.problems().find("fetcher: fake claim: connection lost"), std::string::npos)
+      << health_.problems();
+  const auto times = table_.call_times(StoreMethod::kClaim);
+  // ReconnectBackoff: 100 ms then 200 ms, each -20% at worst. A wait shorter than that
+  // would hammer a server that is down.
+  EXPECT_GE(times[1] - times[0], milliseconds(80));
+  EXPECT_GE(times[2] - times[1], milliseconds(160));
+  EXPECT_EQ(gate_.started().size(), 0u);
+
+  table_.fail_next(StoreMethod::kClaim, 0);  // back up
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_TRUE(wait_until([&] { return health_.problems().empty(); }, seconds(20)))
+      << health_.problems();
+}
+
+TEST_F(FetcherTest, ReconfigureClaimsNewTypesAtOnce) {
+  const std::int64_t other = table_.add_job("other");
+  start(2);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1));
+  PollConfig poll;
+  poll.min_interval = poll.max_interval = Millis(60000);
+  fetcher_->reconfigure(poll, {"gated", "other"});
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(gate_.started()[0], other);
+  EXPECT_EQ(table_.claim_requests().back().types, (std::vector<std::string>{"gated", "other"}));
+}
+
+TEST_F(FetcherTest, StopEndsALongWaitAndNothingIsClaimedAfterIt) {
+  start(2);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1));  // then it waits a minute
+  const auto before = Clock::now();
+  fetcher_->stop();
+  EXPECT_LT(Clock::now() - before, seconds(10));
+  table_.add_job("gated");
+  signal_.wake();
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);
+  EXPECT_EQ(pool_->busy(), 0);
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -1,0 +1,171 @@
+// JobRunner: a handler's result (or exception) becomes the completion the completer writes.
+
+#include "engine/job_runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "metrics/metrics.hpp"
+
+namespace pgjobd {
+namespace {
+
+// Without jitter, so the expected backoff is exact.
+RetryConfig exact_retry() {
+  RetryConfig retry;
+  retry.base = Millis(1000);
+  retry.max_delay = Millis(600000);
+  retry.jitter = 0.0;
+  return retry;
+}
+
+Job job_of(const std::string& type, int attempt, int max_attempts = 5) {
+  Job job;
+  job.id = 42;
+  job.queue = "default";
+  job.type = type;
+  job.attempt = attempt;
+  job.max_attempts = max_attempts;
+  return job;
+}
+
+class JobRunnerTest : public ::testing::Test {
+ protected:
+  JobRunner runner_with(HandlerTable handlers) {
+    return JobRunner(exact_retry(), std::move(handlers), metrics_);
+  }
+  Metrics metrics_{{"default"}, {"ok", "throws"}};
+};
+
+TEST_F(JobRunnerTest, DoneHandlerCompletesTheAttempt) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
+  const auto completion = runner.run(job_of("ok", 3), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->job, (JobAttempt{42, 3}));
+  EXPECT_EQ(completion->outcome, Outcome::kDone);
+  EXPECT_EQ(completion->retry_delay, Millis(0));
+}
+
+TEST_F(JobRunnerTest, ExceptionBecomesRetryWithBackoff) {
+  JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
+                                     throw std::runtime_error("boom");
+                                   }}});
+  const auto completion = runner.run(job_of("throws", 2), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->error, "handler threw: boom");
+  EXPECT_EQ(completion->retry_delay, Millis(2000));  // base * 2^(attempt-1)
+}
+
+TEST_F(JobRunnerTest, NonStandardExceptionBecomesRetry) {
+  JobRunner runner =
+      runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult { throw 7; }}});
+  const auto completion = runner.run(job_of("throws", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->error, "handler threw a non-standard exception");
+  EXPECT_EQ(completion->retry_delay, Millis(1000));
+}
+
+TEST_F(JobRunnerTest, ExhaustedAttemptsMakeTheJobDead) {
+  JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
+                                     throw std::runtime_error("still broken");
+                                   }}});
+  const auto last = runner.run(job_of("throws", 3, 3), {});
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->outcome, Outcome::kDead);
+  EXPECT_EQ(last->error, "handler threw: still broken");
+  // One attempt earlier it is still a retry.
+  const auto earlier = runner.run(job_of("throws", 2, 3), {});
+  ASSERT_TRUE(earlier.has_value());
+  EXPECT_EQ(earlier->outcome, Outcome::kRetry);
+}
+
+TEST_F(JobRunnerTest, DeadResultStaysDeadOnTheFirstAttempt) {
+  JobRunner runner = runner_with(
+      {{"ok", [](const Job&, std::stop_token) { return JobResult::dead("bad payload"); }}});
+  const auto completion = runner.run(job_of("ok", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kDead);
+  EXPECT_EQ(completion->error, "bad payload");
+}
+
+TEST_F(JobRunnerTest, UnknownTypeIsReleasedWithoutCallingAnything) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
+  const auto completion = runner.run(job_of("removed-by-reload", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kReleased);
+  EXPECT_EQ(completion->job, (JobAttempt{42, 1}));
+}
+
+TEST_F(JobRunnerTest, RetryAfterOverridesTheBackoff) {
+  JobRunner runner = runner_with({{"ok", [](const Job&, std::stop_token) {
+                                     return JobResult::retry("rate limited", Millis(1234));
+                                   }}});
+  const auto completion = runner.run(job_of("ok", 4), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->error, "rate limited");
+  EXPECT_EQ(completion->retry_delay, Millis(1234));  // not 8000, the backoff for attempt 4
+}
+
+TEST_F(JobRunnerTest, HandlerThatWroteItsOwnCompletionReturnsNothing) {
+  JobRunner runner = runner_with({{"ok", [](const Job&, std::stop_token) {
+                                     JobResult result = JobResult::done();
+                                     result.completion_written = true;
+                                     return result;
+                                   }}});
+  EXPECT_FALSE(runner.run(job_of("ok", 1), {}).has_value());
+}
+
+TEST_F(JobRunnerTest, StopTokenReachesTheHandler) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token stop) {
+                      return stop.stop_requested() ? JobResult::released() : JobResult::done();
+                    }}});
+  std::stop_source source;
+  source.request_stop();
+  const auto completion = runner.run(job_of("ok", 1), source.get_token());
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kReleased);
+}
+
+// DISABLED: shows a gap between the handler contract and the runner. handler.hpp says of
+// a stop request (shutdown timeout, lost lease): "the result is then ignored and the job
+// released". JobRunner::run() (src/engine/job_runner.cpp) never looks at the stop token:
+// an in-process handler that throws when cancelled gets a retry, its attempt counted, and
+// on its last attempt the job is dead. Through the engine: drain() after
+// shutdown.timeout calls stop_all_jobs(), the handler throws "cancelled", and the
+// completer writes retry/dead for a job that was only interrupted by a restart (the
+// write is not fenced off: the attempt is still ours). The exec and http handlers return
+// released themselves, which hides it for configured handlers.
+TEST_F(JobRunnerTest, DISABLED_ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
+  JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
+                                     throw std::runtime_error("cancelled");
+                                   }}});
+  std::stop_source shutdown;
+  shutdown.request_stop();
+  const auto completion = runner.run(job_of("throws", 5, 5), shutdown.get_token());
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kReleased);  // today: dead
+}
+
+TEST_F(JobRunnerTest, ReconfigureAppliesToTheNextJob) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
+  RetryConfig slower = exact_retry();
+  slower.base = Millis(5000);
+  runner.reconfigure(
+      slower,
+      {{"ok", [](const Job&, std::stop_token) { return JobResult::retry("now failing"); }}});
+  const auto completion = runner.run(job_of("ok", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->retry_delay, Millis(5000));
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -1,0 +1,471 @@
+// FakeJobTable, FakeJobStore and FakeDatabase: the in-memory jobs table and its calls.
+
+#include "support/fake_job_store.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace pgjobd::testing {
+
+namespace {
+
+std::size_t index_of(StoreMethod method) { return static_cast<std::size_t>(method); }
+
+const char* name_of(StoreMethod method) {
+  switch (method) {
+    case StoreMethod::kClaim:
+      return "claim";
+    case StoreMethod::kComplete:
+      return "complete";
+    case StoreMethod::kRunAndComplete:
+      return "run_and_complete";
+    case StoreMethod::kHeartbeat:
+      return "heartbeat";
+    case StoreMethod::kLeadAndRescue:
+      return "lead_and_rescue";
+    case StoreMethod::kResign:
+      return "resign";
+    case StoreMethod::kPrune:
+      return "prune";
+    case StoreMethod::kQueueStats:
+      return "queue_stats";
+    case StoreMethod::kSchemaProblem:
+      return "schema_problem";
+  }
+  return "?";
+}
+
+const char* name_of(FakeStatus status) {
+  switch (status) {
+    case FakeStatus::kPending:
+      return "pending";
+    case FakeStatus::kRunning:
+      return "running";
+    case FakeStatus::kDone:
+      return "done";
+    case FakeStatus::kFailed:
+      return "failed";
+    case FakeStatus::kDead:
+      return "dead";
+  }
+  return "?";
+}
+
+bool contains(const std::vector<std::string>& values, const std::string& value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+}  // namespace
+
+// ---- FakeJobTable: rows ---------------------------------------------------------------
+
+std::int64_t FakeJobTable::add_job(const std::string& type, const std::string& queue, int priority,
+                                   int max_attempts) {
+  std::lock_guard lock(mutex_);
+  FakeRow row;
+  row.job.id = next_id_++;
+  row.job.type = type;
+  row.job.queue = queue;
+  row.job.priority = priority;
+  row.job.max_attempts = max_attempts;
+  row.job.attempt = 0;
+  rows_[row.job.id] = row;
+  changed();
+  return row.job.id;
+}
+
+std::vector<std::int64_t> FakeJobTable::add_jobs(int n, const std::string& type,
+                                                 const std::string& queue) {
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(add_job(type, queue));
+  return ids;
+}
+
+FakeRow FakeJobTable::row(std::int64_t id) const {
+  std::lock_guard lock(mutex_);
+  return rows_.at(id);
+}
+
+int FakeJobTable::count(FakeStatus status) const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [&](const auto& entry) {
+    return entry.second.status == status && !entry.second.deleted;
+  }));
+}
+
+void FakeJobTable::take_over(std::int64_t id, const std::string& other_worker) {
+  std::lock_guard lock(mutex_);
+  FakeRow& row = rows_.at(id);
+  row.status = FakeStatus::kRunning;
+  row.locked_by = other_worker;
+  ++row.job.attempt;
+  changed();
+}
+
+FakeRow* FakeJobTable::find(std::int64_t id) {
+  const auto it = rows_.find(id);
+  return it == rows_.end() || it->second.deleted ? nullptr : &it->second;
+}
+
+bool FakeJobTable::owned(const FakeRow& row, const JobAttempt& job,
+                         const std::string& worker) const {
+  return row.status == FakeStatus::kRunning && row.locked_by == worker &&
+         row.job.attempt == job.attempt;
+}
+
+// ---- FakeJobTable: faults -------------------------------------------------------------
+
+void FakeJobTable::fail_next(StoreMethod method, int n) {
+  std::lock_guard lock(mutex_);
+  fail_[index_of(method)] = n;
+  changed();
+}
+
+void FakeJobTable::block(StoreMethod method) {
+  std::lock_guard lock(mutex_);
+  blocked_[index_of(method)] = true;
+  changed();
+}
+
+void FakeJobTable::unblock(StoreMethod method) {
+  std::lock_guard lock(mutex_);
+  blocked_[index_of(method)] = false;
+  changed();
+}
+
+void FakeJobTable::unblock_all() {
+  std::lock_guard lock(mutex_);
+  blocked_.fill(false);
+  changed();
+}
+
+int FakeJobTable::held(StoreMethod method) const {
+  std::lock_guard lock(mutex_);
+  return held_[index_of(method)];
+}
+
+void FakeJobTable::set_leader(bool leader) {
+  std::lock_guard lock(mutex_);
+  leader_ = leader;
+  changed();
+}
+
+void FakeJobTable::set_schema_problem(std::string problem) {
+  std::lock_guard lock(mutex_);
+  schema_problem_ = std::move(problem);
+  changed();
+}
+
+std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method) {
+  const std::size_t i = index_of(method);
+  std::unique_lock lock(mutex_);
+  ++calls_[i];
+  call_times_[i].push_back(Clock::now());
+  changed();
+  if (blocked_[i]) {
+    ++held_[i];
+    changed();
+    cv_.wait(lock, [&] { return !blocked_[i]; });
+    --held_[i];
+    changed();
+  }
+  if (fail_[i] > 0) {
+    --fail_[i];
+    changed();
+    throw DbError(std::string("fake ") + name_of(method) + ": connection lost", "08006", true);
+  }
+  return lock;
+}
+
+void FakeJobTable::changed() {
+  ++version_;
+  cv_.notify_all();
+}
+
+// ---- FakeJobTable: records and waits --------------------------------------------------
+
+int FakeJobTable::calls(StoreMethod method) const {
+  std::lock_guard lock(mutex_);
+  return calls_[index_of(method)];
+}
+
+std::vector<FakeJobTable::Clock::time_point> FakeJobTable::call_times(StoreMethod method) const {
+  std::lock_guard lock(mutex_);
+  return call_times_[index_of(method)];
+}
+
+std::vector<ClaimRequest> FakeJobTable::claim_requests() const {
+  std::lock_guard lock(mutex_);
+  return claim_requests_;
+}
+
+std::vector<CompleteCall> FakeJobTable::completed() const {
+  std::lock_guard lock(mutex_);
+  return completed_;
+}
+
+std::vector<Completion> FakeJobTable::completions() const {
+  std::lock_guard lock(mutex_);
+  std::vector<Completion> all;
+  for (const auto& call : completed_) all.insert(all.end(), call.batch.begin(), call.batch.end());
+  return all;
+}
+
+std::vector<std::vector<JobAttempt>> FakeJobTable::heartbeats() const {
+  std::lock_guard lock(mutex_);
+  return heartbeats_;
+}
+
+std::vector<std::string> FakeJobTable::resigned() const {
+  std::lock_guard lock(mutex_);
+  return resigned_;
+}
+
+std::vector<std::string> FakeJobTable::opened_roles() const {
+  std::lock_guard lock(mutex_);
+  return opened_roles_;
+}
+
+int FakeJobTable::listen_sessions_opened() const {
+  std::lock_guard lock(mutex_);
+  return listen_opened_;
+}
+
+int FakeJobTable::listen_sessions_closed() const {
+  std::lock_guard lock(mutex_);
+  return listen_closed_;
+}
+
+int FakeJobTable::notifications_delivered() const {
+  std::lock_guard lock(mutex_);
+  return delivered_;
+}
+
+bool FakeJobTable::wait_until(const std::function<bool()>& condition,
+                              std::chrono::milliseconds timeout) const {
+  const auto deadline = Clock::now() + timeout;
+  std::unique_lock lock(mutex_);
+  while (true) {
+    // The version is read before the condition is evaluated (without the lock, since it
+    // may call the accessors), so a change in between is never missed.
+    const std::uint64_t seen = version_;
+    lock.unlock();
+    if (condition()) return true;
+    lock.lock();
+    if (!cv_.wait_until(lock, deadline, [&] { return version_ != seen; })) {
+      lock.unlock();
+      return condition();
+    }
+  }
+}
+
+bool FakeJobTable::wait_calls(StoreMethod method, int n, std::chrono::milliseconds timeout) const {
+  return wait_until([&] { return calls(method) >= n; }, timeout);
+}
+
+bool FakeJobTable::wait_held(StoreMethod method, int n, std::chrono::milliseconds timeout) const {
+  return wait_until([&] { return held(method) >= n; }, timeout);
+}
+
+// ---- FakeJobStore ---------------------------------------------------------------------
+
+std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
+  auto lock = table_->enter(StoreMethod::kClaim);
+  table_->claim_requests_.push_back(request);
+  std::map<std::string, int> free;
+  for (const auto& slot : request.slots) free[slot.queue] += slot.free;
+
+  // Higher priority first, then oldest, as the real claim orders its candidates.
+  std::vector<FakeRow*> candidates;
+  for (auto& [id, row] : table_->rows_) {
+    if (row.status == FakeStatus::kPending && !row.deleted) candidates.push_back(&row);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const FakeRow* a, const FakeRow* b) {
+    return a->job.priority > b->job.priority;
+  });
+  std::vector<Job> claimed;
+  for (FakeRow* row : candidates) {
+    if (static_cast<int>(claimed.size()) >= request.limit) break;
+    if (!contains(request.types, row->job.type)) continue;
+    const auto slot = free.find(row->job.queue);
+    if (slot == free.end() || slot->second <= 0) continue;
+    --slot->second;
+    row->status = FakeStatus::kRunning;
+    row->locked_by = request.worker_id;
+    ++row->job.attempt;
+    ++row->times_claimed;
+    claimed.push_back(row->job);
+  }
+  table_->changed();
+  return claimed;
+}
+
+CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
+                                        const std::string& worker_id, bool delete_done) {
+  auto lock = table_->enter(StoreMethod::kComplete);
+  CompletionReport report;
+  for (const Completion& completion : batch) {
+    FakeRow* row = table_->find(completion.job.id);
+    if (row == nullptr || !table_->owned(*row, completion.job, worker_id)) {
+      ++report.stale;
+      continue;
+    }
+    ++report.written;
+    row->locked_by.clear();
+    row->last_error = completion.error;
+    switch (completion.outcome) {
+      case Outcome::kDone:
+        row->status = FakeStatus::kDone;
+        row->deleted = delete_done;
+        break;
+      case Outcome::kRetry:
+        row->status = FakeStatus::kFailed;
+        row->retry_delay = completion.retry_delay;
+        break;
+      case Outcome::kDead:
+        row->status = FakeStatus::kDead;
+        break;
+      case Outcome::kReleased:
+        // Back to pending without counting the attempt, as the real release does.
+        row->status = FakeStatus::kPending;
+        --row->job.attempt;
+        break;
+    }
+  }
+  table_->completed_.push_back({batch, worker_id, delete_done});
+  table_->changed();
+  return report;
+}
+
+bool FakeJobStore::run_and_complete(const std::string& /*sql*/, const Job& job,
+                                    const std::string& worker_id, bool delete_done,
+                                    Millis /*timeout*/, std::stop_token /*stop*/) {
+  auto lock = table_->enter(StoreMethod::kRunAndComplete);
+  FakeRow* row = table_->find(job.id);
+  if (row == nullptr || !table_->owned(*row, {job.id, job.attempt}, worker_id)) return false;
+  row->status = FakeStatus::kDone;
+  row->deleted = delete_done;
+  row->locked_by.clear();
+  table_->changed();
+  return true;
+}
+
+std::vector<JobAttempt> FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
+                                                const std::string& worker_id, Millis /*lease*/) {
+  auto lock = table_->enter(StoreMethod::kHeartbeat);
+  std::vector<JobAttempt> asked = jobs;
+  std::sort(asked.begin(), asked.end());
+  table_->heartbeats_.push_back(asked);
+  std::vector<JobAttempt> kept;
+  for (const JobAttempt& job : jobs) {
+    const FakeRow* row = table_->find(job.id);
+    if (row != nullptr && table_->owned(*row, job, worker_id)) kept.push_back(job);
+  }
+  table_->changed();
+  return kept;
+}
+
+RescueReport FakeJobStore::lead_and_rescue(const std::string& /*worker_id*/,
+                                           Millis /*leadership_ttl*/, const RetryConfig& /*retry*/,
+                                           int /*batch_size*/) {
+  auto lock = table_->enter(StoreMethod::kLeadAndRescue);
+  return {table_->leader_, 0, 0};
+}
+
+void FakeJobStore::resign(const std::string& worker_id) {
+  auto lock = table_->enter(StoreMethod::kResign);
+  table_->resigned_.push_back(worker_id);
+  table_->changed();
+}
+
+int FakeJobStore::prune(const RetentionConfig& /*retention*/, int /*batch_size*/) {
+  auto lock = table_->enter(StoreMethod::kPrune);
+  return 0;
+}
+
+std::vector<QueueStatsRow> FakeJobStore::queue_stats() {
+  auto lock = table_->enter(StoreMethod::kQueueStats);
+  std::map<std::pair<std::string, std::string>, double> counts;
+  for (const auto& [id, row] : table_->rows_) {
+    if (row.deleted || row.status == FakeStatus::kDone || row.status == FakeStatus::kDead) continue;
+    counts[{row.job.queue, name_of(row.status)}] += 1;
+  }
+  std::vector<QueueStatsRow> rows;
+  for (const auto& [key, n] : counts) rows.push_back({key.first, key.second, n, 0});
+  return rows;
+}
+
+std::string FakeJobStore::schema_problem() {
+  auto lock = table_->enter(StoreMethod::kSchemaProblem);
+  return table_->schema_problem_;
+}
+
+// ---- FakeDatabase ---------------------------------------------------------------------
+
+// A LISTEN session: an eventfd that FakeDatabase::notify() counts up.
+class FakeNotifications final : public Notifications {
+ public:
+  explicit FakeNotifications(std::shared_ptr<FakeJobTable> table)
+      : table_(std::move(table)), fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
+    std::lock_guard lock(table_->mutex_);
+    table_->sessions_.insert(fd_);
+    ++table_->listen_opened_;
+    table_->changed();
+  }
+  ~FakeNotifications() override {
+    {
+      std::lock_guard lock(table_->mutex_);
+      table_->sessions_.erase(fd_);
+      ++table_->listen_closed_;
+      table_->changed();
+    }
+    close(fd_);
+  }
+  FakeNotifications(const FakeNotifications&) = delete;
+  FakeNotifications& operator=(const FakeNotifications&) = delete;
+
+  int socket() const override { return fd_; }
+  void consume(const std::function<void()>& on_notify) override {
+    std::uint64_t count = 0;
+    if (read(fd_, &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return;
+    for (std::uint64_t i = 0; i < count; ++i) on_notify();
+    std::lock_guard lock(table_->mutex_);
+    table_->delivered_ += static_cast<int>(count);
+    table_->changed();
+  }
+
+ private:
+  const std::shared_ptr<FakeJobTable> table_;
+  const int fd_;
+};
+
+std::unique_ptr<JobStore> FakeDatabase::open_store(const std::string& role) {
+  {
+    std::lock_guard lock(table_->mutex_);
+    table_->opened_roles_.push_back(role);
+    table_->changed();
+  }
+  return std::make_unique<FakeJobStore>(table_);
+}
+
+std::unique_ptr<Notifications> FakeDatabase::listen() {
+  return std::make_unique<FakeNotifications>(table_);
+}
+
+SchemaReport FakeDatabase::prepare_schema(bool /*migrate*/) { return {1, 1, ""}; }
+
+void FakeDatabase::notify() {
+  std::lock_guard lock(table_->mutex_);
+  const std::uint64_t one = 1;
+  for (const int fd : table_->sessions_) {
+    [[maybe_unused]] const auto n = write(fd, &one, sizeof one);
+  }
+}
+
+}  // namespace pgjobd::testing

@@ -1,0 +1,191 @@
+#pragma once
+// In-memory stand-ins for JobStore and Database, so the engine's parts are unit-tested
+// without PostgreSQL. One FakeJobTable holds the rows and a record of every call; each
+// FakeJobStore (one per engine part, as in production) works on it. A test can make a
+// method fail (DbError, connection lost) for its next N calls, or hold its calls until
+// released, and wait for any condition on the table without sleeping.
+//
+// The fake keeps the rules the engine relies on (claim limits and slots, fencing by worker
+// and attempt, heartbeats return what is still ours) and nothing else: no clock, no
+// run_at, no retention.
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "store/database.hpp"
+#include "store/job_store.hpp"
+#include "support/engine_printers.hpp"
+
+namespace pgjobd::testing {
+
+enum class StoreMethod {
+  kClaim,
+  kComplete,
+  kRunAndComplete,
+  kHeartbeat,
+  kLeadAndRescue,
+  kResign,
+  kPrune,
+  kQueueStats,
+  kSchemaProblem,
+};
+inline constexpr std::size_t kStoreMethodCount = 9;
+
+enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead };
+
+struct FakeRow {
+  Job job;  // job.attempt: attempts started so far (0 until first claimed)
+  FakeStatus status = FakeStatus::kPending;
+  std::string locked_by;
+  int times_claimed = 0;
+  bool deleted = false;  // completed with delete_done
+  std::string last_error;
+  Millis retry_delay{0};
+};
+
+struct CompleteCall {
+  std::vector<Completion> batch;
+  std::string worker_id;
+  bool delete_done = false;
+};
+
+// The shared state behind every FakeJobStore of one FakeDatabase. Thread-safe.
+class FakeJobTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Rows. Ids count up from 1 in insertion order, which is also the claim order within
+  // one priority.
+  std::int64_t add_job(const std::string& type, const std::string& queue = "default",
+                       int priority = 0, int max_attempts = 5);
+  std::vector<std::int64_t> add_jobs(int n, const std::string& type,
+                                     const std::string& queue = "default");
+  FakeRow row(std::int64_t id) const;  // throws std::out_of_range for an unknown id
+  int count(FakeStatus status) const;
+  // Another daemon took the job over (its lease expired, it was rescued and claimed
+  // again): the attempt we hold is no longer ours, so heartbeats and completions for it
+  // are fenced off.
+  void take_over(std::int64_t id, const std::string& other_worker = "other-daemon");
+
+  // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost).
+  // block: calls of `method` wait (before doing anything) until unblock(); a test's
+  // TearDown should unblock_all(), or a part's join() waits forever.
+  void fail_next(StoreMethod method, int n);
+  void block(StoreMethod method);
+  void unblock(StoreMethod method);
+  void unblock_all();
+  int held(StoreMethod method) const;  // calls waiting in block() now
+  void set_leader(bool leader);        // what lead_and_rescue reports (default: leader)
+  void set_schema_problem(std::string problem);
+
+  // What was asked. calls() counts every call that started, failed ones included.
+  int calls(StoreMethod method) const;
+  std::vector<Clock::time_point> call_times(StoreMethod method) const;
+  std::vector<ClaimRequest> claim_requests() const;
+  std::vector<CompleteCall> completed() const;  // batches written (not those that failed)
+  std::vector<Completion> completions() const;  // all written completions, in order
+  std::vector<std::vector<JobAttempt>> heartbeats() const;  // each set asked for (sorted)
+  std::vector<std::string> resigned() const;                // worker ids
+  std::vector<std::string> opened_roles() const;            // Database::open_store
+  int listen_sessions_opened() const;
+  int listen_sessions_closed() const;
+  int notifications_delivered() const;  // handed to on_notify by Notifications::consume
+
+  // Waits until `condition` (which may call this table's accessors) holds, re-checking
+  // after every change to the table; false after `timeout`.
+  bool wait_until(const std::function<bool()>& condition,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
+  // Shorthands: until `method` has been called `n` times in all / `n` calls are held.
+  bool wait_calls(StoreMethod method, int n,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
+  bool wait_held(StoreMethod method, int n = 1,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
+
+ private:
+  friend class FakeJobStore;
+  friend class FakeDatabase;
+  friend class FakeNotifications;
+
+  // Each store method starts here: counts the call, waits while blocked, then throws if a
+  // failure is pending. Returns with the lock held.
+  std::unique_lock<std::mutex> enter(StoreMethod method);
+  void changed();                  // under the lock: wakes waiters
+  FakeRow* find(std::int64_t id);  // under the lock
+  bool owned(const FakeRow& row, const JobAttempt& job, const std::string& worker) const;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  std::uint64_t version_ = 0;  // bumped on every change; wait_until waits for it to move
+  std::map<std::int64_t, FakeRow> rows_;
+  std::int64_t next_id_ = 1;
+  std::array<int, kStoreMethodCount> calls_{};
+  std::array<int, kStoreMethodCount> fail_{};
+  std::array<bool, kStoreMethodCount> blocked_{};
+  std::array<int, kStoreMethodCount> held_{};
+  std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
+  bool leader_ = true;
+  std::string schema_problem_;
+  std::vector<ClaimRequest> claim_requests_;
+  std::vector<CompleteCall> completed_;
+  std::vector<std::vector<JobAttempt>> heartbeats_;
+  std::vector<std::string> resigned_;
+  std::vector<std::string> opened_roles_;
+  std::set<int> sessions_;  // the eventfds of open LISTEN sessions
+  int listen_opened_ = 0;
+  int listen_closed_ = 0;
+  int delivered_ = 0;
+};
+
+// One "connection" to the table. Like PgJobStore, it is used by one thread at a time.
+class FakeJobStore final : public JobStore {
+ public:
+  explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
+
+  std::vector<Job> claim(const ClaimRequest& request) override;
+  CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
+                            bool delete_done) override;
+  bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
+                        bool delete_done, Millis timeout, std::stop_token stop) override;
+  std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
+                                    const std::string& worker_id, Millis lease) override;
+  RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                               const RetryConfig& retry, int batch_size) override;
+  void resign(const std::string& worker_id) override;
+  int prune(const RetentionConfig& retention, int batch_size) override;
+  std::vector<QueueStatsRow> queue_stats() override;
+  std::string schema_problem() override;
+
+ private:
+  const std::shared_ptr<FakeJobTable> table_;
+};
+
+// A Database whose stores share one FakeJobTable and whose LISTEN sessions the test
+// triggers with notify().
+class FakeDatabase final : public Database {
+ public:
+  FakeDatabase() : table_(std::make_shared<FakeJobTable>()) {}
+
+  FakeJobTable& table() { return *table_; }
+
+  std::unique_ptr<JobStore> open_store(const std::string& role) override;
+  std::unique_ptr<Notifications> listen() override;
+  SchemaReport prepare_schema(bool migrate) override;
+
+  // One notification to every open LISTEN session (as the INSERT trigger's NOTIFY).
+  void notify();
+
+ private:
+  const std::shared_ptr<FakeJobTable> table_;
+};
+
+}  // namespace pgjobd::testing

@@ -1,0 +1,323 @@
+// WorkerPool: slot accounting (global and per queue), live resize, stopping jobs, and the
+// order in which a finished job hands over its completion and frees its slot.
+
+#include "engine/worker_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "support/job_gate.hpp"
+#include "support/wait_until.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::JobGate;
+using pgjobd::testing::wait_until;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+using Slots = std::map<std::string, int>;
+
+WorkerConfig workers(int concurrency, const Slots& queue_limits = {{"default", 0}}) {
+  WorkerConfig config;
+  config.concurrency = concurrency;
+  config.queues.clear();
+  for (const auto& [name, limit] : queue_limits) config.queues[name].concurrency = limit;
+  return config;
+}
+
+Job job_in(std::int64_t id, const std::string& queue = "default") {
+  Job job;
+  job.id = id;
+  job.queue = queue;
+  job.type = "gated";
+  return job;
+}
+
+Slots as_map(const std::vector<QueueSlots>& slots) {
+  Slots map;
+  for (const auto& slot : slots) map[slot.queue] = slot.free;
+  return map;
+}
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    gate_.release_all();  // before the pool (declared last) joins its workers
+    open_handover();
+  }
+
+  WorkerPool& make_pool(const WorkerConfig& config) {
+    pool_ = std::make_unique<WorkerPool>(
+        config, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        [this](Completion completion) { handed_over(std::move(completion)); },
+        [this](int busy_now) {
+          std::lock_guard lock(mutex_);
+          events_.push_back("freed busy=" + std::to_string(busy_now));
+          ++freed_;
+          cv_.notify_all();
+        });
+    return *pool_;
+  }
+
+  void handed_over(Completion completion) {
+    std::unique_lock lock(mutex_);
+    events_.push_back("complete " + std::to_string(completion.job.id));
+    completions_.push_back(completion);
+    in_handover_ = completion.job.id;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !hold_handover_; });
+    in_handover_ = 0;
+  }
+  void open_handover() {
+    std::lock_guard lock(mutex_);
+    hold_handover_ = false;
+    cv_.notify_all();
+  }
+  bool wait_freed(int n) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, seconds(20), [&] { return freed_ >= n; });
+  }
+  int freed() {
+    std::lock_guard lock(mutex_);
+    return freed_;
+  }
+
+  JobGate gate_;
+  std::mutex mutex_;  // guards the members below
+  std::condition_variable cv_;
+  std::vector<std::string> events_;
+  std::vector<Completion> completions_;
+  int freed_ = 0;
+  bool hold_handover_ = false;  // the complete callback blocks while set
+  std::int64_t in_handover_ = 0;
+  std::unique_ptr<WorkerPool> pool_;  // last: its workers are joined first
+};
+
+TEST_F(WorkerPoolTest, SlotsAreCountedGloballyAndPerQueue) {
+  WorkerPool& pool = make_pool(workers(4, {{"a", 2}, {"b", 0}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 2}, {"b", 4}}));
+  EXPECT_EQ(pool.claimable(), 4);
+  pool.start();
+
+  pool.submit({job_in(1, "a"), job_in(2, "a")});
+  // Queue a is at its limit and disappears; b keeps what the global bound leaves.
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 2}}));
+  EXPECT_EQ(pool.claimable(), 2);
+  EXPECT_EQ(pool.busy(), 2);
+
+  pool.submit({job_in(3, "b")});
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 1}}));
+  EXPECT_EQ(pool.claimable(), 1);
+  ASSERT_TRUE(gate_.wait_started(3));
+
+  gate_.release(1);
+  ASSERT_TRUE(wait_freed(1));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(pool.claimable(), 2);
+  EXPECT_EQ(pool.busy(), 2);
+  EXPECT_EQ(pool.submitted(), 3u);
+}
+
+TEST_F(WorkerPoolTest, ClaimableIsBoundedByTheSumOfQueueLimits) {
+  WorkerPool& pool = make_pool(workers(8, {{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(pool.claimable(), 3);
+  pool.start();
+  pool.submit({job_in(1, "b")});
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(pool.claimable(), 2);
+}
+
+TEST_F(WorkerPoolTest, ResizeUpStartsThreadsWithoutDisturbingRunningJobs) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(pool.claimable(), 0);
+
+  pool.resize(workers(3));
+  EXPECT_EQ(pool.capacity(), 3);
+  EXPECT_EQ(pool.claimable(), 2);
+  pool.submit({job_in(2), job_in(3)});
+  // All three block in their handlers at once: the new slots got threads of their own.
+  ASSERT_TRUE(gate_.wait_started(3));
+  EXPECT_EQ(gate_.running(), 3);
+  EXPECT_FALSE(gate_.stop_requested(1));
+
+  gate_.release_all();
+  ASSERT_TRUE(wait_freed(3));
+  EXPECT_TRUE(gate_.stopped().empty());
+  std::lock_guard lock(mutex_);
+  ASSERT_EQ(completions_.size(), 3u);
+  for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kDone);
+}
+
+TEST_F(WorkerPoolTest, ResizeDownLetsRunningJobsFinishAndClaimsNothingUntilBelowTheLimit) {
+  WorkerPool& pool = make_pool(workers(3));
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3)});
+  ASSERT_TRUE(gate_.wait_started(3));
+
+  pool.resize(workers(1));
+  EXPECT_TRUE(pool.free_slots().empty());
+  // Over capacity the pool has no slot to offer (the count itself goes negative, which
+  // the fetcher treats as none).
+  EXPECT_LE(pool.claimable(), 0);
+  for (std::int64_t id : {1, 2, 3}) EXPECT_FALSE(gate_.stop_requested(id)) << id;
+
+  gate_.release(1);
+  ASSERT_TRUE(wait_freed(1));
+  EXPECT_TRUE(pool.free_slots().empty());  // 2 busy, capacity 1
+  gate_.release(2);
+  ASSERT_TRUE(wait_freed(2));
+  EXPECT_TRUE(pool.free_slots().empty());  // 1 busy, capacity 1
+  gate_.release(3);
+  ASSERT_TRUE(wait_freed(3));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"default", 1}}));
+  EXPECT_EQ(pool.claimable(), 1);
+  EXPECT_TRUE(gate_.stopped().empty());
+
+  // A thread is left for new work.
+  pool.submit({job_in(4)});
+  ASSERT_TRUE(gate_.wait_started(4));
+  gate_.release(4);
+  ASSERT_TRUE(wait_freed(4));
+}
+
+TEST_F(WorkerPoolTest, ResizeChangesQueueLimitsLive) {
+  WorkerPool& pool = make_pool(workers(4, {{"a", 1}}));
+  pool.start();
+  pool.submit({job_in(1, "a")});
+  EXPECT_TRUE(pool.free_slots().empty());
+  pool.resize(workers(4, {{"a", 2}, {"b", 0}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 3}}));
+  // A queue no longer served offers no slots; its running job still counts globally.
+  pool.resize(workers(4, {{"b", 0}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 3}}));
+  EXPECT_FALSE(gate_.stop_requested(1));
+}
+
+TEST_F(WorkerPoolTest, StopJobsStopsOnlyTheNamedAttempts) {
+  WorkerPool& pool = make_pool(workers(3));
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3)});
+  ASSERT_TRUE(gate_.wait_started(3));
+
+  pool.stop_jobs({{1, 2}});  // job 1, but another attempt than the one running
+  pool.stop_jobs({{2, 1}});
+  EXPECT_FALSE(gate_.stop_requested(1));
+  EXPECT_TRUE(gate_.stop_requested(2));
+  EXPECT_FALSE(gate_.stop_requested(3));
+  ASSERT_TRUE(gate_.wait_stopped(2));
+  ASSERT_TRUE(wait_freed(1));
+
+  pool.stop_all_jobs();
+  ASSERT_TRUE(wait_freed(3));
+  EXPECT_EQ(gate_.stopped(), (std::set<std::int64_t>{1, 2, 3}));
+  std::lock_guard lock(mutex_);
+  for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kReleased);
+}
+
+TEST_F(WorkerPoolTest, StopExpiredStopsJobsOnceTheirLeaseRanOut) {
+  WorkerPool& pool = make_pool(workers(2));
+  pool.start();
+  pool.submit({job_in(1), job_in(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+
+  // A renewal (even far in the past) plus a long lease: the jobs were submitted just now.
+  EXPECT_TRUE(pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(3600000)).empty());
+  // No lease left, but a renewal later than now (heartbeats keep up): not expired.
+  EXPECT_TRUE(pool.stop_expired(Clock::now() + std::chrono::hours(1), Millis(0)).empty());
+  EXPECT_FALSE(gate_.stop_requested(1));
+  EXPECT_FALSE(gate_.stop_requested(2));
+
+  auto stopped = pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(0));
+  std::sort(stopped.begin(), stopped.end());
+  EXPECT_EQ(stopped, (std::vector<JobAttempt>{{1, 1}, {2, 1}}));
+  // Each expiry is reported once, even while the handler is still returning.
+  EXPECT_TRUE(pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(0)).empty());
+  ASSERT_TRUE(wait_freed(2));
+  EXPECT_EQ(gate_.stopped(), (std::set<std::int64_t>{1, 2}));
+}
+
+TEST_F(WorkerPoolTest, ReturnedHandlerIsRunningButNotStillRunning) {
+  WorkerPool& pool = make_pool(workers(2));
+  {
+    std::lock_guard lock(mutex_);
+    hold_handover_ = true;
+  }
+  pool.start();
+  pool.submit({job_in(1), job_in(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+  gate_.release(1);
+  {
+    std::unique_lock lock(mutex_);
+    ASSERT_TRUE(cv_.wait_for(lock, seconds(20), [&] { return in_handover_ == 1; }));
+  }
+  // Job 1 is still in the pool (its completion is being handed over) and must be
+  // heartbeated, but it no longer runs, so a lost lease must not count against it.
+  auto running = pool.running();
+  std::sort(running.begin(), running.end());
+  EXPECT_EQ(running, (std::vector<JobAttempt>{{1, 1}, {2, 1}}));
+  EXPECT_EQ(pool.still_running({{1, 1}, {2, 1}}), (std::vector<JobAttempt>{{2, 1}}));
+  EXPECT_EQ(pool.busy(), 2);  // the slot is freed only after the hand-over
+
+  open_handover();
+  // The job leaves running() last of all, just after its slot is freed.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return pool.running() == std::vector<JobAttempt>{{2, 1}};
+      },
+      seconds(20)));
+}
+
+TEST_F(WorkerPoolTest, CompletionIsHandedOverBeforeTheSlotIsFreed) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  pool.submit({job_in(7)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  gate_.release(7);
+  ASSERT_TRUE(wait_freed(1));
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 7", "freed busy=0"}));
+}
+
+TEST_F(WorkerPoolTest, WaitIdleEndsAtTheDeadlineOnInterruptOrWhenIdle) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  EXPECT_TRUE(pool.wait_idle(Clock::now()));  // nothing running
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_FALSE(pool.wait_idle(Clock::now() + std::chrono::milliseconds(20)));
+
+  pool.interrupt_wait();  // from now on an interruptible wait returns at once
+  const auto before = Clock::now();
+  EXPECT_FALSE(pool.wait_idle(Clock::now() + seconds(30)));
+  EXPECT_LT(Clock::now() - before, seconds(10));
+
+  gate_.release(1);
+  EXPECT_TRUE(pool.wait_idle(Clock::now() + seconds(20), /*interruptible=*/false));
+}
+
+TEST_F(WorkerPoolTest, StopLetsTheJobsInHandFinish) {
+  WorkerPool& pool = make_pool(workers(2));
+  pool.start();
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  pool.request_stop();
+  EXPECT_FALSE(gate_.stop_requested(1));  // a pool stop is not a job stop
+  gate_.release(1);
+  pool.join();
+  EXPECT_EQ(freed(), 1);
+  std::lock_guard lock(mutex_);
+  ASSERT_EQ(completions_.size(), 1u);
+  EXPECT_EQ(completions_[0].outcome, Outcome::kDone);
+}
+
+}  // namespace
+}  // namespace pgjobd
