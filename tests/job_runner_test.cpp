@@ -133,16 +133,11 @@ TEST_F(JobRunnerTest, StopTokenReachesTheHandler) {
   EXPECT_EQ(completion->outcome, Outcome::kReleased);
 }
 
-// DISABLED: shows a gap between the handler contract and the runner. handler.hpp says of
-// a stop request (shutdown timeout, lost lease): "the result is then ignored and the job
-// released". JobRunner::run() (src/engine/job_runner.cpp) never looks at the stop token:
-// an in-process handler that throws when cancelled gets a retry, its attempt counted, and
-// on its last attempt the job is dead. Through the engine: drain() after
-// shutdown.timeout calls stop_all_jobs(), the handler throws "cancelled", and the
-// completer writes retry/dead for a job that was only interrupted by a restart (the
-// write is not fenced off: the attempt is still ours). The exec and http handlers return
-// released themselves, which hides it for configured handlers.
-TEST_F(JobRunnerTest, DISABLED_ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
+// handler.hpp's contract for a stop request (shutdown timeout, lost lease): the result is
+// ignored and the job released. Before the runner checked the token, an in-process
+// handler that threw when cancelled got a retry with its attempt counted, and on its last
+// attempt the job went dead, for a job only interrupted by a restart.
+TEST_F(JobRunnerTest, ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
   JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
                                      throw std::runtime_error("cancelled");
                                    }}});
@@ -150,7 +145,17 @@ TEST_F(JobRunnerTest, DISABLED_ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased
   shutdown.request_stop();
   const auto completion = runner.run(job_of("throws", 5, 5), shutdown.get_token());
   ASSERT_TRUE(completion.has_value());
-  EXPECT_EQ(completion->outcome, Outcome::kReleased);  // today: dead
+  EXPECT_EQ(completion->outcome, Outcome::kReleased);  // was dead before the fix
+}
+
+TEST_F(JobRunnerTest, DoneResultOfAStoppedHandlerStands) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
+  std::stop_source shutdown;
+  shutdown.request_stop();
+  const auto completion = runner.run(job_of("ok", 1), shutdown.get_token());
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kDone);
 }
 
 TEST_F(JobRunnerTest, ReconfigureAppliesToTheNextJob) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "store/reconnect_backoff.hpp"
@@ -73,7 +74,16 @@ void Fetcher::mark_progress() {
 
 bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   std::unique_lock lock(signal_.mutex);
-  const auto due = [&] { return signal_.woken || backlog_ || Clock::now() >= next_poll_; };
+  const auto saturated_queue_has_room = [&] {
+    if (saturated_.empty()) return false;
+    for (const QueueSlots& slot : pool_.free_slots()) {
+      if (saturated_.count(slot.queue) > 0) return true;
+    }
+    return false;
+  };
+  const auto due = [&] {
+    return signal_.woken || backlog_ || Clock::now() >= next_poll_ || saturated_queue_has_room();
+  };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
   // free; an idle pool claims at once. Claiming for each freed slot made batches of 1-10
@@ -113,6 +123,7 @@ void Fetcher::run(const std::stop_token& stop) {
       const auto wait = backoff.next();
       spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());
       backlog_ = false;
+      saturated_.clear();  // nothing is due before the backoff ends
       next_poll_ = Clock::now() + wait;
       continue;
     }
@@ -130,8 +141,9 @@ void Fetcher::run(const std::stop_token& stop) {
 
 bool Fetcher::claim_once() {
   ClaimRequest request;
-  request.slots = pool_.free_slots();
-  request.limit = pool_.claimable();
+  auto budget = pool_.claim_budget();
+  request.slots = std::move(budget.slots);
+  request.limit = budget.limit;
   if (request.slots.empty() || request.limit <= 0) return false;
   request.worker_id = worker_id_;
   request.lease = lease_;
@@ -142,6 +154,18 @@ bool Fetcher::claim_once() {
   std::vector<Job> jobs = store_->claim(request);
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;
+  // A queue that got every slot it was offered likely has more waiting: its next freed
+  // slot makes a claim due (see wait_until_claim), even when the batch as a whole was
+  // not full because other queues had nothing.
+  std::map<std::string, int> claimed;
+  for (const Job& job : jobs) ++claimed[job.queue];
+  for (const QueueSlots& slot : request.slots) {
+    if (claimed[slot.queue] >= slot.free) {
+      saturated_.insert(slot.queue);
+    } else {
+      saturated_.erase(slot.queue);
+    }
+  }
   {
     std::lock_guard lock(settings_mutex_);
     interval_ = jobs.empty() ? std::min(interval_ * 2, max_interval_) : min_interval_;

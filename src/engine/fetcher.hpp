@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,8 @@ class Fetcher final : public Service {
 
   // The claim thread's own state.
   bool backlog_ = false;  // the last claim was full
+  // Queues whose last claim took every slot offered to them (see claim_once).
+  std::set<std::string> saturated_;
   std::chrono::steady_clock::time_point next_poll_{};
   std::chrono::steady_clock::time_point cooled_down_at_{};  // see kClaimCooldown
   std::atomic<std::chrono::steady_clock::rep> last_progress_{

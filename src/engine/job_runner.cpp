@@ -43,7 +43,13 @@ std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
     std::lock_guard lock(settings_mutex_);
     settings = settings_;
   }
-  JobResult result = call_handler(*settings, job, std::move(stop));
+  JobResult result = call_handler(*settings, job, stop);
+  if (stop.stop_requested() && !result.completion_written && result.outcome != Outcome::kDone) {
+    // The daemon stopped the job (drain timeout, lost lease): whatever the handler made of
+    // that, typically an exception, says nothing about the job. It goes back to the queue
+    // without counting the attempt. A job that got done anyway stays done.
+    result = JobResult::released();
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // Formatting a double costs more than a no-op job: only when a line will be logged.

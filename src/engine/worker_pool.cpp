@@ -80,11 +80,16 @@ std::vector<QueueSlots> WorkerPool::free_slots_locked() const {
   return slots;
 }
 
-int WorkerPool::claimable() const {
+int WorkerPool::claimable() const { return claim_budget().limit; }
+
+WorkerPool::ClaimBudget WorkerPool::claim_budget() const {
   std::lock_guard lock(mutex_);
-  int total = 0;
-  for (const auto& slot : free_slots_locked()) total += slot.free;
-  return std::min(total, capacity_ - busy_.load(std::memory_order_relaxed));
+  ClaimBudget budget{free_slots_locked(), 0};
+  for (const auto& slot : budget.slots) budget.limit += slot.free;
+  // After a resize down, busy can exceed the capacity for a while: nothing to claim.
+  budget.limit =
+      std::max(0, std::min(budget.limit, capacity_ - busy_.load(std::memory_order_relaxed)));
+  return budget;
 }
 
 int WorkerPool::capacity() const {

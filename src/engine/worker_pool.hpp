@@ -51,6 +51,14 @@ class WorkerPool final : public Service {
   std::vector<QueueSlots> free_slots() const;
   // How many jobs could start now: min(global free, sum of the queues' free slots).
   int claimable() const;
+  // Both of the above, read together: what one claim may ask for. (Read apart, a job
+  // finishing in between made the limit exceed the slots offered, and the claim that
+  // returned fewer jobs than its limit looked like the end of the backlog.)
+  struct ClaimBudget {
+    std::vector<QueueSlots> slots;
+    int limit = 0;
+  };
+  ClaimBudget claim_budget() const;
   // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
   // queue had a free slot.
   void submit(std::vector<Job> jobs);
