@@ -206,8 +206,8 @@ void Engine::Impl::start() {
   // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [runner = runner_.get()](const Job& job, std::stop_token stop) {
-        return runner->run(job, std::move(stop));
+      [runner = runner_.get()](const Job& job, const std::stop_token& stop) {
+        return runner->run(job, stop);
       },
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));

@@ -17,7 +17,8 @@ void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers) {
   settings_ = std::move(settings);
 }
 
-JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std::stop_token stop) {
+JobResult JobRunner::call_handler(const Settings& settings, const Job& job,
+                                  const std::stop_token& stop) {
   const auto it = settings.handlers.find(job.type);
   if (it == settings.handlers.end()) {
     // A reload removed the handler after the claim: hand the job back for a daemon that
@@ -25,7 +26,7 @@ JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std:
     return JobResult::released();
   }
   try {
-    return it->second(job, std::move(stop));
+    return it->second(job, stop);
   } catch (const std::exception& e) {
     return JobResult::retry(std::string("handler threw: ") + e.what());
   } catch (...) {
@@ -33,7 +34,7 @@ JobResult JobRunner::call_handler(const Settings& settings, const Job& job, std:
   }
 }
 
-std::optional<Completion> JobRunner::run(const Job& job, std::stop_token stop) {
+std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& stop) {
   ScopedLogFields fields{
       {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
   metrics_.job_started(job.queue, job.queue_wait_seconds);

@@ -28,7 +28,7 @@ class JobRunner {
   // Returns the completion to write, or nothing when the handler wrote it itself. The
   // caller hands it to the completer only after marking the job finished, so a heartbeat
   // never mistakes a job whose "done" is already written for a lost lease.
-  std::optional<Completion> run(const Job& job, std::stop_token stop);
+  std::optional<Completion> run(const Job& job, const std::stop_token& stop);
 
   // Live reload: jobs that start from now on use the new handlers and retry policy;
   // running jobs finish with the ones they started with.
@@ -39,7 +39,7 @@ class JobRunner {
     RetryConfig retry;
     HandlerTable handlers;
   };
-  JobResult call_handler(const Settings& settings, const Job& job, std::stop_token stop);
+  JobResult call_handler(const Settings& settings, const Job& job, const std::stop_token& stop);
 
   // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12 implements the latter with a
   // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy.
