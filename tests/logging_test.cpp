@@ -6,6 +6,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -87,6 +88,62 @@ TEST(Logging, TextLinesUseLogfmtFields) {
   const std::string line = log.text();
   EXPECT_NE(line.find(" warning job failed job_id=7 error=\"two words\"\n"), std::string::npos)
       << line;
+}
+
+// A message or field carrying a newline (an error's output, a job type name) must not
+// start a line of its own that looks like another record.
+constexpr const char* kForged = "\nFAKE 2026-01-01 [info] forged";
+
+std::size_t line_count(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(Logging, TextMessagesEscapeControlCharacters) {
+  CapturedLog log("text");
+  spdlog::error("handler said:{}", kForged);
+  const std::string text = log.text();
+  EXPECT_EQ(line_count(text), 1U) << text;
+  EXPECT_NE(text.find("handler said:\\nFAKE 2026-01-01 [info] forged\n"), std::string::npos)
+      << text;
+}
+
+TEST(Logging, TextFieldsEscapeControlCharacters) {
+  CapturedLog log("text");
+  {
+    ScopedLogFields fields{{"type", std::string("mail") + kForged},
+                           {"error",
+                            "a\x01"
+                            "b\x7f\tc\rd"}};
+    spdlog::warn("job failed");
+  }
+  const std::string text = log.text();
+  EXPECT_EQ(line_count(text), 1U) << text;
+  EXPECT_NE(text.find(" type=\"mail\\nFAKE 2026-01-01 [info] forged\""), std::string::npos) << text;
+  EXPECT_NE(text.find(" error=\"a\\x01b\\x7f\\tc\\rd\"\n"), std::string::npos) << text;
+}
+
+TEST(Logging, TextKeepsValidUtf8AndRepairsInvalid) {
+  CapturedLog log("text");
+  {
+    ScopedLogFields fields{{"type", "caf\xc3\xa9"}};
+    spdlog::info("gr\xc3\xbc\xc3\x9f \xff");
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("gr\xc3\xbc\xc3\x9f \xef\xbf\xbd type=caf\xc3\xa9\n"), std::string::npos)
+      << text;
+}
+
+TEST(Logging, JsonStaysValidWithForgedLines) {
+  CapturedLog log("json");
+  {
+    ScopedLogFields fields{{"type", std::string("mail") + kForged}};
+    spdlog::error("handler said:{}\x01", kForged);
+  }
+  const std::string text = log.text();
+  ASSERT_EQ(line_count(text), 1U) << text;
+  const auto record = nlohmann::json::parse(text);
+  EXPECT_EQ(record["msg"], std::string("handler said:") + kForged + "\x01");
+  EXPECT_EQ(record["type"], std::string("mail") + kForged);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <regex>
@@ -53,13 +54,55 @@ void append_json_string(std::string& out, std::string_view raw) {
   out += '"';
 }
 
+// Text lines: one record is one line, whatever a message or field carries (an error's
+// output, a job type name). \n \r \t are written as those escapes, other C0 bytes and DEL
+// as \xNN; invalid UTF-8 becomes U+FFFD and valid UTF-8 is kept as is. Backslashes in a
+// message stay as they are (paths read better); inside a quoted field they are escaped.
+void append_text_escaped(std::string& out, std::string_view raw, bool quoted) {
+  for (unsigned char c : valid_utf8(raw)) {
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '"':
+        out += quoted ? "\\\"" : "\"";
+        break;
+      case '\\':
+        out += quoted ? "\\\\" : "\\";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+}
+
+bool is_control(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  return byte < 0x20 || byte == 0x7f;
+}
+
 // logfmt: bare when simple, else double-quoted with escapes, so fields stay parseable.
 void append_logfmt_value(std::string& out, std::string_view value) {
-  const bool bare = !value.empty() && value.find_first_of(" \"=\\\n\t\r") == std::string_view::npos;
+  const bool bare = !value.empty() && value.find_first_of(" \"=\\") == std::string_view::npos &&
+                    std::none_of(value.begin(), value.end(), is_control);
   if (bare) {
-    out += value;
+    append_text_escaped(out, value, false);  // still repairs invalid UTF-8
   } else {
-    append_json_string(out, value);
+    out += '"';
+    append_text_escaped(out, value, true);
+    out += '"';
   }
 }
 
@@ -115,10 +158,10 @@ class TextFormatter final : public spdlog::formatter {
     const auto level = spdlog::level::to_string_view(msg.level);
     line.append(level.data(), level.size());
     line.append(level.size() < 5 ? 6 - level.size() : 1, ' ');
-    line.append(msg.payload.data(), msg.payload.size());
+    append_text_escaped(line, std::string_view(msg.payload.data(), msg.payload.size()), false);
     for (const LogField& field : current_log_fields()) {
       line += ' ';
-      line += field.key;
+      append_text_escaped(line, field.key, false);
       line += '=';
       append_logfmt_value(line, field.value);
     }
