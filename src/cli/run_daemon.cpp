@@ -3,7 +3,8 @@
 // Signals are blocked in every thread (the mask is set before any thread starts and is
 // inherited), and one thread takes them with sigwait: first SIGTERM/SIGINT drains, a
 // second one ends the drain's wait at once (jobs are still released), SIGHUP reloads the
-// configuration.
+// configuration. Only those three are blocked and waited for; every other signal keeps
+// its default action.
 
 #include <pthread.h>
 #include <signal.h>
@@ -30,11 +31,13 @@ std::string running_status(const Config& config) {
          std::to_string(config.handlers.size()) + " handler(s)";
 }
 
-// SIGUSR2 is internal: it tells the signal thread the daemon has finished.
+// Exactly the signals the signal thread handles. Every other signal keeps its default
+// action: blocking one here would have sigwait take it from whoever sent it (an outside
+// SIGUSR2 once ended the signal thread, and with it SIGTERM and SIGHUP handling).
 sigset_t daemon_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set, sig);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
   return set;
 }
 
@@ -106,12 +109,13 @@ int run_daemon(const std::string& config_path) {
 
   Engine engine(*config);
   ShutdownSignal shutdown;
+  std::atomic<bool> finished{false};
   std::thread signal_thread([&] {
     int stops = 0;
     while (true) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
-      if (sig == SIGUSR2) return;
+      if (finished) return;
       if (sig == SIGHUP) {
         systemd.reloading("reloading " + config_path);
         // systemd keeps the unit "reloading" until READY=1, whatever the outcome.
@@ -131,8 +135,10 @@ int run_daemon(const std::string& config_path) {
       }
     }
   });
+  // Wakes the signal thread with a SIGTERM of its own; it sees `finished` and returns.
   const auto stop_signal_thread = [&] {
-    pthread_kill(signal_thread.native_handle(), SIGUSR2);
+    finished = true;
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
     signal_thread.join();
   };
 
