@@ -188,7 +188,52 @@ TEST_F(CompleterTest, GivesUpAfterTheDeadlineAndSaysSo) {
   EXPECT_TRUE(table_.completed().empty());
   EXPECT_TRUE(completer.queued_jobs().empty());
   EXPECT_TRUE(log.contains("giving up on 3 unwritten completions")) << log.all();
+  EXPECT_EQ(completer.unwritten_at_stop(), 3);
   EXPECT_EQ(table_.count(FakeStatus::kRunning), 3);  // left for the rescuer
+}
+
+// One row the database refuses (an out-of-range interval) must not hold up the others:
+// before, the batch failed whole and was retried forever.
+TEST_F(CompleterTest, RowTheDatabaseRefusesIsDroppedAndTheRestWrittenInOrder) {
+  LogCapture log;  // before the completer's thread starts
+  const auto completions = running_jobs(50);
+  const std::int64_t poisoned = completions[20].job.id;
+  table_.poison_completion(poisoned);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(49));
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+
+  std::vector<std::int64_t> expected = ids_of(completions);
+  expected.erase(expected.begin() + 20);
+  EXPECT_EQ(ids_of(table_.completions()), expected);  // once each, in order
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 49);
+  EXPECT_EQ(table_.row(poisoned).status, FakeStatus::kRunning);  // left for the rescuer
+  EXPECT_TRUE(
+      log.contains("dropping the completion of job " + std::to_string(poisoned) + " attempt 1"))
+      << log.all();
+  EXPECT_TRUE(log.contains("22008")) << log.all();
+  EXPECT_TRUE(health_.problems().empty()) << health_.problems();
+}
+
+// A lost connection keeps today's rule (the same batch again, in order, after a backoff)
+// even when that batch then turns out to hold a row the database refuses.
+TEST_F(CompleterTest, OutageBeforeARefusedRowLosesNothing) {
+  const auto completions = running_jobs(8);
+  const std::int64_t poisoned = completions[6].job.id;
+  table_.poison_completion(poisoned);
+  table_.fail_next(StoreMethod::kComplete, 1);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+
+  std::vector<std::int64_t> expected = ids_of(completions);
+  expected.erase(expected.begin() + 6);
+  ASSERT_TRUE(wait_written(7));
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+  EXPECT_EQ(ids_of(table_.completions()), expected);
+  EXPECT_EQ(table_.row(poisoned).status, FakeStatus::kRunning);
 }
 
 TEST_F(CompleterTest, StopWithoutAFlushDeadlineDoesNotWaitOutAnOutage) {

@@ -83,6 +83,30 @@ TEST_F(EngineDrainTest, RunningJobsFinishAndTheirCompletionsAreWrittenBeforeDrai
   const auto written = table_.completions();
   ASSERT_EQ(written.size(), 2u);
   for (const auto& completion : written) EXPECT_EQ(completion.outcome, Outcome::kDone);
+  EXPECT_EQ(engine.unwritten_completions(), 0);
+}
+
+// The database stays away past the drain's flush deadline: the drain gives up, and says
+// how many completions it could not write, so the daemon does not exit 0 over them.
+TEST_F(EngineDrainTest, CompletionsUnwrittenAtTheFlushDeadlineAreCounted) {
+  const auto ids = table_.add_jobs(2, "gated");
+  Config config = engine_config(2, Millis(30000));
+  config.lease.duration = Millis(1000);  // the flush deadline: min(lease, 10 s)
+  Engine& engine = start_engine(config);
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_EQ(engine.unwritten_completions(), 0);
+
+  table_.fail_next(StoreMethod::kComplete, 1000000);  // down until after the deadline
+  gate_.release_all();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 1));
+  engine.drain();
+
+  EXPECT_EQ(engine.unwritten_completions(), 2);
+  EXPECT_TRUE(table_.completions().empty());
+  for (const auto id : ids) {
+    EXPECT_EQ(table_.row(id).status, FakeStatus::kRunning) << "job " << id;  // for the rescuer
+  }
+  table_.fail_next(StoreMethod::kComplete, 0);
 }
 
 TEST_F(EngineDrainTest, AfterTheTimeoutJobsAreStoppedAndReleasedAndNothingNewIsClaimed) {

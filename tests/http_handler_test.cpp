@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -225,6 +226,29 @@ TEST_F(HttpHandlerTest, RetryAfterMayBeAnHttpDate) {
   ASSERT_TRUE(result.retry_after.has_value());
   EXPECT_GT(*result.retry_after, std::chrono::seconds(110));
   EXPECT_LE(*result.retry_after, std::chrono::seconds(120));
+}
+
+TEST(HttpRetryAfterTest, FarFutureDateSaturates) {
+  // The date of the incident: 9403122328289 s ahead, which once overflowed downstream.
+  EXPECT_EQ(parse_retry_after("Mon, 01 Jan 300000 00:00:00 GMT"),
+            std::optional<Millis>(kMaxRetryAfter));
+}
+
+TEST(HttpRetryAfterTest, NumberTooLongForAnIntegerSaturates) {
+  EXPECT_EQ(parse_retry_after("99999999999999999999"), std::optional<Millis>(kMaxRetryAfter));
+  EXPECT_EQ(parse_retry_after("31536001"), std::optional<Millis>(kMaxRetryAfter));
+}
+
+TEST(HttpRetryAfterTest, NegativeAndGarbageAreIgnored) {
+  EXPECT_EQ(parse_retry_after("-5"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("soon"), std::nullopt);
+  EXPECT_EQ(parse_retry_after(""), std::nullopt);
+  EXPECT_EQ(parse_retry_after("1.5"), std::nullopt);
+}
+
+TEST(HttpRetryAfterTest, PlainSecondsAndPastDates) {
+  EXPECT_EQ(parse_retry_after(" 7 "), std::optional<Millis>(Millis(7000)));
+  EXPECT_EQ(parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT"), std::optional<Millis>(Millis(0)));
 }
 
 TEST_F(HttpHandlerTest, NotFoundIsDead) {

@@ -112,6 +112,29 @@ TEST_F(JobRunnerTest, RetryAfterOverridesTheBackoff) {
   EXPECT_EQ(completion->retry_delay, Millis(1234));  // not 8000, the backoff for attempt 4
 }
 
+// A service asking for a wait of centuries must not produce a delay the database cannot
+// store (interval out of range): the handler's delay is capped like the backoff.
+TEST_F(JobRunnerTest, HugeRetryAfterIsCappedAtMaxDelay) {
+  JobRunner runner =
+      runner_with({{"ok", [](const Job&, std::stop_token) {
+                      return JobResult::retry("HTTP 503", Millis(9403122328289LL * 1000));
+                    }}});
+  const auto completion = runner.run(job_of("ok", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->retry_delay, exact_retry().max_delay);
+}
+
+TEST_F(JobRunnerTest, NegativeRetryAfterIsZero) {
+  JobRunner runner = runner_with({{"ok", [](const Job&, std::stop_token) {
+                                     return JobResult::retry("HTTP 503", Millis(-5000));
+                                   }}});
+  const auto completion = runner.run(job_of("ok", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->retry_delay, Millis(0));
+}
+
 TEST_F(JobRunnerTest, HandlerThatWroteItsOwnCompletionReturnsNothing) {
   JobRunner runner = runner_with({{"ok", [](const Job&, std::stop_token) {
                                      JobResult result = JobResult::done();

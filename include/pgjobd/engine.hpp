@@ -47,6 +47,12 @@ class Engine {
   // flush completions. Blocks until done. Safe to call twice.
   void drain();
 
+  // After drain(): how many completions (outcomes of finished or released jobs) it could
+  // not write by its flush deadline, the database being unreachable. Their jobs stay
+  // running in the table until their leases expire, then return to the queue. 0 before a
+  // drain and after one that wrote everything. Thread-safe.
+  int unwritten_completions() const;
+
   // Thread-safe: makes a start() that is still waiting for the database return early
   // (a SIGTERM during start-up). drain() must still be called.
   void request_stop();

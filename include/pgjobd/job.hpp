@@ -32,7 +32,8 @@ const char* to_string(Outcome outcome);
 struct JobResult {
   Outcome outcome = Outcome::kDone;
   std::string error;  // why it failed (kRetry / kDead); becomes last_error
-  // When set, overrides the exponential backoff (e.g. an HTTP Retry-After).
+  // When set, overrides the exponential backoff (e.g. an HTTP Retry-After). Capped to
+  // [0, retry.max_delay]: a negative delay is 0, a longer one is retry.max_delay.
   std::optional<std::chrono::milliseconds> retry_after;
   // The handler already wrote the job's final state itself, in the transaction of its own
   // work (the sql handler): the completer must not write it again.

@@ -154,6 +154,14 @@ int run_daemon(const std::string& config_path) {
     shutdown.wait();
     engine.drain();
     systemd.stop_watchdog();
+    if (const int unwritten = engine.unwritten_completions(); unwritten > 0) {
+      // Not a clean stop: a supervisor or script must not take it for one.
+      spdlog::error(
+          "exiting with code {}: {} completion(s) were not written; their jobs return to the "
+          "queue when their leases expire",
+          kExitFailure, unwritten);
+      code = kExitFailure;
+    }
   } catch (const std::invalid_argument& e) {
     spdlog::error("{}", e.what());
     code = kExitUsage;

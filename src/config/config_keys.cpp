@@ -82,8 +82,10 @@ constexpr ConfigKey kKeys[] = {
         "LISTEN for the insert trigger's NOTIFY and wake at once"),
     field<&Config::retry, &RetryConfig::base>(
         "retry.base", "1s", kLive, "delay before the first retry; doubles each attempt (> 0)"),
-    field<&Config::retry, &RetryConfig::max_delay>("retry.max_delay", "10m", kLive,
-                                                   "cap on the retry delay (≥ `base`)"),
+    field<&Config::retry, &RetryConfig::max_delay>(
+        "retry.max_delay", "10m", kLive,
+        "cap on the retry delay (≥ `base`), a handler's own delay (HTTP `Retry-After`, "
+        "`JobResult::retry(error, after)`) included"),
     field<&Config::retry, &RetryConfig::jitter>(
         "retry.jitter", "0.1", kLive, "each delay is randomised by ± this fraction, 0..1"),
     field<&Config::lease, &LeaseConfig::duration>(

@@ -74,29 +74,30 @@ void Completer::run(const std::stop_token& stop) {
     std::vector<Completion> batch(queue_.begin(), queue_.begin() + static_cast<long>(n));
     const bool delete_done = delete_done_;
     lock.unlock();
-    bool written = false;
+    Progress progress;
     try {
-      const CompletionReport report = store_->complete(batch, worker_id_, delete_done);
-      written = true;
+      write(batch, 0, n, delete_done, progress);
       backoff.reset();
       health_.clear("completer");
-      if (report.stale > 0) {
-        metrics_.stale_write(report.stale);
-        spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",
-                     report.stale, batch.size());
-      }
-    } catch (const DbError& e) {
+    } catch (const DbError& e) {  // connection lost: the rest of the batch waits
       metrics_.db_error("complete");
       health_.set_problem("completer", e.what());
-      spdlog::warn("cannot write {} completions, will retry: {}", batch.size(), e.what());
+      spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
+    }
+    if (progress.stale > 0) {
+      metrics_.stale_write(progress.stale);
+      spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",
+                   progress.stale, progress.settled);
     }
     lock.lock();
-    if (written) {
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(n));
+    // What was settled (written, or dropped as unwritable) is a prefix of the batch.
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(progress.settled));
+    if (progress.settled == n) {
       if (!queue_.empty()) first_queued_at_ = Clock::now() - kFlushDelay;  // flush at once
       continue;
     }
     if (stop.stop_requested() && Clock::now() >= deadline_) {
+      unwritten_at_stop_ = static_cast<int>(queue_.size());
       spdlog::error(
           "giving up on {} unwritten completions at shutdown; their jobs return to the "
           "queue when their lease expires",
@@ -114,6 +115,52 @@ void Completer::run(const std::stop_token& stop) {
       cv_.wait_until(lock, stop, retry_at, [] { return false; });
     }
   }
+}
+
+// A data error (sqlstate class 22 or 23, or any error but a lost connection) would fail the
+// same batch forever, holding up every completion of the daemon behind it. The batch is
+// halved until the rows at fault stand alone; those are dropped, the others written, in
+// order. A lost connection propagates, with progress.settled saying how far we got.
+void Completer::write(const std::vector<Completion>& batch, std::size_t begin, std::size_t end,
+                      bool delete_done, Progress& progress) {
+  const auto first = batch.begin() + static_cast<long>(begin);
+  const auto last = batch.begin() + static_cast<long>(end);
+  try {
+    const bool whole = begin == 0 && end == batch.size();  // the usual case: no copy
+    const CompletionReport report =
+        whole ? store_->complete(batch, worker_id_, delete_done)
+              : store_->complete(std::vector<Completion>(first, last), worker_id_, delete_done);
+    progress.stale += report.stale;
+    progress.settled = end;
+    return;
+  } catch (const DbError& e) {
+    if (e.connection_lost()) throw;
+    metrics_.db_error("complete");
+    if (end - begin > 1) {
+      spdlog::warn(
+          "the database refused {} completions ({}); writing them in parts to find the "
+          "rows at fault",
+          end - begin, e.what());
+    } else {
+      const Completion& completion = *first;
+      metrics_.completion_dropped();
+      spdlog::error(
+          "dropping the completion of job {} attempt {} ({}): the database refuses it: {} "
+          "[sqlstate {}]; the job returns to the queue when its lease expires",
+          completion.job.id, completion.job.attempt, to_string(completion.outcome), e.what(),
+          e.sqlstate());
+      progress.settled = end;
+      return;
+    }
+  }
+  const std::size_t middle = begin + (end - begin) / 2;
+  write(batch, begin, middle, delete_done, progress);
+  write(batch, middle, end, delete_done, progress);
+}
+
+int Completer::unwritten_at_stop() const {
+  std::lock_guard lock(mutex_);
+  return unwritten_at_stop_;
 }
 
 }  // namespace pgjobd

@@ -44,12 +44,24 @@ class Completer final : public Service {
   // rescued and run again before it writes that they finished.
   std::vector<JobAttempt> queued_jobs() const;
 
+  // How many completions stop() gave up on at the flush deadline (0 until then, and after
+  // a stop that wrote everything). Their jobs return to the queue when their leases expire.
+  int unwritten_at_stop() const;
+
   static constexpr std::size_t kMaxBatch = 1000;
   // A short wait lets completions that finish together share one transaction.
   static constexpr std::chrono::microseconds kFlushDelay{1000};
 
  private:
+  struct Progress {
+    std::size_t settled = 0;  // batch[0, settled) written or dropped
+    int stale = 0;
+  };
   void run(const std::stop_token& stop);
+  // Writes batch[begin, end), isolating and dropping rows the database refuses; throws the
+  // DbError of a lost connection.
+  void write(const std::vector<Completion>& batch, std::size_t begin, std::size_t end,
+             bool delete_done, Progress& progress);
 
   const std::unique_ptr<JobStore> store_;
   const std::string worker_id_;
@@ -62,6 +74,7 @@ class Completer final : public Service {
   std::chrono::steady_clock::time_point first_queued_at_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::min();
   bool delete_done_;
+  int unwritten_at_stop_ = 0;
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 

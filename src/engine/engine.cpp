@@ -84,6 +84,7 @@ class Engine::Impl {
   void wake() { claim_signal_->wake(); }
   int http_port() const { return http_ ? http_->port() : 0; }
   const std::string& worker_id() const { return worker_id_; }
+  int unwritten_completions() const { return unwritten_completions_.load(); }
   int busy() const {
     std::lock_guard lock(parts_mutex_);
     return pool_ ? pool_->busy() : stuck_jobs_.load();
@@ -118,7 +119,8 @@ class Engine::Impl {
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> hurried_{false};
-  std::atomic<int> stuck_jobs_{0};  // handlers that ignored a stop request at drain
+  std::atomic<int> stuck_jobs_{0};             // handlers that ignored a stop request at drain
+  std::atomic<int> unwritten_completions_{0};  // given up on at drain's flush deadline
   // Guards the pointers below and drained_ (not the parts themselves) for callers on
   // other threads: hurry(), busy(), responsive().
   mutable std::mutex parts_mutex_;
@@ -359,9 +361,17 @@ void Engine::Impl::drain() {
   completer_->set_flush_deadline(Clock::now() +
                                  std::min<Millis>(config_.lease.duration, Millis(10000)));
   completer_->stop();
+  unwritten_completions_ = completer_->unwritten_at_stop();
   if (stuck) (void)completer_.release();
   http_.reset();
-  spdlog::info("drained");
+  if (unwritten_completions_ > 0) {
+    spdlog::error(
+        "drained, but {} completion(s) were not written; their jobs return to the queue when "
+        "their leases expire",
+        unwritten_completions_.load());
+  } else {
+    spdlog::info("drained");
+  }
 }
 
 Engine::Engine(const Config& config)
@@ -387,6 +397,7 @@ void Engine::wake() { impl_->wake(); }
 int Engine::http_port() const { return impl_->http_port(); }
 const std::string& Engine::worker_id() const { return impl_->worker_id(); }
 int Engine::busy_workers() const { return impl_->busy(); }
+int Engine::unwritten_completions() const { return impl_->unwritten_completions(); }
 bool Engine::responsive() const { return impl_->responsive(); }
 
 }  // namespace pgjobd

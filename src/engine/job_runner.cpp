@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/retry_policy.hpp"
@@ -67,8 +68,11 @@ std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& 
       spdlog::debug("job {} done", job.id);
       break;
     case Outcome::kRetry:
+      // A handler's delay (an HTTP Retry-After) is the service's wish, not a reason to park
+      // the job for centuries: capped like the backoff, so the database can always store it.
       completion.retry_delay =
-          result.retry_after.value_or(retry_delay(settings->retry, job.attempt));
+          std::clamp(result.retry_after.value_or(retry_delay(settings->retry, job.attempt)),
+                     Millis(0), settings->retry.max_delay);
       metrics_.retried();
       fields.add({"error", completion.error});
       spdlog::warn("job {} failed (attempt {} of {}), retry in {}", job.id, job.attempt,

@@ -55,22 +55,38 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+}  // namespace
+
 // Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3); a date in the past is 0.
+// Saturates at kMaxRetryAfter: a number too long for any integer, or a date centuries
+// ahead, is a long wait, not an overflow (the job runner then caps it at retry.max_delay).
 std::optional<Millis> parse_retry_after(std::string_view value) {
+  constexpr long long kMaxSeconds =
+      std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
   value = trim(value);
-  long long seconds = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-  if (error == std::errc() && end == value.data() + value.size()) {
-    // Negative or absurd (> ~31 years) values are not worth honouring.
-    if (seconds < 0 || seconds > 1'000'000'000) return std::nullopt;
+  if (value.empty()) return std::nullopt;
+  if (std::all_of(value.begin(), value.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; })) {
+    long long seconds = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (error == std::errc::result_out_of_range || seconds > kMaxSeconds) return kMaxRetryAfter;
+    if (error != std::errc() || end != value.data() + value.size()) return std::nullopt;
     return Millis(seconds * 1000);
+  }
+  if (!std::isalpha(static_cast<unsigned char>(value.front()))) {
+    return std::nullopt;  // "-5", "1.5": neither delay-seconds nor an HTTP-date
   }
   const std::string date(value);
   const std::time_t when = curl_getdate(date.c_str(), nullptr);
   if (when == -1) return std::nullopt;
   const std::time_t now = std::time(nullptr);
-  return Millis(when > now ? static_cast<long long>(when - now) * 1000 : 0);
+  if (when <= now) return Millis(0);
+  // Compared before multiplying: when − now may be close to the largest time_t.
+  if (when - now > kMaxSeconds) return kMaxRetryAfter;
+  return Millis(static_cast<long long>(when - now) * 1000);
 }
+
+namespace {
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);

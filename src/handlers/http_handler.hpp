@@ -1,6 +1,10 @@
 #pragma once
 // The http handler: POSTs the payload to a URL with libcurl.
 
+#include <chrono>
+#include <optional>
+#include <string_view>
+
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
 
@@ -16,5 +20,14 @@ namespace pgjobd {
 // - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB;
 // - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a worker forever.
 Handler make_http_handler(const HandlerConfig& config);
+
+// The most a Retry-After is taken to ask for; the job runner caps it further, at
+// retry.max_delay.
+inline constexpr Millis kMaxRetryAfter = std::chrono::hours(24 * 365);
+
+// The delay a Retry-After header value asks for, saturated at kMaxRetryAfter (a huge
+// number or a date centuries ahead never overflows); nullopt for a negative number or
+// anything that is neither delay-seconds nor an HTTP-date. Exposed for tests.
+std::optional<Millis> parse_retry_after(std::string_view value);
 
 }  // namespace pgjobd

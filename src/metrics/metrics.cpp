@@ -101,6 +101,14 @@ struct Metrics::State {
               "completions and leases lost at heartbeat.")
           .Register(*registry)
           .Add({});
+  prometheus::Counter& completions_dropped =
+      prometheus::BuildCounter()
+          .Name("pgjobd_completions_dropped_total")
+          .Help(
+              "Completions the database refused (a data error, not a lost connection), "
+              "dropped so the others are written; their jobs return at lease expiry.")
+          .Register(*registry)
+          .Add({});
   prometheus::Histogram& fetch_batch = prometheus::BuildHistogram()
                                            .Name("pgjobd_fetch_batch_size")
                                            .Help("Jobs claimed per fetch query.")
@@ -252,6 +260,7 @@ void Metrics::retried() { state_->retries.Increment(); }
 void Metrics::rescued(int count) { state_->rescued.Increment(count); }
 
 void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
+void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
 
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }
 

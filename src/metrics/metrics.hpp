@@ -46,6 +46,7 @@ class Metrics {
   void retried();                               // pgjobd_retries_total
   void rescued(int count);                      // pgjobd_rescued_total
   void stale_write(int count);                  // pgjobd_stale_writes_total
+  void completion_dropped();                    // pgjobd_completions_dropped_total
   void fetch_batch(int size);                   // pgjobd_fetch_batch_size (histogram)
   void set_poll_interval(double seconds);       // pgjobd_poll_interval_seconds
   void db_error(const std::string& operation);  // pgjobd_db_errors_total{operation}

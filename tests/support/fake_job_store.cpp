@@ -120,6 +120,11 @@ bool FakeJobTable::owned(const FakeRow& row, const JobAttempt& job,
 
 // ---- FakeJobTable: faults -------------------------------------------------------------
 
+void FakeJobTable::poison_completion(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  poisoned_.insert(id);
+}
+
 void FakeJobTable::fail_next(StoreMethod method, int n) {
   std::lock_guard lock(mutex_);
   fail_[index_of(method)] = n;
@@ -308,6 +313,13 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
 CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
                                         const std::string& worker_id, bool delete_done) {
   auto lock = table_->enter(StoreMethod::kComplete);
+  for (const Completion& completion : batch) {
+    if (table_->poisoned_.count(completion.job.id) != 0) {
+      throw DbError("fake complete: interval field value out of range for job " +
+                        std::to_string(completion.job.id),
+                    "22008", false);
+    }
+  }
   CompletionReport report;
   for (const Completion& completion : batch) {
     FakeRow* row = table_->find(completion.job.id);

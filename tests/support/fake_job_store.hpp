@@ -85,7 +85,11 @@ class FakeJobTable {
   void unblock(StoreMethod method);
   void unblock_all();
   int held(StoreMethod method) const;  // calls waiting in block() now
-  void set_leader(bool leader);        // what lead_and_rescue reports (default: leader)
+  // A row the database refuses: every complete() whose batch holds job `id` throws a data
+  // error (DbError, sqlstate 22008, not connection_lost), writing nothing of that batch,
+  // as one out-of-range interval makes PostgreSQL roll back the whole transaction.
+  void poison_completion(std::int64_t id);
+  void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
   void set_schema_problem(std::string problem);
 
   // What was asked. calls() counts every call that started, failed ones included.
@@ -133,6 +137,7 @@ class FakeJobTable {
   std::array<bool, kStoreMethodCount> blocked_{};
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
+  std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
   bool leader_ = true;
   std::string schema_problem_;
   std::vector<ClaimRequest> claim_requests_;
