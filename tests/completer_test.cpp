@@ -217,6 +217,23 @@ TEST_F(CompleterTest, RowTheDatabaseRefusesIsDroppedAndTheRestWrittenInOrder) {
   EXPECT_TRUE(health_.problems().empty()) << health_.problems();
 }
 
+// Only a row's own data makes it unwritable: a read-only server (or a statement timeout,
+// too many connections) refuses every row alike, and dropping rows for it would turn an
+// outage into duplicate runs. The whole batch waits and is written once the server takes it.
+TEST_F(CompleterTest, ServerRefusalThatIsNotTheRowsFaultDropsNothing) {
+  LogCapture log;
+  const auto completions = running_jobs(2);
+  // Three refusals: enough for a completer that split on them to drop both rows.
+  table_.fail_next(StoreMethod::kComplete, 3, "25006");  // read_only_sql_transaction
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(2));
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));  // once each, in order
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 2);
+  EXPECT_FALSE(log.contains("dropping the completion")) << log.all();
+}
+
 // A lost connection keeps today's rule (the same batch again, in order, after a backoff)
 // even when that batch then turns out to hold a row the database refuses.
 TEST_F(CompleterTest, OutageBeforeARefusedRowLosesNothing) {

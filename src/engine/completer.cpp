@@ -79,7 +79,7 @@ void Completer::run(const std::stop_token& stop) {
       write(batch, 0, n, delete_done, progress);
       backoff.reset();
       health_.clear("completer");
-    } catch (const DbError& e) {  // connection lost: the rest of the batch waits
+    } catch (const DbError& e) {  // not the rows' fault: the rest of the batch waits
       metrics_.db_error("complete");
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
@@ -117,10 +117,10 @@ void Completer::run(const std::stop_token& stop) {
   }
 }
 
-// A data error (sqlstate class 22 or 23, or any error but a lost connection) would fail the
-// same batch forever, holding up every completion of the daemon behind it. The batch is
-// halved until the rows at fault stand alone; those are dropped, the others written, in
-// order. A lost connection propagates, with progress.settled saying how far we got.
+// A data error (sqlstate class 22 or 23) would fail the same batch forever, holding up every
+// completion of the daemon behind it. The batch is halved until the rows at fault stand alone;
+// those are dropped, the others written, in order. A lost connection propagates, with
+// progress.settled saying how far we got.
 void Completer::write(const std::vector<Completion>& batch, std::size_t begin, std::size_t end,
                       bool delete_done, Progress& progress) {
   const auto first = batch.begin() + static_cast<long>(begin);
@@ -134,7 +134,12 @@ void Completer::write(const std::vector<Completion>& batch, std::size_t begin, s
     progress.settled = end;
     return;
   } catch (const DbError& e) {
-    if (e.connection_lost()) throw;
+    // Only a row's own data can make it unwritable for good: a data exception (class 22)
+    // or a constraint (class 23). Anything else (a lost connection, a read-only server, a
+    // statement timeout, too many connections) passes: the whole batch waits and is
+    // retried, as dropping rows for it would only turn an outage into duplicate runs.
+    const bool row_at_fault = e.sqlstate().rfind("22", 0) == 0 || e.sqlstate().rfind("23", 0) == 0;
+    if (e.connection_lost() || !row_at_fault) throw;
     metrics_.db_error("complete");
     if (end - begin > 1) {
       spdlog::warn(

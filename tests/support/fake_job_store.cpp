@@ -125,9 +125,10 @@ void FakeJobTable::poison_completion(std::int64_t id) {
   poisoned_.insert(id);
 }
 
-void FakeJobTable::fail_next(StoreMethod method, int n) {
+void FakeJobTable::fail_next(StoreMethod method, int n, const std::string& sqlstate) {
   std::lock_guard lock(mutex_);
   fail_[index_of(method)] = n;
+  fail_sqlstate_[index_of(method)] = sqlstate;
   changed();
 }
 
@@ -182,6 +183,9 @@ std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method) {
   if (fail_[i] > 0) {
     --fail_[i];
     changed();
+    if (!fail_sqlstate_[i].empty()) {
+      throw DbError(std::string("fake ") + name_of(method) + ": refused", fail_sqlstate_[i], false);
+    }
     throw DbError(std::string("fake ") + name_of(method) + ": connection lost", "08006", true);
   }
   return lock;

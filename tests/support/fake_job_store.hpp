@@ -77,10 +77,11 @@ class FakeJobTable {
   // are fenced off.
   void take_over(std::int64_t id, const std::string& other_worker = "other-daemon");
 
-  // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost).
+  // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost), or,
+  // given a sqlstate, a server's refusal with that code (a read-only server: "25006").
   // block: calls of `method` wait (before doing anything) until unblock(); a test's
   // TearDown should unblock_all(), or a part's join() waits forever.
-  void fail_next(StoreMethod method, int n);
+  void fail_next(StoreMethod method, int n, const std::string& sqlstate = {});
   void block(StoreMethod method);
   void unblock(StoreMethod method);
   void unblock_all();
@@ -134,6 +135,7 @@ class FakeJobTable {
   std::int64_t next_id_ = 1;
   std::array<int, kStoreMethodCount> calls_{};
   std::array<int, kStoreMethodCount> fail_{};
+  std::array<std::string, kStoreMethodCount> fail_sqlstate_{};  // empty: connection lost
   std::array<bool, kStoreMethodCount> blocked_{};
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
