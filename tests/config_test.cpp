@@ -377,6 +377,19 @@ TEST(ConfigLoaderTest, SchemaMustBeAPlainIdentifier) {
   EXPECT_EQ(parse_config("database: {schema: _Jobs2}\n", "t").database.schema, "_Jobs2");
 }
 
+TEST(ConfigLoaderTest, JobTypesAreAtMost200CharactersAsTheTableAllows) {
+  std::string two_hundred;
+  for (int i = 0; i < 200; ++i) two_hundred += "é";  // 400 bytes, 200 characters
+  EXPECT_EQ(
+      parse_config("handlers:\n  " + two_hundred + ": {builtin: noop}\n", "t").handlers.size(), 1u);
+  EXPECT_EQ(problem("handlers:\n  " + two_hundred + "x: {builtin: noop}\n"),
+            "t.yaml:2: handlers." + two_hundred +
+                "x: job type is 201 characters, at most 200 are allowed");
+  EXPECT_EQ(problem("worker: {max_payload_bytes: 1023}\n"),
+            "t.yaml:1: worker.max_payload_bytes: must be from 1024 to 1073741823 (PostgreSQL's "
+            "largest text), got 1023");
+}
+
 TEST(ConfigLoaderTest, QueuesReplaceTheDefaultAndMustNotBeEmpty) {
   EXPECT_EQ(problem("worker:\n  queues: {}\n"),
             "t.yaml:2: worker.queues: serve at least one queue");

@@ -311,5 +311,19 @@ TEST_F(FetcherTest, StopEndsALongWaitAndNothingIsClaimedAfterIt) {
   EXPECT_EQ(pool_->busy(), 0);
 }
 
+TEST_F(FetcherTest, ClaimsAskForThePayloadLimitInForce) {
+  table_.add_jobs(1, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(1));
+  fetcher_->set_max_payload_bytes(2048);  // a reload
+  table_.add_jobs(1, "gated");
+  signal_.wake();
+  ASSERT_TRUE(gate_.wait_started(2)) << describe();
+  const auto requests = table_.claim_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].max_payload_bytes, WorkerConfig{}.max_payload_bytes);
+  EXPECT_EQ(requests[1].max_payload_bytes, 2048);
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -195,5 +195,33 @@ TEST_F(JobRunnerTest, ReconfigureAppliesToTheNextJob) {
   EXPECT_EQ(completion->retry_delay, Millis(5000));
 }
 
+TEST_F(JobRunnerTest, OversizedPayloadEndsDeadWithoutCallingTheHandler) {
+  int calls = 0;
+  JobRunner runner = runner_with({{"ok", [&](const Job&, std::stop_token) {
+                                     ++calls;
+                                     return JobResult::done();
+                                   }}});
+  Job job = job_of("ok", 1);
+  job.payload.clear();
+  job.oversized_payload_bytes = 209715202;
+  const auto completion = runner.run(job, {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(completion->outcome, Outcome::kDead);
+  EXPECT_EQ(completion->error,
+            "payload is 209715202 bytes of JSON text, over worker.max_payload_bytes: not run");
+}
+
+TEST_F(JobRunnerTest, AHandlersErrorTextIsBounded) {
+  const std::string huge(1 << 20, 'e');
+  JobRunner runner = runner_with(
+      {{"throws", [&](const Job&, std::stop_token) { return JobResult::retry(huge); }}});
+  const auto completion = runner.run(job_of("throws", 1), {});
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_LE(completion->error.size(), JobRunner::kMaxErrorBytes + 40);
+  EXPECT_EQ(completion->error.substr(0, 100), huge.substr(0, 100));
+  EXPECT_NE(completion->error.find("truncated: 1048576 bytes in all"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -89,7 +89,7 @@ TEST(JobStore, ClaimCommitsAsynchronouslyWithoutChangingTheSession) {
   const auto claim = [&](pqxx::transaction_base& txn, const char* synchronous_commit) {
     return txn
         .exec_prepared(stmt::kClaim, "{default}", "{1}", "{a}", 1, "w", kLease.count(),
-                       synchronous_commit)
+                       synchronous_commit, 1024)
         .size();
   };
   const auto setting = [](pqxx::transaction_base& txn) {

@@ -38,6 +38,9 @@ struct WorkerConfig {
   int concurrency = 16;  // jobs running at once across all queues
   // Queues this daemon serves. Empty in the file means {default: {}}.
   std::map<std::string, QueueConfig> queues = {{"default", {}}};
+  // A job whose payload (as JSON text) is larger is not read nor run: it ends dead, saying
+  // why. Bounds the memory a claim can take: at most concurrency × this in payloads.
+  int max_payload_bytes = 4 * 1024 * 1024;
 
   bool operator==(const WorkerConfig&) const = default;
 };

@@ -18,6 +18,9 @@ struct Job {
   int max_attempts = 5;
   int priority = 0;
   double queue_wait_seconds = 0;  // start − run_at, for the queue-wait histogram
+  // Non-zero when the payload, as JSON text, was larger than worker.max_payload_bytes: it
+  // was not read (payload is empty) and no handler sees the job; it ends dead.
+  std::int64_t oversized_payload_bytes = 0;
 };
 
 enum class Outcome {

@@ -72,6 +72,10 @@ constexpr ConfigKey kKeys[] = {
     in_entry("worker.queues.NAME.concurrency", "0", kLive,
              "most jobs of this queue at once, 0..`worker.concurrency`; 0 = only the global "
              "limit"),
+    field<&Config::worker, &WorkerConfig::max_payload_bytes>(
+        "worker.max_payload_bytes", "4194304", kLive,
+        "a job whose payload is larger (as JSON text) is not run: it ends `dead`, saying why; "
+        "1024..1073741823"),
     field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
                                                     "poll interval while jobs keep arriving (> 0)"),
     field<&Config::poll, &PollConfig::max_interval>(

@@ -11,7 +11,21 @@ namespace pgjobd::config_detail {
 namespace {
 
 constexpr int kMaxConcurrency = 10'000;
+// The jobs table's constraints allow 200 characters (jobs_queue_length, jobs_type_length);
+// 200 bytes of a queue name are never more.
 constexpr std::size_t kMaxQueueNameBytes = 200;
+constexpr std::size_t kMaxTypeNameCharacters = 200;
+
+// Characters of UTF-8 text as PostgreSQL counts them: every byte but continuation bytes.
+std::size_t utf8_characters(std::string_view text) {
+  std::size_t count = 0;
+  for (const char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++count;
+  }
+  return count;
+}
+constexpr int kMinPayloadLimit = 1024;
+constexpr int kMaxPayloadLimit = (1 << 30) - 1;
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -84,6 +98,12 @@ void check_worker(const WorkerConfig& worker, Rules& rules) {
                 "worker.concurrency",
                 "must be from 1 to " + std::to_string(kMaxConcurrency) + ", got " +
                     std::to_string(worker.concurrency));
+  rules.require(
+      worker.max_payload_bytes >= kMinPayloadLimit && worker.max_payload_bytes <= kMaxPayloadLimit,
+      "worker.max_payload_bytes",
+      "must be from " + std::to_string(kMinPayloadLimit) + " to " +
+          std::to_string(kMaxPayloadLimit) + " (PostgreSQL's largest text), got " +
+          std::to_string(worker.max_payload_bytes));
   rules.require(!worker.queues.empty(), "worker.queues", "serve at least one queue");
   for (const auto& [name, queue] : worker.queues) {
     std::string key = "worker.queues." + name;
@@ -140,6 +160,11 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
   using Kind = HandlerConfig::Kind;
   std::string key = "handlers." + type;
   rules.require(!type.empty(), key, "a job type must not be empty");
+  // The jobs table refuses longer types (constraint jobs_type_length).
+  const std::size_t characters = utf8_characters(type);
+  rules.require(characters <= kMaxTypeNameCharacters, key,
+                "job type is " + std::to_string(characters) + " characters, at most " +
+                    std::to_string(kMaxTypeNameCharacters) + " are allowed");
   switch (handler.kind) {
     case Kind::kExec:
       rules.require(!handler.exec_argv.empty(), key + ".exec",

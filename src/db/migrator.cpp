@@ -41,8 +41,11 @@ MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema) 
                              std::to_string(report.from_version) + ", newer than this pgjobd (" +
                              std::to_string(latest_schema_version()) + "): upgrade pgjobd");
   }
-  // Migrations name objects unqualified; SET LOCAL confines this to the transaction.
-  txn.exec("SET LOCAL search_path TO " + quoted + ", pg_catalog");
+  // Migrations name objects unqualified, so they are created in the schema. pg_catalog is
+  // left out on purpose: PostgreSQL then searches it first, so a function or operator
+  // planted in the schema (now(), pg_notify, <>) can never stand in for a built-in. SET
+  // LOCAL confines this to the transaction.
+  txn.exec("SET LOCAL search_path TO " + quoted);
   for (const Migration& migration : migrations()) {
     if (migration.version <= report.from_version) continue;
     spdlog::info("applying migration {:03}_{} to schema {}", migration.version, migration.name,

@@ -107,10 +107,11 @@ std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
     }
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
-    const pqxx::result rows = txn.exec_prepared(
-        stmt::kClaim, text_array_literal(queues), int_array_literal(free),
-        text_array_literal(request.types), request.limit, request.worker_id,
-        static_cast<std::int64_t>(request.lease.count()), config_.synchronous_claims ? "" : "off");
+    const pqxx::result rows =
+        txn.exec_prepared(stmt::kClaim, text_array_literal(queues), int_array_literal(free),
+                          text_array_literal(request.types), request.limit, request.worker_id,
+                          static_cast<std::int64_t>(request.lease.count()),
+                          config_.synchronous_claims ? "" : "off", request.max_payload_bytes);
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) {
@@ -118,7 +119,12 @@ std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
       job.id = row[0].as<std::int64_t>();
       job.queue = row[1].c_str();
       job.type = row[2].c_str();
-      job.payload = row[3].c_str();
+      if (row[3].is_null()) {
+        job.payload.clear();  // over request.max_payload_bytes: not read
+        job.oversized_payload_bytes = row[8].as<std::int64_t>();
+      } else {
+        job.payload = row[3].c_str();
+      }
       job.attempt = row[4].as<int>();
       job.max_attempts = row[5].as<int>();
       job.priority = row[6].as<int>();

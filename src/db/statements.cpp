@@ -18,6 +18,14 @@ namespace {
 // allows; the first runner's writes are fenced off by locked_by and attempts). Nor can a
 // completion outlive its claim: completions commit synchronously, and flushing their WAL
 // flushes the claim's, written before it.
+//
+// Nothing a row holds can make the claim fail for the others (an application writes these
+// rows): attempts stops counting at 1,000,000 (the bound of constraint jobs_attempts_range,
+// which a row older than that constraint may exceed), and a non-finite run_at, which the
+// constraint jobs_run_at_finite refuses but an older row may hold, counts as waiting since
+// 1970. A payload larger than $8 bytes as JSON text is not sent: the job comes back with
+// a NULL payload and its size, and ends dead without running. The text is rendered once,
+// in `picked`, for the claimed rows only.
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
@@ -25,8 +33,8 @@ WITH slots AS (
                    coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
                    true) IS NOT NULL
 ), picked AS (
-  SELECT c.id FROM slots CROSS JOIN LATERAL (
-    SELECT j.id, j.priority, j.run_at FROM {jobs} j
+  SELECT c.id, c.body FROM slots CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at, j.payload::text AS body FROM {jobs} j
     WHERE j.queue = slots.queue AND j.status IN ('pending', 'failed') AND j.run_at <= now()
       AND j.type = ANY($3::text[])
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -37,12 +45,15 @@ WITH slots AS (
   LIMIT $4
 )
 UPDATE {jobs} j
-SET status = 'running', attempts = j.attempts + 1, locked_by = $5,
+SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
     locked_until = now() + $6::bigint * interval '1 millisecond',
     started_at = now(), updated_at = now()
 FROM picked WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.type, j.payload::text, j.attempts, j.max_attempts, j.priority,
-          extract(epoch FROM now() - j.run_at)::float8)";
+RETURNING j.id, j.queue, j.type,
+          CASE WHEN octet_length(picked.body) <= $8 THEN picked.body END,
+          j.attempts, j.max_attempts, j.priority,
+          extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8,
+          octet_length(picked.body)::bigint)";
 
 // Writes about jobs found by id (completions, heartbeats) spell the fence's status test
 // `(status = 'running') IS TRUE`: the same test, but one the planner cannot match to the
@@ -75,7 +86,7 @@ other AS (
                         THEN j.last_error
                         ELSE ($6::text[])[array_position($3::bigint[], j.id)] END,
       errors = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending' THEN j.errors
-                    ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                    ELSE {recent_errors} || jsonb_build_array(jsonb_build_object(
                            'attempt', j.attempts, 'at', now(),
                            'error', ($6::text[])[array_position($3::bigint[], j.id)])) END,
       locked_by = NULL, locked_until = NULL, updated_at = now()
@@ -132,6 +143,8 @@ RETURNING j.id, j.attempts)";
 // the leader rescues. A job whose owner stopped heartbeating goes back to the queue with
 // a backoff, or dies when its attempts are used up, so a job that crashes its daemon
 // every time ends dead. The rescue is safe even if two daemons believe they lead.
+// The backoff's exponent is clamped like the engine's (retry_policy.cpp): 2^(attempts-1)
+// overflows a float8 from about 1,025 attempts, which stopped every rescue.
 // $1 worker id, $2 leadership TTL ms, $3 retry base ms, $4 max delay ms, $5 jitter,
 // $6 batch size. Returns (leader, rescued back to the queue, rescued dead).
 constexpr const char* kLeadAndRescueSql = R"(
@@ -154,13 +167,14 @@ WITH leader AS (
   UPDATE {jobs} j
   SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'failed' END,
       run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
-                    ELSE now() + least($3::float8 * power(2, greatest(j.attempts - 1, 0)), $4::float8)
+                    ELSE now() + least($3::float8 * power(2, least(greatest(j.attempts - 1, 0), 62)),
+                                       $4::float8)
                                  * (1 + $5::float8 * (2 * random() - 1))
                                  * interval '1 millisecond' END,
       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
       last_error = 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
                    ' ran attempt ' || j.attempts,
-      errors = j.errors || jsonb_build_array(jsonb_build_object(
+      errors = {recent_errors} || jsonb_build_array(jsonb_build_object(
                  'attempt', j.attempts, 'at', now(),
                  'error', 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
                           ' ran attempt ' || j.attempts)),
@@ -205,6 +219,17 @@ FROM (SELECT queue, status, run_at FROM {jobs} WHERE status IN ('pending', 'fail
       SELECT queue, status, run_at FROM {jobs} WHERE status = 'running') live
 GROUP BY queue, status)";
 
+// A job's `errors` keeps the errors of its last 20 attempts (19 kept plus the one being
+// appended; README "Job lifecycle"): a job retried for a long time must not grow its row without
+// bound. Reads a non-array value, which constraint jobs_errors_array refuses but an older row may
+// hold, as empty instead of failing the whole batch.
+constexpr const char* kRecentErrors = R"((CASE
+    WHEN jsonb_typeof(j.errors) IS DISTINCT FROM 'array' THEN '[]'::jsonb
+    WHEN jsonb_array_length(j.errors) < 19 THEN j.errors
+    ELSE (SELECT coalesce(jsonb_agg(e.value ORDER BY e.n), '[]'::jsonb)
+          FROM jsonb_array_elements(j.errors) WITH ORDINALITY AS e(value, n)
+          WHERE e.n > jsonb_array_length(j.errors) - 19) END))";
+
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
        pos = text.find(placeholder, pos + value.size())) {
@@ -216,6 +241,7 @@ std::string with_table(const char* sql, const std::string& schema) {
   std::string text = sql;
   replace_all(text, "{jobs}", schema + ".jobs");
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
+  replace_all(text, "{recent_errors}", kRecentErrors);
   return text;
 }
 

@@ -219,7 +219,8 @@ void Engine::Impl::start() {
         signal->slot_freed();
       });
   auto fetcher = std::make_unique<Fetcher>(
-      Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_)},
+      Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
+                       config_.worker.max_payload_bytes},
       database_->open_store("fetcher"), *pool, *claim_signal_, *metrics_, health_);
   {
     std::lock_guard lock(parts_mutex_);
@@ -280,6 +281,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   fetcher_->reconfigure(applied.poll, kept_types);
   runner_->reconfigure(applied.retry, handlers);
   fetcher_->reconfigure(applied.poll, keys_of(handlers));
+  fetcher_->set_max_payload_bytes(applied.worker.max_payload_bytes);
   {
     std::lock_guard lock(parts_mutex_);
     pool_->resize(applied.worker);

@@ -40,6 +40,7 @@ Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& p
       min_interval_(options.poll.min_interval),
       max_interval_(options.poll.max_interval),
       types_(std::move(options.types)),
+      max_payload_bytes_(options.max_payload_bytes),
       interval_(options.poll.min_interval) {}
 
 Fetcher::~Fetcher() { stop(); }
@@ -59,6 +60,11 @@ void Fetcher::reconfigure(const PollConfig& poll, std::vector<std::string> types
     types_ = std::move(types);
   }
   signal_.wake();  // new types may have waiting jobs
+}
+
+void Fetcher::set_max_payload_bytes(std::int64_t bytes) {
+  std::lock_guard lock(settings_mutex_);
+  max_payload_bytes_ = bytes;
 }
 
 int Fetcher::claim_batch_floor() const { return std::max(1, pool_.capacity() / 2); }
@@ -150,6 +156,7 @@ bool Fetcher::claim_once() {
   {
     std::lock_guard lock(settings_mutex_);
     request.types = types_;
+    request.max_payload_bytes = max_payload_bytes_;
   }
   std::vector<Job> jobs = store_->claim(request);
   metrics_.fetch_batch(static_cast<int>(jobs.size()));

@@ -28,7 +28,8 @@ class Fetcher final : public Service {
     std::string worker_id;
     Millis lease{30000};
     PollConfig poll;
-    std::vector<std::string> types;  // job types that have a handler
+    std::vector<std::string> types;                          // job types that have a handler
+    std::int64_t max_payload_bytes = std::int64_t{4} << 20;  // worker.max_payload_bytes
   };
 
   Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
@@ -51,6 +52,7 @@ class Fetcher final : public Service {
 
   // Live reload: new poll intervals and the job types that now have a handler.
   void reconfigure(const PollConfig& poll, std::vector<std::string> types);
+  void set_max_payload_bytes(std::int64_t bytes);
 
   // After a claim, the next one waits at most this long for claim_batch_floor() free slots.
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
@@ -74,6 +76,7 @@ class Fetcher final : public Service {
   Millis min_interval_;
   Millis max_interval_;
   std::vector<std::string> types_;
+  std::int64_t max_payload_bytes_;
   Millis interval_;  // the current poll interval, between min and max
 
   // The claim thread's own state.

@@ -9,6 +9,7 @@
 
 #include "engine/retry_policy.hpp"
 #include "log/log_fields.hpp"
+#include "text/utf8.hpp"
 
 namespace pgjobd {
 
@@ -45,7 +46,11 @@ std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& 
     std::lock_guard lock(settings_mutex_);
     settings = settings_;
   }
-  JobResult result = call_handler(*settings, job, stop);
+  JobResult result =
+      job.oversized_payload_bytes > 0
+          ? JobResult::dead("payload is " + std::to_string(job.oversized_payload_bytes) +
+                            " bytes of JSON text, over worker.max_payload_bytes: not run")
+          : call_handler(*settings, job, stop);
   if (stop.stop_requested() && !result.completion_written && result.outcome != Outcome::kDone) {
     // The daemon stopped the job (drain timeout, lost lease): whatever the handler made of
     // that, typically an exception, says nothing about the job. It goes back to the queue
@@ -59,7 +64,12 @@ std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& 
     fields.add({"duration_ms", seconds * 1000.0});
   }
 
-  Completion completion{{job.id, job.attempt}, result.outcome, std::move(result.error), Millis(0)};
+  // Whatever a handler said (an in-process handler may say megabytes), the job's row keeps
+  // a bounded text: last_error and each entry of errors.
+  Completion completion{{job.id, job.attempt},
+                        result.outcome,
+                        truncate_utf8(result.error, kMaxErrorBytes),
+                        Millis(0)};
   if (completion.outcome == Outcome::kRetry && job.attempt >= job.max_attempts) {
     completion.outcome = Outcome::kDead;
   }

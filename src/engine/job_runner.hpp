@@ -30,6 +30,9 @@ class JobRunner {
   // never mistakes a job whose "done" is already written for a lost lease.
   std::optional<Completion> run(const Job& job, const std::stop_token& stop);
 
+  // Longest error text kept for a job (last_error, each entry of errors), in bytes.
+  static constexpr std::size_t kMaxErrorBytes = 8192;
+
   // Live reload: jobs that start from now on use the new handlers and retry policy;
   // running jobs finish with the ones they started with.
   void reconfigure(const RetryConfig& retry, HandlerTable handlers);

@@ -32,6 +32,8 @@ struct ClaimRequest {
   int limit = 0;                   // at most this many jobs in all
   std::string worker_id;
   Millis lease{0};
+  // A larger payload is not read: its job comes back with oversized_payload_bytes set.
+  std::int64_t max_payload_bytes = std::int64_t{4} << 20;
 };
 
 // A finished attempt, as the completer writes it.

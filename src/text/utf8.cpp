@@ -53,4 +53,13 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
+std::string truncate_utf8(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t cut = max_bytes;
+  // Back up over continuation bytes (10xxxxxx) to the start of the character cut through.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "… (truncated: " + std::to_string(text.size()) +
+         " bytes in all)";
+}
+
 }  // namespace pgjobd

@@ -45,6 +45,7 @@ TEST(FaultsInputE2E, FiveMegabytePayloadArrivesByteForByteOnStdin) {
   ASSERT_GT(payload.size(), 5u * 1024 * 1024);
 
   DaemonYaml yaml(schema.name());
+  yaml.set("worker", "{max_payload_bytes: 8388608}");  // above the 4 MiB default
   const std::string received = dir.file("received");
   yaml.shell_handler("big", "cat > " + shell_quote(received) + "; sha256sum < " +
                                 shell_quote(received) + " | cut -d' ' -f1 > " +

@@ -309,6 +309,12 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
     ++row->job.attempt;
     ++row->times_claimed;
     claimed.push_back(row->job);
+    // As the real claim: a payload over the limit is not read.
+    const auto bytes = static_cast<std::int64_t>(row->job.payload.size());
+    if (bytes > request.max_payload_bytes) {
+      claimed.back().payload.clear();
+      claimed.back().oversized_payload_bytes = bytes;
+    }
   }
   table_->changed();
   return claimed;
