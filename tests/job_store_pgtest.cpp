@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <pqxx/pqxx>
@@ -393,10 +394,18 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
       "INSERT INTO {jobs} (type, queue, status, attempts, locked_by, locked_until) VALUES "
       "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute'), "
       "('a', 'q1', 'running', 1, 'w', now() + interval '1 minute')");
+  // Queues this daemon does not serve are not counted (nor, in a test, the one it
+  // serves that has nothing live).
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, attempts, run_at, locked_by, locked_until) "
+      "VALUES ('a', 'q3', 'pending', 0, now() - interval '1 hour', NULL, NULL), "
+      "('a', 'q3', 'running', 1, now(), 'w', now() + interval '1 minute')");
   PgJobStore store(schema.config().database, "test");
   std::map<std::string, QueueStatsRow> rows;
-  for (const auto& row : store.queue_stats()) rows[row.queue + "/" + row.status] = row;
-  ASSERT_EQ(rows.size(), 4u);  // finished jobs are not counted
+  for (const auto& row : store.queue_stats({"q1", "q2", "q4"})) {
+    rows[row.queue + "/" + row.status] = row;
+  }
+  ASSERT_EQ(rows.size(), 4u);  // finished jobs and q3 are not counted
   EXPECT_EQ(rows["q1/running"].count, 2);
   EXPECT_EQ(rows["q1/running"].oldest_due_age_seconds, 0.0);  // running jobs are not due
   EXPECT_EQ(rows["q2/failed"].count, 2);
@@ -406,6 +415,60 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
   EXPECT_LT(rows["q1/pending"].oldest_due_age_seconds, 200.0);
   EXPECT_EQ(rows["q2/pending"].count, 1);
   EXPECT_EQ(rows["q2/pending"].oldest_due_age_seconds, 0.0);  // nothing due
+}
+
+// Rows older than schema v3 may hold run_at = '-infinity' (the constraint is dropped here
+// to write one): the
+// age of such a job is capped at 100 years, where `now() - min(run_at)` failed the whole
+// query with "cannot subtract infinite timestamps" and blinded every queue's gauges.
+TEST(JobStore, QueueStatsSurviveAnInfiniteRunAt) {
+  TestSchema schema;
+  schema.exec("ALTER TABLE {jobs} DROP CONSTRAINT jobs_run_at_finite");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, run_at) VALUES "
+      "('a', 'q1', '-infinity'), ('a', 'q1', now() - interval '10 seconds'), "
+      "('a', 'q2', 'infinity'), ('a', 'q2', now() - interval '20 seconds')");
+  PgJobStore store(schema.config().database, "test");
+  std::map<std::string, QueueStatsRow> rows;
+  for (const auto& row : store.queue_stats({"q1", "q2"})) rows[row.queue + "/" + row.status] = row;
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows["q1/pending"].count, 2);
+  const double hundred_years = 100 * 365.25 * 86400;
+  EXPECT_TRUE(std::isfinite(rows["q1/pending"].oldest_due_age_seconds));
+  EXPECT_GE(rows["q1/pending"].oldest_due_age_seconds, hundred_years - 60);
+  EXPECT_LE(rows["q1/pending"].oldest_due_age_seconds, hundred_years + 60);
+  EXPECT_EQ(rows["q2/pending"].count, 2);  // 'infinity' is never due
+  EXPECT_GE(rows["q2/pending"].oldest_due_age_seconds, 19.0);
+  EXPECT_LT(rows["q2/pending"].oldest_due_age_seconds, 120.0);
+}
+
+// The statistics run on every daemon every 30 s: each branch stays on its partial index
+// (claim: pending/failed, lease: running) with the queue filter, never scanning finished
+// rows. (By hand at 1M done rows in 1,000 queues: 0.2 ms for one queue, 9 ms for all.)
+TEST(JobStore, QueueStatsUseThePartialIndexes) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, attempts, started_at, finished_at) "
+      "SELECT 'a', 'q' || (i % 100), 'done', 1, now(), now() FROM generate_series(1, 20000) i");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue) SELECT 'a', 'q' || i FROM generate_series(1, 50) i");
+  schema.exec("ANALYZE {jobs}");
+  auto conn = open_connection(schema.config().database, "test-plans");
+  pqxx::nontransaction txn(*conn);
+  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
+    txn.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);  // EXPLAINable
+  }
+  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+    txn.exec(std::string("SET plan_cache_mode = ") + mode);
+    std::string plan;
+    for (const auto& row :
+         txn.exec(std::string("EXPLAIN EXECUTE ") + stmt::kQueueStats + "('{q1,q2,default}')")) {
+      plan += row[0].as<std::string>() + "\n";
+    }
+    EXPECT_NE(plan.find("jobs_claim_idx"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_NE(plan.find("jobs_lease_idx"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << mode << "\n" << plan;
+  }
 }
 
 TEST(JobStore, ConnectionErrorsBecomeDbError) {

@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <atomic>
+#include <cmath>
 
 #include "db/pg_job_store.hpp"
+#include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -94,6 +99,34 @@ TEST(Maintenance, DoesNotRenewAnotherAttemptsLease) {
   ASSERT_TRUE(wait_until([&] { return m.asked.load() >= 2; }, 5s));
   m.maintenance.stop();
   EXPECT_EQ(locked_until(schema, id), until);
+}
+
+// A job with run_at = '-infinity' (allowed before schema v3; the constraint is dropped here
+// to write one) neither fails the statistics
+// round (the database stays healthy) nor puts an infinite age on /metrics.
+TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
+  TestSchema schema;
+  schema.exec("ALTER TABLE {jobs} DROP CONSTRAINT jobs_run_at_finite");
+  schema.exec("INSERT INTO {jobs} (type, run_at) VALUES ('t', '-infinity'), ('t', now())");
+  schema.exec("INSERT INTO {jobs} (type, queue, run_at) VALUES ('t', 'not-served', now())");
+  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {});
+  std::optional<double> age;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string text =
+            prometheus::TextSerializer().Serialize(m.metrics.registry()->Collect());
+        age = testing::metric_value(text, "pgjobd_oldest_due_job_age_seconds",
+                                    {{"queue", "default"}});
+        return age && *age > 0 &&
+               testing::metric_value(text, "pgjobd_queue_depth",
+                                     {{"queue", "default"}, {"status", "pending"}}) == 2.0;
+      },
+      20s));
+  EXPECT_TRUE(std::isfinite(*age)) << *age;
+  EXPECT_GE(*age, 100 * 365.0 * 86400);
+  EXPECT_EQ(m.health.problems(), "");
+  const std::string text = prometheus::TextSerializer().Serialize(m.metrics.registry()->Collect());
+  EXPECT_EQ(text.find("not-served"), std::string::npos) << text;
 }
 
 }  // namespace

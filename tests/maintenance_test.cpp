@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
 
 #include "engine/completer.hpp"
@@ -53,9 +56,11 @@ class MaintenanceTest : public ::testing::Test {
 
   // A lease of 300 ms: a heartbeat every 100 ms, so a test sees several in well under a
   // second; nothing here depends on how long the lease actually is.
-  Maintenance& start_maintenance() {
+  Maintenance& start_maintenance(const std::vector<std::string>& queues = {"default"}) {
     Config config;
     config.lease.duration = Millis(300);
+    config.worker.queues.clear();
+    for (const auto& queue : queues) config.worker.queues[queue];
     maintenance_ = std::make_unique<Maintenance>(
         config, "worker-1", database_.open_store("maintenance"), *pool_, metrics_, health_,
         [this] { return completer_->queued_jobs(); });
@@ -173,6 +178,59 @@ TEST_F(MaintenanceTest, CollectsQueueStatsAtOnce) {
   start_maintenance();
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kQueueStats, 1));
   EXPECT_TRUE(wait_until([&] { return health_.problems().empty(); }, seconds(20)));
+}
+
+std::string scrape(const Metrics& metrics) {
+  return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+}
+
+// The statistics ask only for the served queues, and a reload's new list is asked for at
+// once (the regular round comes every 30 s: the 20 s wait below would miss it).
+TEST_F(MaintenanceTest, StatisticsCoverOnlyServedQueuesAndFollowAReload) {
+  for (int i = 0; i < 1000; ++i) table_.add_job("gated", "app-queue-" + std::to_string(i));
+  table_.add_jobs(3, "gated", "default");
+  Maintenance& maintenance = start_maintenance({"default"});
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kQueueStats, 1));
+  EXPECT_EQ(table_.stats_queues().at(0), (std::vector<std::string>{"default"}));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scrape(metrics_).find(R"(pgjobd_queue_depth{queue="default",status="pending"} 3)") !=
+               std::string::npos;
+      },
+      seconds(20)));
+  EXPECT_EQ(scrape(metrics_).find("app-queue-"), std::string::npos);
+
+  // SIGHUP: default is dropped, app-queue-7 served (the engine updates both in this order).
+  metrics_.set_served({"app-queue-7"}, {"gated"});
+  maintenance.set_queues({"app-queue-7"});
+  ASSERT_TRUE(table_.wait_until([&] {
+    const auto asked = table_.stats_queues();
+    return !asked.empty() && asked.back() == std::vector<std::string>{"app-queue-7"};
+  }));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scrape(metrics_).find(
+                   R"(pgjobd_queue_depth{queue="app-queue-7",status="pending"} 1)") !=
+               std::string::npos;
+      },
+      seconds(20)));
+  const std::string text = scrape(metrics_);
+  EXPECT_EQ(text.find(R"(queue="default",status)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("app-queue-8"), std::string::npos);
+}
+
+// A store that returns queues it was not asked for (or a round that asked before a reload)
+// adds no series.
+TEST_F(MaintenanceTest, StatisticsOfQueuesNotServedAddNoSeries) {
+  table_.set_queue_stats({{"rogue", "pending", 5, 60}, {"default", "pending", 2, 30}});
+  start_maintenance({"default"});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scrape(metrics_).find(R"(pgjobd_oldest_due_job_age_seconds{queue="default"} 30)") !=
+               std::string::npos;
+      },
+      seconds(20)));
+  EXPECT_EQ(scrape(metrics_).find("rogue"), std::string::npos);
 }
 
 }  // namespace

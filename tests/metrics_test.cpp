@@ -43,7 +43,10 @@ TEST(MetricsTest, CountsJobsByQueueTypeAndOutcome) {
       text, R"(pgjobd_job_duration_seconds_count{outcome="done",queue="default",type="a"} 2)"));
 }
 
-TEST(MetricsTest, UnknownLabelValuesAreAddedLazily) {
+// A queue or type the configuration never named (a job the store should not have
+// returned, an operation nobody documented) lands in one "(other)" series: an application
+// that invents names cannot grow /metrics.
+TEST(MetricsTest, LabelValuesNeverConfiguredFoldIntoOther) {
   Metrics metrics({"default"}, {"a"});
   metrics.job_finished("mail", "send", Outcome::kRetry, 1);
   metrics.job_finished("mail", "send", Outcome::kRetry, 1);
@@ -53,19 +56,112 @@ TEST(MetricsTest, UnknownLabelValuesAreAddedLazily) {
   metrics.db_error("fetch");
   metrics.db_error("complete");
   const std::string text = scrape(metrics);
-  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="retry",queue="mail",type="send"} 2)"))
+  EXPECT_TRUE(
+      has_line(text, R"m(pgjobd_jobs_total{outcome="retry",queue="(other)",type="(other)"} 2)m"))
       << text;
   EXPECT_TRUE(
-      has_line(text, R"(pgjobd_jobs_total{outcome="done",queue="default",type="other"} 1)"));
-  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_wait_seconds_count{queue="mail"} 1)"));
-  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_wait_seconds_bucket{queue="mail",le="0.1"} 0)"));
-  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_wait_seconds_bucket{queue="mail",le="1"} 1)"));
-  EXPECT_TRUE(has_line(text, R"(pgjobd_db_errors_total{operation="fetch"} 2)"));
+      has_line(text, R"m(pgjobd_jobs_total{outcome="done",queue="default",type="(other)"} 1)m"));
+  EXPECT_TRUE(has_line(text, R"m(pgjobd_queue_wait_seconds_count{queue="(other)"} 1)m"));
+  EXPECT_TRUE(has_line(text, R"m(pgjobd_queue_wait_seconds_bucket{queue="(other)",le="0.1"} 0)m"));
+  EXPECT_TRUE(has_line(text, R"m(pgjobd_queue_wait_seconds_bucket{queue="(other)",le="1"} 1)m"));
+  EXPECT_TRUE(has_line(text, R"m(pgjobd_db_errors_total{operation="(other)"} 2)m"));
   EXPECT_TRUE(has_line(text, R"(pgjobd_db_errors_total{operation="complete"} 1)"));
+  for (const char* name : {"\"mail\"", "\"send\"", "\"other\"", "\"fetch\""}) {
+    EXPECT_EQ(text.find(name), std::string::npos) << name << "\n" << text;
+  }
+}
+
+// The number of samples of `family` in `text` (histogram families: of its _count series).
+int series_count(const std::string& text, const std::string& family) {
+  int n = 0;
+  for (std::size_t at = text.find("\n" + family + "{"); at != std::string::npos;
+       at = text.find("\n" + family + "{", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// An application inserting 1,000 queue names, and jobs of them reaching the daemon anyway
+// (a store that broke its contract): the series stay those of the served queues.
+TEST(MetricsTest, ThousandQueueNamesYieldSeriesOnlyForServedQueues) {
+  Metrics metrics({"default", "mail"}, {"a"});
+  std::vector<Metrics::DepthRow> depth;
+  std::vector<std::pair<std::string, double>> ages;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string queue = "app-queue-" + std::to_string(i);
+    depth.push_back({queue, "pending", 1});
+    ages.emplace_back(queue, 5);
+    metrics.job_started(queue, 0.1);
+    metrics.job_finished(queue, "type-" + std::to_string(i), Outcome::kDone, 0.1);
+  }
+  depth.push_back({"default", "pending", 3});
+  depth.push_back({"mail", "running", 2});
+  depth.push_back({"mail", "bogus-status", 2});
+  ages.emplace_back("default", 7);
+  metrics.set_queue_depth(depth);
+  metrics.set_oldest_due_age(ages);
+
+  const std::string text = scrape(metrics);
+  EXPECT_EQ(text.find("app-queue-"), std::string::npos) << text.substr(0, 4000);
+  EXPECT_EQ(text.find("type-"), std::string::npos);
+  EXPECT_EQ(text.find("bogus"), std::string::npos);
+  EXPECT_EQ(series_count(text, "pgjobd_queue_depth"), 2) << text;
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="default",status="pending"} 3)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="mail",status="running"} 2)"));
+  EXPECT_EQ(series_count(text, "pgjobd_oldest_due_job_age_seconds"), 2);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="default"} 7)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="mail"} 0)"));
+  // Per outcome: default/a and mail/a (built at start), and (other)/(other).
+  EXPECT_EQ(series_count(text, "pgjobd_jobs_total"), 3 * 4) << text;
+  EXPECT_TRUE(
+      has_line(text, R"m(pgjobd_jobs_total{outcome="done",queue="(other)",type="(other)"} 1000)m"));
+  EXPECT_EQ(series_count(text, "pgjobd_queue_wait_seconds_count"), 3);
+  EXPECT_TRUE(has_line(text, R"m(pgjobd_queue_wait_seconds_count{queue="(other)"} 1000)m"));
+}
+
+// SIGHUP: a queue no longer served loses its gauges (and a statistics round still in
+// flight cannot bring them back); a newly served one gets them. Job counters keep the
+// series of earlier queues and types: a job claimed before the reload may finish after it.
+TEST(MetricsTest, ServedQueuesChangeWithAReload) {
+  Metrics metrics({"default", "mail"}, {"a"});
+  metrics.set_queue_depth({{"default", "pending", 1}, {"mail", "pending", 4}});
+  metrics.set_oldest_due_age({{"mail", 9}});
+  metrics.job_finished("mail", "a", Outcome::kDone, 0.1);
+
+  metrics.set_served({"default", "reports"}, {"a", "b"});
+  std::string text = scrape(metrics);
+  EXPECT_EQ(text.find(R"(pgjobd_queue_depth{queue="mail")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(pgjobd_oldest_due_job_age_seconds{queue="mail"})"), std::string::npos);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="default",status="pending"} 1)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="reports"} 0)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="done",queue="mail",type="a"} 1)"));
+  // The new pairs show at 0 at once, as those configured at start do.
+  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="dead",queue="reports",type="b"} 0)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="dead",queue="default",type="b"} 0)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_wait_seconds_count{queue="reports"} 0)"));
+
+  // A round that asked before the reload still reports mail: ignored.
+  metrics.set_queue_depth({{"mail", "pending", 4}, {"reports", "failed", 2}});
+  metrics.set_oldest_due_age({{"mail", 9}, {"reports", 3}});
+  text = scrape(metrics);
+  EXPECT_EQ(text.find(R"(queue="mail",status)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(pgjobd_oldest_due_job_age_seconds{queue="mail"})"), std::string::npos);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="reports",status="failed"} 2)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="default",status="pending"} 0)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="reports"} 3)"));
+
+  // Served again: its job series never left; its gauges come back with the next round.
+  metrics.set_served({"mail"}, {"a"});
+  metrics.job_finished("reports", "b", Outcome::kDone, 0.1);  // claimed before the reload
+  metrics.set_queue_depth({{"mail", "pending", 4}});
+  text = scrape(metrics);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="mail",status="pending"} 4)")) << text;
+  EXPECT_EQ(series_count(text, "pgjobd_queue_depth"), 1);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="done",queue="reports",type="b"} 1)"));
 }
 
 TEST(MetricsTest, QueueDepthReplacesPreviousValues) {
-  Metrics metrics({"default"}, {"a"});
+  Metrics metrics({"default", "mail"}, {"a"});
   metrics.set_queue_depth({{"default", "pending", 5}, {"mail", "failed", 2}});
   std::string text = scrape(metrics);
   EXPECT_TRUE(has_line(text, R"(pgjobd_queue_depth{queue="default",status="pending"} 5)")) << text;
@@ -116,7 +212,7 @@ TEST(MetricsTest, ScalarsAndBuildInfo) {
 
 TEST(MetricsTest, EveryFamilyHasHelpText) {
   Metrics metrics({"default"}, {"a"});
-  metrics.db_error("fetch");
+  metrics.db_error("claim");
   metrics.set_queue_depth({{"default", "pending", 1}});
   const std::string text = scrape(metrics);
   for (const char* name :
@@ -140,6 +236,7 @@ TEST(MetricsTest, ConcurrentJobFinishedSumsCorrectly) {
         metrics.job_finished("default", "a", Outcome::kDone, 0.001);
         // Half the threads also race on creating the same lazily added series.
         if (t % 2 == 0) metrics.job_finished("late", "b", Outcome::kRetry, 0.001);
+        if (t == 1 && i == kPerThread / 2) metrics.set_served({"default", "late"}, {"a", "b"});
       }
     });
   }
@@ -147,7 +244,16 @@ TEST(MetricsTest, ConcurrentJobFinishedSumsCorrectly) {
   const std::string text = scrape(metrics);
   EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="done",queue="default",type="a"} 40000)"))
       << text;
-  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="retry",queue="late",type="b"} 20000)"));
+  // Before the reload the jobs of late/b counted as (other), after it as late/b: none lost.
+  const auto value = [&](const std::string& prefix) {
+    const auto at = text.find("\n" + prefix + " ");
+    // No line: the reload came before the first count of that series.
+    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + prefix.size() + 2));
+  };
+  const double other =
+      value(R"m(pgjobd_jobs_total{outcome="retry",queue="(other)",type="(other)"})m");
+  const double late = value(R"(pgjobd_jobs_total{outcome="retry",queue="late",type="b"})");
+  EXPECT_EQ(other + late, 20000) << text;
 }
 
 }  // namespace

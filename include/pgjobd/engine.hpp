@@ -23,7 +23,8 @@
 
 namespace pgjobd {
 
-class Database;  // the seam to the database (src/store/database.hpp); internal
+class Database;        // the seam to the database (src/store/database.hpp); internal
+struct EngineTimings;  // test-only intervals (src/engine/engine_factory.hpp); internal
 
 class Engine {
  public:
@@ -90,6 +91,8 @@ class Engine {
   class Impl;
   // Tests build an engine over a fake database (src/engine/engine_factory.hpp).
   friend Engine make_engine(Config config, std::shared_ptr<Database> database);
+  friend Engine make_engine(Config config, std::shared_ptr<Database> database,
+                            const EngineTimings& timings);
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -267,13 +267,13 @@ int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
   });
 }
 
-std::vector<QueueStatsRow> PgJobStore::queue_stats() {
+std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string>& queues) {
   connect();
   return guarded("stats", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     std::vector<QueueStatsRow> out;
-    for (const auto& row : txn.exec_prepared(stmt::kQueueStats)) {
+    for (const auto& row : txn.exec_prepared(stmt::kQueueStats, text_array_literal(queues))) {
       out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>(), row[3].as<double>()});
     }
     return out;

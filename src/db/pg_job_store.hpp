@@ -40,7 +40,7 @@ class PgJobStore final : public JobStore {
                                const RetryConfig& retry, int batch_size) override;
   void resign(const std::string& worker_id) override;
   int prune(const RetentionConfig& retention, int batch_size) override;
-  std::vector<QueueStatsRow> queue_stats() override;
+  std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's

@@ -210,13 +210,25 @@ SELECT count(*)::int FROM deleted)";
 // single `status IN (pending, failed, running)` matches neither, so it scanned the whole
 // table, finished rows included (0.4 s and two parallel workers at 5M done rows, on
 // every daemon every 30 s).
+// $1: the queues this daemon serves. Only those get gauges, so an application that inserts
+// many distinct queue names neither grows /metrics nor is counted here. The filter keeps
+// each branch on its index: EXPLAIN ANALYZE (PostgreSQL 15, 1M done rows, 2,000 pending
+// and 500 running in 1,000 queues, generic plan) shows a Bitmap Index Scan on
+// jobs_claim_idx with `Index Cond: queue = ANY($1)` and an Index Scan on jobs_lease_idx
+// filtering queue, 0.2 ms for one queue and 9 ms for all 1,000; no scan of done rows.
+// The age is clamped per row to 100 years: a run_at of '-infinity' (an application's
+// "as soon as possible") would make `now() - min(run_at)` raise "cannot subtract infinite
+// timestamps" and fail the whole query, blinding the gauges of every queue. Clamped
+// inside the aggregate, not around it, so a group with nothing due still yields NULL (0).
 constexpr const char* kQueueStatsSql = R"(
 SELECT queue, status, count(*)::float8,
-       coalesce(extract(epoch FROM now() - min(run_at) FILTER (
-         WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
-FROM (SELECT queue, status, run_at FROM {jobs} WHERE status IN ('pending', 'failed')
+       coalesce(extract(epoch FROM now() - min(greatest(run_at, now() - interval '100 years'))
+         FILTER (WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
+FROM (SELECT queue, status, run_at FROM {jobs}
+      WHERE status IN ('pending', 'failed') AND queue = ANY($1::text[])
       UNION ALL
-      SELECT queue, status, run_at FROM {jobs} WHERE status = 'running') live
+      SELECT queue, status, run_at FROM {jobs}
+      WHERE status = 'running' AND queue = ANY($1::text[])) live
 GROUP BY queue, status)";
 
 // A job's `errors` keeps the errors of its last 20 attempts (19 kept plus the one being

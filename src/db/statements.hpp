@@ -35,7 +35,8 @@ inline constexpr const char* kResign = "pgjobd_resign";
 // Retention: delete up to $3 finished rows; done/cancelled older than $1 ms, dead older
 // than $2 ms. Returns the number deleted.
 inline constexpr const char* kPrune = "pgjobd_prune";
-// Live jobs by queue and status, and the age in seconds of each group's oldest due job.
+// Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
+// group's oldest due job.
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 
 struct Statement {

@@ -55,8 +55,11 @@ std::vector<std::string> keys_of(const auto& map) {
 
 class Engine::Impl {
  public:
-  Impl(Config config, std::shared_ptr<Database> database)
-      : config_(std::move(config)), worker_id_(make_worker_id()), database_(std::move(database)) {}
+  Impl(Config config, std::shared_ptr<Database> database, const EngineTimings& timings)
+      : config_(std::move(config)),
+        timings_(timings),
+        worker_id_(make_worker_id()),
+        database_(std::move(database)) {}
 
   ~Impl() { drain(); }
 
@@ -93,10 +96,10 @@ class Engine::Impl {
   bool responsive() const {
     std::lock_guard lock(parts_mutex_);
     if (!fetcher_ || drained_) return true;  // starting or drained: nothing to be stuck in
-    // The loop wakes at least every poll.max_interval (and every second while the pool
-    // is full); a claim that hangs far longer is a wedged connection. A database outage
-    // is not: the loop retries, and progresses.
-    const auto limit = fetcher_->max_interval() + std::chrono::seconds(60);
+    // The loop wakes at least every poll.max_interval (and every progress slice while the
+    // pool is full); a claim that hangs far longer is a wedged connection. A database
+    // outage is not: the loop retries, and progresses.
+    const auto limit = fetcher_->max_interval() + timings_.watchdog_slack;
     return Clock::now() - fetcher_->last_progress() < limit;
   }
 
@@ -108,6 +111,7 @@ class Engine::Impl {
   // Changed only by reload(); threads other than the caller's read it via current_config().
   Config config_;
   mutable std::mutex config_mutex_;
+  const EngineTimings timings_;
   // Serialises start(), drain() and reload(), which build and tear down the parts below.
   std::mutex lifecycle_mutex_;
   const std::string worker_id_;
@@ -220,7 +224,7 @@ void Engine::Impl::start() {
       });
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
-                       config_.worker.max_payload_bytes},
+                       config_.worker.max_payload_bytes, timings_.progress_slice},
       database_->open_store("fetcher"), *pool, *claim_signal_, *metrics_, health_);
   {
     std::lock_guard lock(parts_mutex_);
@@ -287,6 +291,10 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
     pool_->resize(applied.worker);
   }
   metrics_->set_workers_max(applied.worker.concurrency);
+  // Metrics first: a statistics round still in flight with the old queues then finds the
+  // dropped ones unserved, and their series stay gone.
+  metrics_->set_served(keys_of(applied.worker.queues), keys_of(handlers));
+  maintenance_->set_queues(keys_of(applied.worker.queues));
   maintenance_->set_retention(applied.retention);
   completer_->set_delete_done(applied.retention.done.count() == 0);
   {
@@ -384,7 +392,11 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
 Engine make_engine(Config config, std::shared_ptr<Database> database) {
-  return Engine(std::make_unique<Engine::Impl>(std::move(config), std::move(database)));
+  return make_engine(std::move(config), std::move(database), EngineTimings{});
+}
+Engine make_engine(Config config, std::shared_ptr<Database> database,
+                   const EngineTimings& timings) {
+  return Engine(std::make_unique<Engine::Impl>(std::move(config), std::move(database), timings));
 }
 void Engine::register_handler(const std::string& type, Handler handler) {
   impl_->register_handler(type, std::move(handler));

@@ -22,16 +22,13 @@ Clock::duration jittered(Millis interval) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(
       static_cast<double>(interval.count()) * factor(generator)));
 }
-
-// A wait is cut into slices this long so that a loop which waits for a full pool (all
-// slots busy with long jobs) still shows progress to the watchdog.
-constexpr std::chrono::seconds kProgressSlice{1};
 }  // namespace
 
 Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool,
                  ClaimSignal& signal, Metrics& metrics, Health& health)
     : worker_id_(std::move(options.worker_id)),
       lease_(options.lease),
+      progress_slice_(options.progress_slice),
       store_(std::move(store)),
       pool_(pool),
       signal_(signal),
@@ -103,7 +100,9 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
       signal_.woken = false;
       return true;
     }
-    auto until = Clock::now() + kProgressSlice;  // pool full: a finishing job wakes us
+    // Pool full: a finishing job wakes us. The wait is cut into slices so that a loop
+    // waiting for slots busy with long jobs still shows progress to the watchdog.
+    auto until = Clock::now() + progress_slice_;
     if (free > 0) until = std::min(until, due() ? cooled_down_at_ : next_poll_);
     // Ends early on a wake-up, a freed slot or a stop request.
     const std::uint64_t seen = signal_.events;

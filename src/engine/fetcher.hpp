@@ -30,6 +30,9 @@ class Fetcher final : public Service {
     PollConfig poll;
     std::vector<std::string> types;                          // job types that have a handler
     std::int64_t max_payload_bytes = std::int64_t{4} << 20;  // worker.max_payload_bytes
+    // The longest single wait while the pool is full: the loop marks progress after each,
+    // so the watchdog sees a loop that waits for busy slots as alive. Tests shorten it.
+    Millis progress_slice{1000};
   };
 
   Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
@@ -66,6 +69,7 @@ class Fetcher final : public Service {
 
   const std::string worker_id_;
   const Millis lease_;
+  const Millis progress_slice_;
   const std::unique_ptr<JobStore> store_;
   WorkerPool& pool_;
   ClaimSignal& signal_;

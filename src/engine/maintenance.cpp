@@ -21,6 +21,11 @@ std::chrono::milliseconds heartbeat_interval_for(Millis lease) {
 std::chrono::milliseconds rescue_interval_for(Millis lease) {
   return std::clamp<Millis>(lease / 3, Millis(200), Millis(5000));
 }
+std::vector<std::string> queue_names(const Config& config) {
+  std::vector<std::string> names;
+  for (const auto& [name, queue] : config.worker.queues) names.push_back(name);
+  return names;
+}
 }  // namespace
 
 Maintenance::Maintenance(const Config& config, std::string worker_id,
@@ -36,7 +41,8 @@ Maintenance::Maintenance(const Config& config, std::string worker_id,
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
       last_renewal_(Clock::now()),
-      retention_(config.retention) {}
+      retention_(config.retention),
+      queues_(queue_names(config)) {}
 
 Maintenance::~Maintenance() { stop(); }
 
@@ -53,6 +59,15 @@ void Maintenance::join() { thread_.join(); }
 void Maintenance::set_retention(const RetentionConfig& retention) {
   std::lock_guard lock(mutex_);
   retention_ = retention;
+}
+
+void Maintenance::set_queues(std::vector<std::string> queues) {
+  {
+    std::lock_guard lock(mutex_);
+    queues_ = std::move(queues);
+    stats_requested_ = true;
+  }
+  wake_.notify_all();
 }
 
 Clock::time_point Maintenance::last_renewal() const {
@@ -81,14 +96,18 @@ void Maintenance::run(const std::stop_token& stop) {
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
-  std::condition_variable_any cv;  // nothing notifies it: the stop token ends its waits
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
     const auto next =
         std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
-    if (cv.wait_until(lock, stop, next, [] { return false; }) || stop.stop_requested()) break;
-    lock.unlock();
+    wake_.wait_until(lock, stop, next, [this] { return stats_requested_; });
+    if (stop.stop_requested()) break;
     now = Clock::now();
+    if (stats_requested_) {
+      stats_requested_ = false;
+      next_stats = now;
+    }
+    lock.unlock();
     if (now >= next_heartbeat) {
       guarded("heartbeat", [&] { heartbeat(); });
       next_heartbeat = now + heartbeat_interval_;
@@ -187,9 +206,15 @@ void Maintenance::prune(const std::stop_token& stop) {
 }
 
 void Maintenance::collect_stats() {
+  std::vector<std::string> queues;
+  {
+    std::lock_guard lock(mutex_);
+    queues = queues_;
+  }
   std::vector<Metrics::DepthRow> depth;
   std::map<std::string, double> oldest;
-  for (auto& row : store_->queue_stats()) {
+  // Only the served queues: the metrics keep no series for any other (see Metrics).
+  for (auto& row : store_->queue_stats(queues)) {
     depth.push_back({row.queue, row.status, row.count});
     oldest[row.queue] = std::max(oldest[row.queue], row.oldest_due_age_seconds);
   }

@@ -42,6 +42,9 @@ class Maintenance final : public Service {
   void join() override;  // the loop resigns leadership on its way out
 
   void set_retention(const RetentionConfig& retention);  // live reload
+  // Live reload: the queues whose statistics feed the gauges (worker.queues). The next
+  // statistics round starts at once, so a new queue's gauges do not wait kStatsInterval.
+  void set_queues(std::vector<std::string> queues);
 
   // When the last successful heartbeat was sent: every running job's lease lasts at least
   // lease.duration from then (LeaseGuard stops jobs once that has passed).
@@ -72,7 +75,7 @@ class Maintenance final : public Service {
   template <typename Task>
   void guarded(const char* operation, Task&& task);
 
-  const Config config_;  // retention is read from retention_ instead (reloadable)
+  const Config config_;  // retention and queues are read from retention_, queues_ (reloadable)
   const std::string worker_id_;
   WorkerPool& pool_;
   const AwaitingCompletion awaiting_completion_;
@@ -85,10 +88,13 @@ class Maintenance final : public Service {
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
 
-  mutable std::mutex mutex_;  // guards the two members below
+  mutable std::mutex mutex_;  // guards the four members below
   std::chrono::steady_clock::time_point last_renewal_;
   RetentionConfig retention_;
-  ServiceThread thread_;  // last: joined before the members it uses go away
+  std::vector<std::string> queues_;
+  bool stats_requested_ = false;      // set_queues: run the statistics now
+  std::condition_variable_any wake_;  // the loop's wait; set_queues and the stop token end it
+  ServiceThread thread_;              // last: joined before the members it uses go away
 };
 
 }  // namespace pgjobd

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -31,6 +32,18 @@ const prometheus::Histogram::BucketBoundaries kQueueWaitBuckets = {
 // Powers of two up to 1024: a claim never takes more than the free worker slots.
 const prometheus::Histogram::BucketBoundaries kBatchBuckets = {1,  2,   4,   8,   16,  32,
                                                                64, 128, 256, 512, 1024};
+
+// The operations that report database errors (fetcher, completer, listener, maintenance):
+// the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
+// instead of as a series nobody documented.
+const std::set<std::string, std::less<>> kDbOperations = {
+    "claim", "complete", "connect", "heartbeat",    "listen",
+    "prune", "rescue",   "resign",  "schema check", "stats"};
+
+const std::string kOther = Metrics::kOtherLabel;
+
+// The statuses the statistics query returns (live jobs only).
+const std::set<std::string, std::less<>> kLiveStatuses = {"pending", "failed", "running"};
 
 std::size_t outcome_index(Outcome outcome) {
   const auto index = static_cast<std::size_t>(outcome);
@@ -140,14 +153,21 @@ struct Metrics::State {
   std::unordered_map<std::string, std::unordered_map<std::string, JobChildren>> known_jobs;
   std::unordered_map<std::string, prometheus::Histogram*> known_queue_wait;
 
-  // Series for label values not known at start; Family::Add under this mutex, then cached.
-  std::mutex overflow_mutex;
+  // Label values configured at start or by a reload since; anything else is kOtherLabel.
+  // The series of pairs not built in the constructor are added under this mutex, then
+  // cached: at most (queues ever configured + 1) x (types ever configured + 1) of them.
+  std::mutex labels_mutex;
+  std::set<std::string, std::less<>> configured_queues;
+  std::set<std::string, std::less<>> configured_types;
   std::map<std::pair<std::string, std::string>, JobChildren> overflow_jobs;
   std::map<std::string, prometheus::Histogram*> overflow_queue_wait;
   std::map<std::string, prometheus::Counter*> db_error_children;
 
-  // Gauges that are set wholesale; every series ever set stays (at 0) so scrapes are stable.
+  // Gauges that are set wholesale, for the queues served now only (a reload that drops a
+  // queue removes its series). Within them every series ever set stays (at 0) so scrapes
+  // are stable.
   std::mutex gauges_mutex;
+  std::set<std::string, std::less<>> served_queues;
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> depth_children;
   std::map<std::string, prometheus::Gauge*> oldest_due_children;
 
@@ -162,29 +182,51 @@ struct Metrics::State {
     return children;
   }
 
-  const JobChildren& job_children(const std::string& queue, const std::string& type) {
-    if (const auto by_queue = known_jobs.find(queue); by_queue != known_jobs.end()) {
-      if (const auto found = by_queue->second.find(type); found != by_queue->second.end()) {
-        return found->second;
-      }
-    }
-    std::lock_guard lock(overflow_mutex);
-    auto key = std::make_pair(queue, type);
+  // Caller holds labels_mutex.
+  const JobChildren& overflow_job_children(const std::string& queue, const std::string& type) {
+    auto key = std::make_pair(configured_queues.contains(queue) ? queue : kOther,
+                              configured_types.contains(type) ? type : kOther);
     auto found = overflow_jobs.find(key);
     if (found == overflow_jobs.end()) {
-      found = overflow_jobs.emplace(std::move(key), add_job_children(queue, type)).first;
+      JobChildren children = add_job_children(key.first, key.second);
+      found = overflow_jobs.emplace(std::move(key), children).first;
     }
     return found->second;  // std::map nodes never move, so the reference outlives the lock
+  }
+
+  // The pair's series were built in the constructor (found without a lock).
+  const JobChildren* known(const std::string& queue, const std::string& type) const {
+    if (const auto by_queue = known_jobs.find(queue); by_queue != known_jobs.end()) {
+      if (const auto found = by_queue->second.find(type); found != by_queue->second.end()) {
+        return &found->second;
+      }
+    }
+    return nullptr;
+  }
+  bool is_known(const std::string& queue, const std::string& type) const {
+    return known(queue, type) != nullptr;
+  }
+
+  const JobChildren& job_children(const std::string& queue, const std::string& type) {
+    if (const JobChildren* children = known(queue, type)) return *children;
+    std::lock_guard lock(labels_mutex);
+    return overflow_job_children(queue, type);
+  }
+
+  // Caller holds labels_mutex.
+  prometheus::Histogram& overflow_queue_wait_child(const std::string& queue) {
+    const std::string& label = configured_queues.contains(queue) ? queue : kOther;
+    auto& child = overflow_queue_wait[label];
+    if (child == nullptr) child = &queue_wait.Add({{"queue", label}}, kQueueWaitBuckets);
+    return *child;
   }
 
   prometheus::Histogram& queue_wait_child(const std::string& queue) {
     if (const auto found = known_queue_wait.find(queue); found != known_queue_wait.end()) {
       return *found->second;
     }
-    std::lock_guard lock(overflow_mutex);
-    auto& child = overflow_queue_wait[queue];
-    if (child == nullptr) child = &queue_wait.Add({{"queue", queue}}, kQueueWaitBuckets);
-    return *child;
+    std::lock_guard lock(labels_mutex);
+    return overflow_queue_wait_child(queue);
   }
 
   // Caller holds gauges_mutex.
@@ -193,17 +235,45 @@ struct Metrics::State {
     if (child == nullptr) child = &oldest_due_age.Add({{"queue", queue}});
     return *child;
   }
+
+  // Caller holds gauges_mutex: drops the series of queues no longer served and shows the
+  // newly served ones at 0 before their first measurement.
+  void serve_queues(const std::vector<std::string>& queues) {
+    served_queues = {queues.begin(), queues.end()};
+    for (auto it = depth_children.begin(); it != depth_children.end();) {
+      if (served_queues.contains(it->first.first)) {
+        ++it;
+      } else {
+        queue_depth.Remove(it->second);
+        it = depth_children.erase(it);
+      }
+    }
+    for (auto it = oldest_due_children.begin(); it != oldest_due_children.end();) {
+      if (served_queues.contains(it->first)) {
+        ++it;
+      } else {
+        oldest_due_age.Remove(it->second);
+        it = oldest_due_children.erase(it);
+      }
+    }
+    for (const auto& queue : served_queues) oldest_due_child(queue);
+  }
 };
 
 Metrics::Metrics(const std::vector<std::string>& queues, const std::vector<std::string>& types)
     : state_(std::make_unique<State>()) {
+  state_->configured_queues.insert(queues.begin(), queues.end());
+  state_->configured_types.insert(types.begin(), types.end());
   for (const auto& queue : queues) {
     state_->known_queue_wait[queue] =
         &state_->queue_wait.Add({{"queue", queue}}, kQueueWaitBuckets);
-    state_->oldest_due_child(queue);  // visible as 0 before the first measurement
     for (const auto& type : types) {
       state_->known_jobs[queue][type] = state_->add_job_children(queue, type);
     }
+  }
+  {
+    std::lock_guard lock(state_->gauges_mutex);
+    state_->serve_queues(queues);
   }
   state_->build_info.Add({{"version", kVersion}}).Set(1);
 }
@@ -211,6 +281,24 @@ Metrics::Metrics(const std::vector<std::string>& queues, const std::vector<std::
 Metrics::~Metrics() = default;
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() const { return state_->registry; }
+
+void Metrics::set_served(const std::vector<std::string>& queues,
+                         const std::vector<std::string>& types) {
+  {
+    std::lock_guard lock(state_->labels_mutex);
+    state_->configured_queues.insert(queues.begin(), queues.end());
+    state_->configured_types.insert(types.begin(), types.end());
+    // The new pairs show as 0 at once, as those configured at start do.
+    for (const auto& queue : queues) {
+      if (!state_->known_queue_wait.contains(queue)) state_->overflow_queue_wait_child(queue);
+      for (const auto& type : types) {
+        if (!state_->is_known(queue, type)) state_->overflow_job_children(queue, type);
+      }
+    }
+  }
+  std::lock_guard lock(state_->gauges_mutex);
+  state_->serve_queues(queues);
+}
 
 void Metrics::job_finished(const std::string& queue, const std::string& type, Outcome outcome,
                            double duration_seconds) {
@@ -234,6 +322,11 @@ void Metrics::set_queue_depth(const std::vector<DepthRow>& rows) {
     if (!values.contains(key)) gauge->Set(0);
   }
   for (const auto& [key, value] : values) {
+    // The query asks only for served queues, but a reload may have dropped one since it
+    // was sent: its series must not come back.
+    if (!state_->served_queues.contains(key.first) || !kLiveStatuses.contains(key.second)) {
+      continue;
+    }
     auto& gauge = state_->depth_children[key];
     if (gauge == nullptr) {
       gauge = &state_->queue_depth.Add({{"queue", key.first}, {"status", key.second}});
@@ -248,7 +341,9 @@ void Metrics::set_oldest_due_age(const std::vector<std::pair<std::string, double
   for (auto& [queue, gauge] : state_->oldest_due_children) {
     if (!values.contains(queue)) gauge->Set(0);
   }
-  for (const auto& [queue, age] : values) state_->oldest_due_child(queue).Set(age);
+  for (const auto& [queue, age] : values) {
+    if (state_->served_queues.contains(queue)) state_->oldest_due_child(queue).Set(age);
+  }
 }
 
 void Metrics::set_workers_busy(int busy) { state_->workers_busy.Set(busy); }
@@ -272,9 +367,10 @@ void Metrics::config_reload(bool applied) {
 
 void Metrics::db_error(const std::string& operation) {
   // Rare (an error path), so a mutex-guarded lookup is fine here.
-  std::lock_guard lock(state_->overflow_mutex);
-  auto& child = state_->db_error_children[operation];
-  if (child == nullptr) child = &state_->db_errors.Add({{"operation", operation}});
+  const std::string& label = kDbOperations.contains(operation) ? operation : kOther;
+  std::lock_guard lock(state_->labels_mutex);
+  auto& child = state_->db_error_children[label];
+  if (child == nullptr) child = &state_->db_errors.Add({{"operation", label}});
   child->Increment();
 }
 

@@ -2,7 +2,11 @@
 // Prometheus metrics of one engine. Families are built once at start-up; children for the
 // configured queues and handler types are created up front so the hot path never calls
 // Add() (which takes a lock and allocates). Label values are queue, type, outcome, status
-// and operation: never a job id.
+// and operation: never a job id, and never a queue or type name read from the table
+// alone. Every series is bounded by the configuration: anything an application can insert
+// (a new queue name, a job type without a handler) is folded into one "(other)" series or
+// ignored, so /metrics and the daemon's memory stay the same size however many distinct
+// names the table holds.
 
 #include <memory>
 #include <string>
@@ -18,7 +22,7 @@ namespace pgjobd {
 
 class Metrics {
  public:
-  // queues and types: the label values known at start (others are added lazily).
+  // queues and types: the served queues (worker.queues) and the job types with a handler.
   Metrics(const std::vector<std::string>& queues, const std::vector<std::string>& types);
   ~Metrics();
   Metrics(const Metrics&) = delete;
@@ -26,31 +30,46 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry() const;
 
+  // The label value that stands for a queue or type the configuration never named.
+  static constexpr const char* kOtherLabel = "(other)";
+
+  // A live reload: the queues this daemon now serves and the types it now has handlers
+  // for. Queues that are no longer served lose their queue-depth series; new ones get
+  // them. Job counters keep the series of queues and types configured earlier (a job
+  // claimed before the reload may still finish under them; counters must not reset).
+  void set_served(const std::vector<std::string>& queues, const std::vector<std::string>& types);
+
   // pgjobd_jobs_total{queue,type,outcome} and pgjobd_job_duration_seconds{queue,type,outcome}.
-  // outcome is "done", "retry", "dead" or "released".
+  // outcome is "done", "retry", "dead" or "released". A queue or type never configured
+  // since start counts as kOtherLabel.
   void job_finished(const std::string& queue, const std::string& type, Outcome outcome,
                     double duration_seconds);
   // pgjobd_queue_wait_seconds{queue}: start − run_at.
   void job_started(const std::string& queue, double queue_wait_seconds);
-  // pgjobd_queue_depth{queue,status}; replaces all previous values of the gauge.
+  // pgjobd_queue_depth{queue,status}; replaces all previous values of the gauge. Rows of
+  // queues not served now are ignored, as are statuses other than pending, failed and
+  // running.
   struct DepthRow {
     std::string queue;
     std::string status;
     double count;
   };
   void set_queue_depth(const std::vector<DepthRow>& rows);
-  // pgjobd_oldest_due_job_age_seconds{queue}; a queue missing from `ages` is set to 0.
+  // pgjobd_oldest_due_job_age_seconds{queue}; a served queue missing from `ages` is set
+  // to 0, one not served is ignored.
   void set_oldest_due_age(const std::vector<std::pair<std::string, double>>& ages);
-  void set_workers_busy(int busy);              // pgjobd_workers_busy
-  void set_workers_max(int max);                // pgjobd_workers_max
-  void retried();                               // pgjobd_retries_total
-  void rescued(int count);                      // pgjobd_rescued_total
-  void stale_write(int count);                  // pgjobd_stale_writes_total
-  void completion_dropped();                    // pgjobd_completions_dropped_total
-  void fetch_batch(int size);                   // pgjobd_fetch_batch_size (histogram)
-  void set_poll_interval(double seconds);       // pgjobd_poll_interval_seconds
-  void db_error(const std::string& operation);  // pgjobd_db_errors_total{operation}
-  void config_reload(bool applied);             // pgjobd_config_reloads_total{result}
+  void set_workers_busy(int busy);         // pgjobd_workers_busy
+  void set_workers_max(int max);           // pgjobd_workers_max
+  void retried();                          // pgjobd_retries_total
+  void rescued(int count);                 // pgjobd_rescued_total
+  void stale_write(int count);             // pgjobd_stale_writes_total
+  void completion_dropped();               // pgjobd_completions_dropped_total
+  void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
+  void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
+  // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
+  // kOtherLabel.
+  void db_error(const std::string& operation);
+  void config_reload(bool applied);  // pgjobd_config_reloads_total{result}
 
  private:
   struct State;

@@ -96,8 +96,9 @@ class JobStore {
   // Deletes one batch of finished jobs past retention; returns how many.
   virtual int prune(const RetentionConfig& retention, int batch_size) = 0;
 
-  // Live (pending, failed, running) jobs by queue and status.
-  virtual std::vector<QueueStatsRow> queue_stats() = 0;
+  // Live (pending, failed, running) jobs of `queues` by queue and status; other queues'
+  // rows are neither returned nor counted.
+  virtual std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) = 0;
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;

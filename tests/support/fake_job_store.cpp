@@ -167,6 +167,23 @@ void FakeJobTable::set_schema_problem(std::string problem) {
   changed();
 }
 
+void FakeJobTable::set_claim_ignores_filters(bool ignore) {
+  std::lock_guard lock(mutex_);
+  claim_ignores_filters_ = ignore;
+  changed();
+}
+
+void FakeJobTable::set_queue_stats(std::vector<QueueStatsRow> rows) {
+  std::lock_guard lock(mutex_);
+  stats_override_ = std::move(rows);
+  changed();
+}
+
+std::vector<std::vector<std::string>> FakeJobTable::stats_queues() const {
+  std::lock_guard lock(mutex_);
+  return stats_queues_;
+}
+
 std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method) {
   const std::size_t i = index_of(method);
   std::unique_lock lock(mutex_);
@@ -300,10 +317,12 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
   std::vector<Job> claimed;
   for (FakeRow* row : candidates) {
     if (static_cast<int>(claimed.size()) >= request.limit) break;
-    if (!contains(request.types, row->job.type)) continue;
-    const auto slot = free.find(row->job.queue);
-    if (slot == free.end() || slot->second <= 0) continue;
-    --slot->second;
+    if (!table_->claim_ignores_filters_) {
+      if (!contains(request.types, row->job.type)) continue;
+      const auto slot = free.find(row->job.queue);
+      if (slot == free.end() || slot->second <= 0) continue;
+      --slot->second;
+    }
     row->status = FakeStatus::kRunning;
     row->locked_by = request.worker_id;
     ++row->job.attempt;
@@ -410,11 +429,14 @@ int FakeJobStore::prune(const RetentionConfig& /*retention*/, int /*batch_size*/
   return 0;
 }
 
-std::vector<QueueStatsRow> FakeJobStore::queue_stats() {
+std::vector<QueueStatsRow> FakeJobStore::queue_stats(const std::vector<std::string>& queues) {
   auto lock = table_->enter(StoreMethod::kQueueStats);
+  table_->stats_queues_.push_back(queues);
+  if (table_->stats_override_) return *table_->stats_override_;
   std::map<std::pair<std::string, std::string>, double> counts;
   for (const auto& [id, row] : table_->rows_) {
     if (row.deleted || row.status == FakeStatus::kDone || row.status == FakeStatus::kDead) continue;
+    if (!contains(queues, row.job.queue)) continue;
     counts[{row.job.queue, name_of(row.status)}] += 1;
   }
   std::vector<QueueStatsRow> rows;

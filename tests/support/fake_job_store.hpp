@@ -92,6 +92,11 @@ class FakeJobTable {
   void poison_completion(std::int64_t id);
   void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
   void set_schema_problem(std::string problem);
+  // A store that breaks its contract, to show the engine does not trust it: claim()
+  // returns pending rows whatever their queue and type (still within request.limit), and
+  // queue_stats() returns `rows` whatever queues it was asked for.
+  void set_claim_ignores_filters(bool ignore);
+  void set_queue_stats(std::vector<QueueStatsRow> rows);
 
   // What was asked. calls() counts every call that started, failed ones included.
   int calls(StoreMethod method) const;
@@ -99,9 +104,10 @@ class FakeJobTable {
   std::vector<ClaimRequest> claim_requests() const;
   std::vector<CompleteCall> completed() const;  // batches written (not those that failed)
   std::vector<Completion> completions() const;  // all written completions, in order
-  std::vector<std::vector<JobAttempt>> heartbeats() const;  // each set asked for (sorted)
-  std::vector<std::string> resigned() const;                // worker ids
-  std::vector<std::string> opened_roles() const;            // Database::open_store
+  std::vector<std::vector<JobAttempt>> heartbeats() const;     // each set asked for (sorted)
+  std::vector<std::string> resigned() const;                   // worker ids
+  std::vector<std::string> opened_roles() const;               // Database::open_store
+  std::vector<std::vector<std::string>> stats_queues() const;  // queue_stats' queues, per call
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
   int notifications_delivered() const;  // handed to on_notify by Notifications::consume
@@ -142,6 +148,9 @@ class FakeJobTable {
   std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
   bool leader_ = true;
   std::string schema_problem_;
+  bool claim_ignores_filters_ = false;
+  std::optional<std::vector<QueueStatsRow>> stats_override_;
+  std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
@@ -169,7 +178,7 @@ class FakeJobStore final : public JobStore {
                                const RetryConfig& retry, int batch_size) override;
   void resign(const std::string& worker_id) override;
   int prune(const RetentionConfig& retention, int batch_size) override;
-  std::vector<QueueStatsRow> queue_stats() override;
+  std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::string schema_problem() override;
 
  private:
