@@ -135,17 +135,3 @@ TEST_F(SqlHandlerTest, EngineRunsSqlJobsExactlyOnce) {
 
 }  // namespace
 }  // namespace pgjobd
-
-namespace pgjobd {
-namespace {
-
-TEST(SqlHandlerParameters, FindsTheHighestOfDollarOneAndTwo) {
-  EXPECT_EQ(highest_parameter("SELECT 1"), 0);
-  EXPECT_EQ(highest_parameter("SELECT app.rollup($1)"), 1);
-  EXPECT_EQ(highest_parameter("INSERT INTO t VALUES ($2, $1::jsonb)"), 2);
-  EXPECT_EQ(highest_parameter("SELECT $10, $12"), 0);    // not ours: $10 is not $1
-  EXPECT_EQ(highest_parameter("SELECT a$1 FROM t"), 0);  // an identifier
-}
-
-}  // namespace
-}  // namespace pgjobd
