@@ -183,6 +183,8 @@ void Engine::Impl::prepare_schema() {
       const auto wait = backoff.next();
       spdlog::warn("database not reachable (attempt {}), retrying in {}ms: {}", backoff.failures(),
                    wait.count(), e.what());
+      // /readyz says why the daemon is not ready yet (DbError messages carry no password).
+      health_.set_problem("engine", std::string("starting: database not reachable: ") + e.what());
       const auto until = Clock::now() + wait;
       while (!stop_requested_ && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
