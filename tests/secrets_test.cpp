@@ -66,6 +66,15 @@ TEST(ConninfoPasswords, NoneWithoutAPassword) {
   EXPECT_TRUE(conninfo_passwords("host=db user=app dbname=jobs").empty());
 }
 
+// The demo's postgresql://pgjobd:pgjobd@db/pgjobd: the user name is shown wherever the
+// masked URL is, so scrubbing "pgjobd" could hide nothing and would garble every line.
+TEST(ConninfoPasswords, NoneWhenThePasswordIsAlsoAVisiblePart) {
+  EXPECT_TRUE(conninfo_passwords("postgresql://pgjobd:pgjobd@postgres/pgjobd").empty());
+  EXPECT_TRUE(conninfo_password_candidates("postgresql://pgjobd:pgjobd@postgres/pgjobd").empty());
+  EXPECT_TRUE(conninfo_passwords("host=db user=jobs password=jobs").empty());
+  EXPECT_TRUE(has(conninfo_passwords("postgresql://pgjobd:pgjobd2@postgres/pgjobd"), "pgjobd2"));
+}
+
 TEST(ConninfoPasswordCandidates, IncludePiecesBetweenUrlDelimiters) {
   const auto found = conninfo_password_candidates("postgresql://u:first/second@h/db");
   EXPECT_TRUE(has(found, "first/second"));

@@ -37,7 +37,15 @@ bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0;
 
 class Candidates {
  public:
-  explicit Candidates(bool with_pieces) : with_pieces_(with_pieces) {}
+  Candidates(std::string_view conninfo, bool with_pieces)
+      : text_(conninfo), hidden_(conninfo.size(), false), with_pieces_(with_pieces) {}
+
+  // Adds the conninfo's text at [pos, pos + length) and marks it as the password's place.
+  void add_span(std::size_t pos, std::size_t length) {
+    length = std::min(length, text_.size() - pos);
+    std::fill_n(hidden_.begin() + static_cast<std::ptrdiff_t>(pos), length, true);
+    add(text_.substr(pos, length));
+  }
   // Adds `raw`, its percent-decoded form and the pieces of both between the characters
   // libpq splits a URL on: a message about a malformed URL can quote such a piece (the
   // "port" of "postgresql://u:pa/ss@h" is "pa/ss" cut at the '/').
@@ -56,13 +64,38 @@ class Candidates {
       }
     }
   }
-  std::vector<std::string> take() { return std::move(list_); }
+  // The candidates, less any that is also a visible part of the conninfo (its user name,
+  // host or database name, as in a demo's postgresql://pgjobd:pgjobd@db/pgjobd): those are
+  // shown wherever the masked conninfo is, so scrubbing them could hide nothing, and it
+  // would garble every line that mentions them.
+  std::vector<std::string> take() {
+    std::string visible(text_);
+    for (std::size_t i = 0; i < visible.size(); ++i) {
+      if (hidden_[i]) visible[i] = ' ';
+    }
+    std::vector<std::string_view> tokens;
+    std::size_t start = 0;
+    const std::string_view view(visible);
+    while (start < view.size()) {
+      const std::size_t end = view.find_first_of(kTokenDelimiters, start);
+      if (end != start) tokens.push_back(view.substr(start, end - start));
+      if (end == std::string_view::npos) break;
+      start = end + 1;
+    }
+    std::erase_if(list_, [&tokens](const std::string& candidate) {
+      return std::find(tokens.begin(), tokens.end(), candidate) != tokens.end();
+    });
+    return std::move(list_);
+  }
 
  private:
   void add_one(std::string_view text) {
     if (text.size() < kMinScrubbedSecretLength) return;
     if (std::find(list_.begin(), list_.end(), text) == list_.end()) list_.emplace_back(text);
   }
+  static constexpr std::string_view kTokenDelimiters = " \t\r\n/?#@&=,:[]'\"";
+  std::string_view text_;
+  std::vector<bool> hidden_;
   bool with_pieces_;
   std::vector<std::string> list_;
 };
@@ -90,8 +123,8 @@ void add_url_userinfo(std::string_view text, Candidates& out) {
         continue;
       }
     }
-    out.add(text.substr(colon + 1, first_at - colon - 1));
-    out.add(text.substr(colon + 1, last_at - colon - 1));
+    out.add_span(colon + 1, first_at - colon - 1);
+    out.add_span(colon + 1, last_at - colon - 1);
   }
 }
 
@@ -114,7 +147,7 @@ void add_password_values(std::string_view text, Candidates& out) {
     while (i < text.size() && is_space(text[i])) ++i;
     if (in_query) {
       const std::size_t end = text.find_first_of("&#", i);
-      out.add(text.substr(i, end == std::string_view::npos ? end : end - i));
+      out.add_span(i, end == std::string_view::npos ? text.size() - i : end - i);
     } else if (i < text.size() && text[i] == '\'') {
       // Quoted: up to the closing quote, or the end when it is unterminated.
       std::string unescaped;
@@ -123,7 +156,7 @@ void add_password_values(std::string_view text, Candidates& out) {
         if (text[i] == '\\' && i + 1 < text.size()) ++i;
         unescaped += text[i++];
       }
-      out.add(text.substr(start, i - start));
+      out.add_span(start, i - start);
       out.add(unescaped);
     } else {
       std::string unescaped;
@@ -132,8 +165,7 @@ void add_password_values(std::string_view text, Candidates& out) {
         if (text[i] == '\\' && i + 1 < text.size()) ++i;
         unescaped += text[i++];
       }
-      const std::string_view bare = text.substr(start, i - start);
-      out.add(bare);
+      out.add_span(start, i - start);
       out.add(unescaped);
       // An operator who forgot the quotes around "pass word" meant the words that follow,
       // up to the next key=value entry; libpq's "missing \"=\" after \"word\"" quotes them.
@@ -145,10 +177,10 @@ void add_password_values(std::string_view text, Candidates& out) {
         while (word_end < text.size() && !is_space(text[word_end])) ++word_end;
         const std::string_view next = text.substr(word, word_end - word);
         if (next.empty() || next.find('=') != std::string_view::npos) break;
-        out.add(next);
+        out.add_span(word, word_end - word);
         span_end = word_end;
       }
-      if (span_end > i) out.add(text.substr(start, span_end - start));
+      if (span_end > i) out.add_span(start, span_end - start);
     }
   }
 }
@@ -168,14 +200,14 @@ ProcessSecrets& process_secrets() {
 }  // namespace
 
 std::vector<std::string> conninfo_passwords(std::string_view conninfo) {
-  Candidates candidates(false);
+  Candidates candidates(conninfo, false);
   add_url_userinfo(conninfo, candidates);
   add_password_values(conninfo, candidates);
   return candidates.take();
 }
 
 std::vector<std::string> conninfo_password_candidates(std::string_view conninfo) {
-  Candidates candidates(true);
+  Candidates candidates(conninfo, true);
   add_url_userinfo(conninfo, candidates);
   add_password_values(conninfo, candidates);
   return candidates.take();
