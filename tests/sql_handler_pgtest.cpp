@@ -98,6 +98,27 @@ TEST_F(SqlHandlerTest, SeveralStatementsAreRefusedAndHaveNoEffect) {
   EXPECT_EQ(schema_.query("SELECT status FROM {jobs}"), "running");
 }
 
+// libpq would wait for COPY data the handler never sends: the COPY is ended at once and
+// reported, and the pooled connection stays usable for the next job.
+TEST_F(SqlHandlerTest, CopyIsRefusedAndTheConnectionStaysUsable) {
+  const SqlHandlerContext shared = context();
+  const std::vector<std::string> copies = {"COPY " + side_table() + " FROM STDIN",
+                                           "COPY (SELECT 1) TO STDOUT"};
+  for (const std::string& copy : copies) {
+    schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
+    const Job job = claim();
+    const JobResult result = make_sql_handler(sql_config(copy), shared)(job, {});
+    EXPECT_EQ(result.outcome, Outcome::kRetry) << copy;
+    EXPECT_NE(result.error.find("COPY"), std::string::npos) << result.error;
+    schema_.exec("UPDATE {jobs} SET status = 'done', locked_by = NULL WHERE id = " +
+                 std::to_string(job.id));
+  }
+  schema_.exec("INSERT INTO {jobs} (type, payload) VALUES ('t', '{\"n\": 1}')");
+  const Job job = claim();
+  const JobResult result = make_sql_handler(sql_config(insert_side_effect()), shared)(job, {});
+  EXPECT_EQ(result.outcome, Outcome::kDone) << result.error;
+}
+
 TEST_F(SqlHandlerTest, NothingCommitsWhenTheJobIsNoLongerOurs) {
   schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
   const Job job = claim();
