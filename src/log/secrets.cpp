@@ -48,7 +48,7 @@ class Candidates {
   }
   // Adds `raw`, its percent-decoded form and the pieces of both between the characters
   // libpq splits a URL on: a message about a malformed URL can quote such a piece (the
-  // "port" of "postgresql://u:pa/ss@h" is "pa/ss" cut at the '/').
+  // "port" of "postgresql://u:pa/ss@h" is "pa", cut at the '/').
   void add(std::string_view raw) {
     add_one(raw);
     const std::string decoded = percent_decoded(raw);
