@@ -360,6 +360,11 @@ TEST(ConfigLoaderTest, HandlerValuesAreChecked) {
             "t.yaml:2: handlers.h.http: expected a map, write http: {url: http://x/}");
   EXPECT_EQ(problem("handlers:\n  h: {sql: \"\"}\n"),
             "t.yaml:2: handlers.h.sql: must not be empty");
+  EXPECT_EQ(problem("handlers:\n  h: {sql: \"-- nothing\\n;\"}\n"),
+            "t.yaml:2: handlers.h.sql: holds no statement (only comments or ';')");
+  EXPECT_EQ(problem("handlers:\n  h:\n    sql: |\n      UPDATE t SET x = 1;\n      COMMIT;\n"),
+            "t.yaml:3: handlers.h.sql: holds 2 statements; a handler runs exactly one (found ';' "
+            "at line 1 column 19)");
   EXPECT_EQ(problem("handlers:\n  h: {builtin: sleep}\n"),
             "t.yaml:2: handlers.h.builtin: unknown builtin 'sleep' (known: noop)");
 }
@@ -594,6 +599,18 @@ TEST(ConfigFileTest, ShippedExampleShowsTheDefaults) {
   EXPECT_EQ(config.log.level, defaults.log.level);
   EXPECT_EQ(config.log.format, defaults.log.format);
   EXPECT_EQ(config.handlers.at("echo_job").kill_grace, HandlerConfig{}.kill_grace);
+}
+
+}  // namespace
+}  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+TEST(ConfigSqlHandlerTest, OneStatementWithTrailingSemicolonAndQuotedSemicolonsIsAccepted) {
+  const std::string yaml =
+      "handlers:\n  h:\n    sql: |\n      INSERT INTO log VALUES ($1, ';', $$a;b$$); -- done;\n";
+  EXPECT_NO_THROW(parse_config(yaml, "t.yaml"));
 }
 
 }  // namespace

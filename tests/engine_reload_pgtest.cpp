@@ -132,3 +132,38 @@ TEST(EngineReload, AnInvalidReloadKeepsTheOldConfiguration) {
 
 }  // namespace
 }  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+// database.* needs a restart: until then sql handlers, even ones the reload adds, run
+// against the database (and schema) the rest of the running engine uses.
+TEST(EngineReload, SqlHandlersKeepTheRunningDatabaseWhenDatabaseSettingsChange) {
+  TestSchema schema;
+  const std::string side = "\"" + schema.name() + "\".side";
+  schema.exec("CREATE TABLE " + side + " (job_id bigint)");
+  schema.insert_jobs("rollup", 3);
+  Config config = schema.config();
+  config.handlers["x"].builtin = "noop";
+  Engine engine(config);
+  engine.start();
+
+  Config next = config;
+  // Unusable as a database: a handler built with it would fail every job.
+  next.database.url = "postgresql://nobody:unused-pw@[::1/nowhere";
+  next.database.schema = "no_such_schema";
+  next.handlers["rollup"].kind = HandlerConfig::Kind::kSql;
+  next.handlers["rollup"].builtin.clear();
+  next.handlers["rollup"].sql = "INSERT INTO " + side + " (job_id) VALUES ($2)";
+  const auto notes = engine.reload(next);
+  EXPECT_EQ(notes.size(), 2u);  // database.url and database.schema need a restart
+  EXPECT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 3; }, 10s))
+      << schema.query(
+             "SELECT string_agg(status || ': ' || coalesce(last_error, ''), '; ') FROM "
+             "{jobs}");
+  EXPECT_EQ(schema.query("SELECT count(DISTINCT job_id) FROM " + side), "3");
+  engine.drain();
+}
+
+}  // namespace
+}  // namespace pgjobd

@@ -134,7 +134,7 @@ class ExecHandlerTest : public ::testing::Test {
 
   static JobResult run(const HandlerConfig& config, const Job& job = make_job(),
                        std::stop_token stop = {}) {
-    return make_exec_handler(config)(job, std::move(stop));
+    return make_exec_handler(config, {})(job, std::move(stop));
   }
 
   std::filesystem::path dir_;
@@ -258,6 +258,19 @@ TEST_F(ExecHandlerTest, EnvironmentCarriesTheJobIdentity) {
   // The daemon's own credentials and systemd channel are withheld.
   EXPECT_EQ(seen.count("PGJOBD_DATABASE_URL"), 0U);
   EXPECT_EQ(seen.count("NOTIFY_SOCKET"), 0U);
+}
+
+TEST_F(ExecHandlerTest, ChildNeverSeesTheDaemonsDatabaseUrl) {
+  const std::string url = "postgresql://daemon:Child-Must-Not-See@db/jobs";
+  ASSERT_EQ(::setenv("DATABASE_URL", url.c_str(), 1), 0);
+  const WithheldCredentials withheld = credentials_to_withhold(url, environ);
+  const JobResult result = make_exec_handler(shell_config("env > '" + file("env").string() + "'"),
+                                             withheld)(make_job(), {});
+  ::unsetenv("DATABASE_URL");
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  const std::string env = read_file(file("env"));
+  EXPECT_NE(env.find("PGJOBD_JOB_ID=42"), std::string::npos);
+  EXPECT_EQ(env.find("Child-Must-Not-See"), std::string::npos) << env;
 }
 
 TEST_F(ExecHandlerTest, StderrTailIsBoundedAndEndsWithTheLastLine) {
@@ -464,7 +477,7 @@ TEST_F(ExecHandlerTest, ConcurrentJobsDoNotHoldEachOthersPipes) {
 TEST(ExecHandlerConfigTest, EmptyArgvIsRejectedWhenBuilding) {
   HandlerConfig config;
   config.kind = HandlerConfig::Kind::kExec;
-  EXPECT_THROW(make_exec_handler(config), std::invalid_argument);
+  EXPECT_THROW(make_exec_handler(config, {}), std::invalid_argument);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "log/log_fields.hpp"
+#include "log/secrets.hpp"
 
 namespace pgjobd {
 namespace {
@@ -144,6 +145,29 @@ TEST(Logging, JsonStaysValidWithForgedLines) {
   const auto record = nlohmann::json::parse(text);
   EXPECT_EQ(record["msg"], std::string("handler said:") + kForged + "\x01");
   EXPECT_EQ(record["type"], std::string("mail") + kForged);
+}
+
+}  // namespace
+}  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+// The formatters are the last stop before stderr: a known secret in a message or a field
+// (an error text, say) leaves as ***, in both formats.
+TEST(Logging, FormattersScrubProcessSecrets) {
+  add_process_secrets({"Formatter-Secret-9"});
+  for (const std::string format : {"text", "json"}) {
+    CapturedLog log(format);
+    {
+      ScopedLogFields fields{{"error", "auth failed for Formatter-Secret-9"}};
+      spdlog::error("cannot connect: password Formatter-Secret-9 rejected");
+    }
+    const std::string text = log.text();
+    EXPECT_EQ(text.find("Formatter-Secret-9"), std::string::npos) << text;
+    EXPECT_NE(text.find("password *** rejected"), std::string::npos) << text;
+    EXPECT_NE(text.find("auth failed for ***"), std::string::npos) << text;
+  }
 }
 
 }  // namespace

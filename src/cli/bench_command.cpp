@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
 #include "log/logging.hpp"
+#include "log/secrets.hpp"
 
 namespace pgjobd {
 
@@ -22,6 +23,7 @@ int run_bench_command(const std::string& config_path, bool config_given, BenchOp
     config = *loaded;
   } else {
     apply_environment(config);
+    add_database_secrets(config.database.url);  // load_config_or_report does it otherwise
   }
   config.log.level = "info";
   setup_logging(config.log);

@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
 #include "log/logging.hpp"
+#include "log/secrets.hpp"
 #include "pgjobd/engine.hpp"
 #include "systemd/sd_notify.hpp"
 
@@ -73,6 +74,8 @@ std::string reload_config(const std::string& path, Engine& engine) {
   Config next;
   try {
     next = load_config(path);
+    // A changed database.url needs a restart, but its password must not be logged meanwhile.
+    add_database_secrets(next.database.url);
   } catch (const ConfigError& e) {
     for (const auto& problem : e.problems()) spdlog::error("reload rejected: {}", problem);
     spdlog::error("reload rejected: the previous configuration stays in force");

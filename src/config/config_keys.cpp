@@ -122,8 +122,8 @@ constexpr ConfigKey kKeys[] = {
     in_entry("handlers.TYPE.http.url", "", kLive,
              "`http://` or `https://` URL the payload is POSTed to"),
     in_entry("handlers.TYPE.sql", "", kLive,
-             "statement with `$1` = payload, `$2` = job id, run in the transaction that marks "
-             "the job done (see below)"),
+             "one statement with `$1` = payload (jsonb), `$2` = job id (bigint), run in the "
+             "transaction that marks the job done (see below)"),
     in_entry("handlers.TYPE.builtin", "", kLive, "`noop`"),
     in_entry("handlers.TYPE.timeout", "0", kLive, "`0` = no timeout (http: `0` means 30 s)"),
     in_entry("handlers.TYPE.permanent_exit_codes", "[]", kLive,

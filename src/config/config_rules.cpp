@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "config/config_stages.hpp"
+#include "text/sql_statements.hpp"
 
 namespace pgjobd::config_detail {
 namespace {
@@ -178,9 +179,23 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
                     "must start with http:// or https://, got " + quoted(url));
       break;
     }
-    case Kind::kSql:
-      rules.require(!handler.sql.empty(), key + ".sql", "must not be empty");
+    case Kind::kSql: {
+      // The statement runs through the extended protocol, which takes exactly one; a second
+      // one (`...; COMMIT; ...`) is refused here, with where the first one ends.
+      const SqlStatementCount count = count_sql_statements(handler.sql);
+      rules.require(
+          count.statements > 0, key + ".sql",
+          handler.sql.empty() ? "must not be empty" : "holds no statement (only comments or ';')");
+      std::string where;
+      if (count.first_separator) {
+        where = " (found ';' at line " + std::to_string(count.first_separator->line) + " column " +
+                std::to_string(count.first_separator->column) + ")";
+      }
+      rules.require(count.statements <= 1, key + ".sql",
+                    "holds " + std::to_string(count.statements) +
+                        " statements; a handler runs exactly one" + where);
       break;
+    }
     case Kind::kBuiltin:
       rules.require(handler.builtin == "noop", key + ".builtin",
                     "unknown builtin " + quoted(handler.builtin) + " (known: noop)");

@@ -1,30 +1,126 @@
-// Connection opening and the reconnect backoff schedule.
+// Connection opening, and running a statement with typed parameters on a connection.
 
 #include "db/connection.hpp"
 
-#include <algorithm>
+#include <libpq-fe.h>
+
+#include <memory>
 #include <pqxx/pqxx>
-#include <random>
+#include <utility>
 
 #include "log/logging.hpp"
+#include "log/secrets.hpp"
 
 namespace pgjobd {
+namespace {
+
+// libpqxx 6.4 keeps the PGconn to itself, and its exec_params sends no parameter types.
+// A connection policy is libpqxx's documented extension point for how a connection is
+// made: this one connects like pqxx::connection and remembers the handle it made, so that
+// exec_typed can send parameter types through libpq on the same session.
+class HandleKeepingConnect final : public pqxx::connect_direct {
+ public:
+  explicit HandleKeepingConnect(const std::string& options) : pqxx::connect_direct(options) {}
+  handle do_startconnect(handle orig) override {
+    handle_ = pqxx::connect_direct::do_startconnect(orig);
+    return handle_;
+  }
+  handle do_completeconnect(handle orig) override {
+    handle_ = pqxx::connect_direct::do_completeconnect(orig);
+    return handle_;
+  }
+  handle do_dropconnect(handle orig) noexcept override {
+    handle_ = pqxx::connect_direct::do_dropconnect(orig);
+    return handle_;
+  }
+  handle do_disconnect(handle orig) noexcept override {
+    handle_ = pqxx::connect_direct::do_disconnect(orig);
+    return handle_;
+  }
+  handle current() const { return handle_; }
+
+ private:
+  handle handle_ = nullptr;
+};
+
+// pqxx::basic_connection_base<HandleKeepingConnect>, plus access to the policy's handle.
+class Connection final : public pqxx::connection_base {
+ public:
+  explicit Connection(std::string options)
+      : pqxx::connection_base(policy_), options_(std::move(options)), policy_(options_) {
+    init();
+  }
+  ~Connection() noexcept { close(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  PGconn* handle() const { return policy_.current(); }
+
+ private:
+  std::string options_;  // initialised before the policy, which keeps a reference
+  HandleKeepingConnect policy_;
+};
+
+}  // namespace
 
 void ConnectionDeleter::operator()(pqxx::connection_base* conn) const {
-  delete static_cast<pqxx::connection*>(conn);
+  delete static_cast<Connection*>(conn);
 }
 
 ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& role) {
   ConnectionPtr conn;
   try {
-    conn.reset(new pqxx::connection(config.url));
+    conn.reset(new Connection(config.url));
   } catch (const pqxx::broken_connection& e) {
-    // libpq's message can echo parts of the conninfo; never let a password through.
-    throw pqxx::broken_connection(mask_password(e.what()));
+    // libpq's message can echo parts of the conninfo, a malformed one too ("invalid
+    // percent-encoded token: \"50%off\""): mask the patterns and scrub every spelling of
+    // this conninfo's password.
+    throw pqxx::broken_connection(
+        scrub_secrets(mask_password(e.what()), conninfo_password_candidates(config.url)));
   }
   pqxx::nontransaction txn(*conn);
   txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
   return conn;
+}
+
+void exec_typed(pqxx::connection_base& conn, const std::string& sql,
+                const std::vector<TypedParam>& params) {
+  // Every ConnectionPtr holds a Connection (open_connection makes them all).
+  PGconn* handle = static_cast<Connection&>(conn).handle();
+  if (handle == nullptr || PQstatus(handle) != CONNECTION_OK) {
+    throw pqxx::broken_connection("connection lost");
+  }
+  std::vector<Oid> types;
+  std::vector<const char*> values;
+  types.reserve(params.size());
+  values.reserve(params.size());
+  for (const TypedParam& param : params) {
+    types.push_back(param.type_oid);
+    values.push_back(param.value.c_str());
+  }
+  // PQexecParams: the extended protocol, whose Parse message takes exactly one statement
+  // ("cannot insert multiple commands into a prepared statement").
+  const std::unique_ptr<PGresult, decltype(&PQclear)> result(
+      PQexecParams(handle, sql.c_str(), static_cast<int>(params.size()), types.data(),
+                   values.data(), nullptr, nullptr, 0),
+      &PQclear);
+  const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
+    return;
+  }
+  if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH) {
+    // No data to give or take: end the COPY so the session is usable, then report.
+    if (status == PGRES_COPY_IN) PQputCopyEnd(handle, "pgjobd runs no COPY");
+    char* buffer = nullptr;
+    while (PQgetCopyData(handle, &buffer, 0) > 0) PQfreemem(buffer);
+    while (PGresult* rest = PQgetResult(handle)) PQclear(rest);
+    throw pqxx::sql_error("a handler's statement cannot be a COPY", sql, "0A000");
+  }
+  if (PQstatus(handle) != CONNECTION_OK) {
+    throw pqxx::broken_connection(PQerrorMessage(handle));
+  }
+  const char* sqlstate = result ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
+  const std::string message = result ? PQresultErrorMessage(result.get()) : PQerrorMessage(handle);
+  throw pqxx::sql_error(message, sql, sqlstate);
 }
 
 }  // namespace pgjobd

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pgjobd/config.hpp"
 #include "store/reconnect_backoff.hpp"
@@ -26,5 +27,19 @@ using ConnectionPtr = std::unique_ptr<pqxx::connection_base, ConnectionDeleter>;
 // pgjobd's sessions apart in pg_stat_activity. Throws pqxx::broken_connection on failure
 // (its message never contains the password).
 ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& role);
+
+// A parameter with its type stated: the server need not infer it, so a statement may
+// leave a parameter unused. type_oid is a pg_type OID (jsonb 3802, int8 20).
+struct TypedParam {
+  unsigned int type_oid;
+  std::string value;  // text format
+};
+
+// Runs one statement on `conn` (opened by open_connection), inside whatever transaction
+// is open on it, through the extended query protocol: multiple statements are refused by
+// the server. Result rows are discarded. Throws the libpqxx exception libpqxx itself would
+// (pqxx::sql_error with the SQLSTATE, pqxx::broken_connection).
+void exec_typed(pqxx::connection_base& conn, const std::string& sql,
+                const std::vector<TypedParam>& params);
 
 }  // namespace pgjobd

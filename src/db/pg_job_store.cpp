@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <pqxx/pqxx>
 
 #include "db/connection.hpp"
@@ -38,20 +37,11 @@ void count_round_trip(std::uint64_t n = 1) {
   g_round_trips.fetch_add(n, std::memory_order_relaxed);
 }
 
-}  // namespace
+// pg_type OIDs of the sql handler's parameters: $1 jsonb (the payload), $2 bigint (job id).
+constexpr unsigned int kJsonbOid = 3802;
+constexpr unsigned int kInt8Oid = 20;
 
-int highest_parameter(std::string_view sql) {
-  int highest = 0;
-  for (std::size_t i = 0; i + 1 < sql.size(); ++i) {
-    if (sql[i] != '$' || (sql[i + 1] != '1' && sql[i + 1] != '2')) continue;
-    if (i + 2 < sql.size() && std::isdigit(static_cast<unsigned char>(sql[i + 2]))) continue;
-    if (i > 0 && (std::isalnum(static_cast<unsigned char>(sql[i - 1])) || sql[i - 1] == '_')) {
-      continue;  // part of an identifier such as a$1
-    }
-    highest = std::max(highest, sql[i + 1] - '0');
-  }
-  return highest;
-}
+}  // namespace
 
 std::uint64_t PgJobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
@@ -183,19 +173,10 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
                       std::to_string(timeout.count()) + "ms");
       count_round_trip();
     }
-    // Send only the parameters the statement uses: the server rejects a bind message with
-    // more values than the statement has placeholders.
-    switch (highest_parameter(sql)) {
-      case 0:
-        txn.exec(sql);
-        break;
-      case 1:
-        txn.exec_params(sql, job.payload);
-        break;
-      default:
-        txn.exec_params(sql, job.payload, job.id);
-        break;
-    }
+    // Always both parameters, typed: the server cannot infer the type of one the statement
+    // leaves unused, and libpqxx 6.4 sends no types. exec_typed uses the extended protocol,
+    // so the text is exactly one statement: a `; COMMIT; ...` cannot end this transaction.
+    exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
     const auto rows =
         txn.exec_prepared(delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone, job.id,
                           job.attempt, worker_id);

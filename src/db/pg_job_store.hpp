@@ -13,10 +13,6 @@
 
 namespace pgjobd {
 
-// The highest of $1 and $2 a statement uses (0 for neither): the sql handler sends the
-// payload as $1 and the job id as $2 only where the statement has those placeholders.
-int highest_parameter(std::string_view sql);
-
 class PgJobStore final : public JobStore {
  public:
   // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer").

@@ -26,8 +26,11 @@
 #include "handlers/handler_factory.hpp"
 #include "http/http_server.hpp"
 #include "log/logging.hpp"
+#include "log/secrets.hpp"
 #include "metrics/metrics.hpp"
 #include "store/reconnect_backoff.hpp"
+
+extern char** environ;
 
 namespace pgjobd {
 
@@ -59,7 +62,11 @@ class Engine::Impl {
       : config_(std::move(config)),
         timings_(timings),
         worker_id_(make_worker_id()),
-        database_(std::move(database)) {}
+        database_(std::move(database)),
+        child_credentials_(credentials_to_withhold(config_.database.url, environ)) {
+    // database.* needs a restart, so these are the credentials for the engine's lifetime.
+    add_database_secrets(config_.database.url);
+  }
 
   ~Impl() { drain(); }
 
@@ -116,6 +123,8 @@ class Engine::Impl {
   std::mutex lifecycle_mutex_;
   const std::string worker_id_;
   const std::shared_ptr<Database> database_;
+  // Taken from the environment here, before any thread starts; read-only afterwards.
+  const WithheldCredentials child_credentials_;
   const std::shared_ptr<ClaimSignal> claim_signal_ = std::make_shared<ClaimSignal>();
   HandlerTable registered_;
   HandlerTable handlers_;
@@ -145,8 +154,11 @@ class Engine::Impl {
 HandlerTable Engine::Impl::build_handlers(const Config& config) const {
   HandlerTable handlers;
   for (const auto& [type, handler_config] : config.handlers) {
-    handlers[type] = make_handler(type, handler_config,
-                                  {database_, worker_id_, config.retention.done.count() == 0});
+    // database_, never config.database: a reload that changes database.* (restart-only)
+    // must not point sql handlers at a database the rest of the engine does not use.
+    handlers[type] = make_handler(
+        type, handler_config,
+        {{database_, worker_id_, config.retention.done.count() == 0}, child_credentials_});
   }
   for (const auto& [type, handler] : registered_) handlers[type] = handler;
   if (handlers.empty()) {
@@ -173,6 +185,8 @@ void Engine::Impl::prepare_schema() {
       const auto wait = backoff.next();
       spdlog::warn("database not reachable (attempt {}), retrying in {}ms: {}", backoff.failures(),
                    wait.count(), e.what());
+      // /readyz says why the daemon is not ready yet (DbError messages carry no password).
+      health_.set_problem("engine", std::string("starting: database not reachable: ") + e.what());
       const auto until = Clock::now() + wait;
       while (!stop_requested_ && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

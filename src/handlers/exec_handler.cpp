@@ -18,6 +18,8 @@
 #include "handlers/stop_event_fd.hpp"
 #include "pgjobd/duration.hpp"
 
+extern char** environ;
+
 namespace pgjobd {
 namespace {
 
@@ -98,12 +100,15 @@ void terminate_group(ChildProcess& child, ChildIo& io, Millis kill_grace) {
   io.pump_until(child, std::nullopt, -1);
 }
 
-JobResult run_exec_job(const HandlerConfig& config, const Job& job, std::stop_token stop) {
+JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& withheld,
+                       const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
   // Registered before the spawn, so a stop requested while spawning is not missed.
   const StopEventFd stop_event(std::move(stop));
   try {
-    ChildProcess child(config.exec_argv, build_child_environment(job));
+    // The daemon never changes its environment after start-up, so reading environ from a
+    // worker thread does not race with setenv.
+    ChildProcess child(config.exec_argv, build_child_environment(job, withheld, environ));
     ChildIo io(child.take_pipes(), job.payload, kStderrTailBytes);
     std::optional<ChildIo::Clock::time_point> deadline;
     if (config.timeout > Millis::zero()) deadline = ChildIo::Clock::now() + config.timeout;
@@ -132,11 +137,11 @@ JobResult run_exec_job(const HandlerConfig& config, const Job& job, std::stop_to
 
 }  // namespace
 
-Handler make_exec_handler(const HandlerConfig& config) {
+Handler make_exec_handler(const HandlerConfig& config, WithheldCredentials withheld) {
   // Config validation rejects this with file and line; reaching here is a wiring bug.
   if (config.exec_argv.empty()) throw std::invalid_argument("exec handler: empty exec argv");
-  return [config](const Job& job, std::stop_token stop) {
-    return run_exec_job(config, job, std::move(stop));
+  return [config, withheld = std::move(withheld)](const Job& job, std::stop_token stop) {
+    return run_exec_job(config, withheld, job, std::move(stop));
   };
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The exec handler: runs a program per job (no shell), payload JSON on stdin.
 
+#include "handlers/exec_environment.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
 
@@ -10,7 +11,8 @@ namespace pgjobd {
 // kill_grace). Contract:
 // - argv as given, no shell; payload on stdin (then closed); stdout discarded;
 // - environment: the daemon's, plus PGJOBD_JOB_ID, PGJOBD_JOB_TYPE, PGJOBD_JOB_QUEUE and
-//   PGJOBD_JOB_ATTEMPT;
+//   PGJOBD_JOB_ATTEMPT, less the daemon's credentials (`withheld`) and control channels
+//   (build_child_environment);
 // - the child leads its own process group, with default signal dispositions and an empty
 //   signal mask (the daemon blocks SIGTERM in all threads);
 // - exit 0 → done; an exit code in permanent_exit_codes → dead; any other exit or a
@@ -21,6 +23,6 @@ namespace pgjobd {
 //   the child is always reaped (no zombie);
 // - last_error holds the last 4 KiB of stderr (with the exit status), so memory stays
 //   bounded however much the child prints.
-Handler make_exec_handler(const HandlerConfig& config);
+Handler make_exec_handler(const HandlerConfig& config, WithheldCredentials withheld);
 
 }  // namespace pgjobd

@@ -14,10 +14,10 @@ JobResult noop_handler(const Job& /*job*/, const std::stop_token& /*stop*/) {
 }
 
 Handler make_handler(const std::string& type, const HandlerConfig& config,
-                     const SqlHandlerContext& context) {
+                     const HandlerContext& context) {
   switch (config.kind) {
     case HandlerConfig::Kind::kExec:
-      return make_exec_handler(config);
+      return make_exec_handler(config, context.child_credentials);
     case HandlerConfig::Kind::kHttp:
       return make_http_handler(config);
     case HandlerConfig::Kind::kBuiltin:
@@ -25,7 +25,7 @@ Handler make_handler(const std::string& type, const HandlerConfig& config,
       throw std::invalid_argument("handlers." + type + ": unknown builtin '" + config.builtin +
                                   "'");
     case HandlerConfig::Kind::kSql:
-      return make_sql_handler(config, context);
+      return make_sql_handler(config, context.sql);
   }
   throw std::invalid_argument("handlers." + type + ": unknown handler kind");
 }

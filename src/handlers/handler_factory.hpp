@@ -3,16 +3,22 @@
 
 #include <string>
 
+#include "handlers/exec_environment.hpp"
 #include "handlers/sql_handler.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
 
 namespace pgjobd {
 
-// Throws std::invalid_argument naming the type when the handler cannot be built. `sql`
-// handlers use `context` (the engine's database and identity).
+// What handlers need from the engine besides their own config.
+struct HandlerContext {
+  SqlHandlerContext sql;                  // sql handlers: the engine's database and identity
+  WithheldCredentials child_credentials;  // exec handlers: kept out of the child's environment
+};
+
+// Throws std::invalid_argument naming the type when the handler cannot be built.
 Handler make_handler(const std::string& type, const HandlerConfig& config,
-                     const SqlHandlerContext& context);
+                     const HandlerContext& context);
 
 // The built-in no-op handler (`builtin: noop`): done at once. For benchmarks and smoke tests.
 JobResult noop_handler(const Job& job, const std::stop_token& stop);

@@ -20,6 +20,9 @@ struct SqlHandlerContext {
 };
 
 // Contract:
+// - the statement is one statement (config loading checks it; the server refuses more)
+//   with $1 = the payload as jsonb and $2 = the job id as bigint, both always sent typed,
+//   so it may use either, both or neither;
 // - success: the statement's effects and the job's `done` commit together
 //   (JobResult::completion_written is set: the completer writes nothing more);
 // - the job is no longer ours (rescued, re-claimed): everything is rolled back;

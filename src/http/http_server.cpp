@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "log/secrets.hpp"
+
 namespace pgjobd {
 namespace {
 
@@ -74,7 +76,8 @@ int begin_request(mg_connection* conn) {
     send_text(conn, 200, "ready\n");
     return 200;
   }
-  send_text(conn, 503, reason + "\n");
+  // The reasons quote database errors: the last line of defence for the password.
+  send_text(conn, 503, scrub_process_secrets(reason) + "\n");
   return 503;
 }
 

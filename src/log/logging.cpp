@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "log/log_fields.hpp"
+#include "log/secrets.hpp"
 #include "text/utf8.hpp"
 
 namespace pgjobd {
@@ -128,7 +129,7 @@ class JsonFormatter final : public spdlog::formatter {
     const auto level = spdlog::level::to_string_view(msg.level);
     append_json_string(line, std::string_view(level.data(), level.size()));
     line += ",\"msg\":";
-    append_json_string(line, std::string_view(msg.payload.data(), msg.payload.size()));
+    append_json_string(line, scrub_process_secrets({msg.payload.data(), msg.payload.size()}));
     for (const LogField& field : current_log_fields()) {
       line += ',';
       append_json_string(line, field.key);
@@ -136,7 +137,7 @@ class JsonFormatter final : public spdlog::formatter {
       if (field.numeric) {
         line += field.value;
       } else {
-        append_json_string(line, field.value);
+        append_json_string(line, scrub_process_secrets(field.value));
       }
     }
     line += "}\n";
@@ -158,12 +159,13 @@ class TextFormatter final : public spdlog::formatter {
     const auto level = spdlog::level::to_string_view(msg.level);
     line.append(level.data(), level.size());
     line.append(level.size() < 5 ? 6 - level.size() : 1, ' ');
-    append_text_escaped(line, std::string_view(msg.payload.data(), msg.payload.size()), false);
+    append_text_escaped(line, scrub_process_secrets({msg.payload.data(), msg.payload.size()}),
+                        false);
     for (const LogField& field : current_log_fields()) {
       line += ' ';
       append_text_escaped(line, field.key, false);
       line += '=';
-      append_logfmt_value(line, field.value);
+      append_logfmt_value(line, scrub_process_secrets(field.value));
     }
     line += '\n';
     dest.append(line.data(), line.data() + line.size());
@@ -206,7 +208,11 @@ std::string mask_password(std::string_view conninfo) {
                                       std::regex::icase);
   // URL query parameter: ?password=secret&...
   static const std::regex query_password(R"(([?&]password=)[^&]*)", std::regex::icase);
-  std::string text(conninfo);
+  // The patterns miss a malformed conninfo's password (an unterminated quote, an '@' in
+  // it), and masking first could cut it apart: scrub every spelling of it that the text
+  // itself gives, then the process's secrets, then mask what the patterns recognise.
+  std::string text =
+      scrub_process_secrets(scrub_secrets(conninfo, conninfo_password_candidates(conninfo)));
   text = std::regex_replace(text, url_password, "$1***@");
   text = std::regex_replace(text, query_password, "$1***");
   if (text.find("://") == std::string::npos) {

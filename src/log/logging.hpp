@@ -21,7 +21,8 @@ std::unique_ptr<spdlog::formatter> make_log_formatter(const std::string& format)
 void setup_logging(const LogConfig& config);
 
 // Hides the password of a libpq URL ("postgresql://u:secret@h/db" → "postgresql://u:***@h/db")
-// or key=value string ("password=secret" → "password=***"). Safe on any text.
+// or key=value string ("password=secret" → "password=***"), also when malformed, and the
+// process's secrets (log/secrets.hpp) wherever they appear. Safe on any text.
 std::string mask_password(std::string_view conninfo);
 
 }  // namespace pgjobd
