@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <pqxx/pqxx>
 #include <string>
 
@@ -125,6 +126,24 @@ TEST(HostileRows, ClaimRescueAndCompletionSurviveRowsFromBeforeTheConstraints) {
   EXPECT_TRUE(report.leader);
   EXPECT_EQ(report.failed, 3);
   EXPECT_EQ(schema.count("status = 'failed' AND run_at > now()"), 102);
+}
+
+// A pending row with run_at '-infinity' once made every statistics pass fail ("cannot
+// subtract infinite timestamps"), so no daemon published any queue's depth. It counts as
+// due since 1970, like in the claim; one at 'infinity' is simply not due.
+TEST(HostileRows, QueueStatisticsSurviveRowsFromBeforeTheConstraints) {
+  TestSchema schema;
+  downgrade_constraints(schema);
+  schema.exec("INSERT INTO {jobs} (type, run_at) VALUES ('a', '-infinity'), ('a', 'infinity')");
+  schema.exec("INSERT INTO {jobs} (type, queue, run_at) VALUES ('a', 'later', 'infinity')");
+  PgJobStore store(schema.config().database, "test");
+  std::map<std::string, QueueStatsRow> rows;
+  for (const auto& row : store.queue_stats()) rows[row.queue + "/" + row.status] = row;
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows["default/pending"].count, 2);
+  EXPECT_GT(rows["default/pending"].oldest_due_age_seconds, 50.0 * 365 * 24 * 3600);
+  EXPECT_EQ(rows["later/pending"].count, 1);
+  EXPECT_EQ(rows["later/pending"].oldest_due_age_seconds, 0);
 }
 
 TEST(HostileRows, OversizedPayloadIsNotReadAndComesBackWithItsSize) {

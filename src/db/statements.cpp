@@ -210,10 +210,14 @@ SELECT count(*)::int FROM deleted)";
 // single `status IN (pending, failed, running)` matches neither, so it scanned the whole
 // table, finished rows included (0.4 s and two parallel workers at 5M done rows, on
 // every daemon every 30 s).
+// A run_at of '-infinity', which constraint jobs_run_at_finite refuses but an older row may
+// hold, counts as due since 1970 like in the claim: now() - '-infinity' is an error, and
+// one such row stopped every statistics pass (no pgjobd_queue_depth for any queue).
+// greatest() inside min() keeps the minimum NULL when no row is due.
 constexpr const char* kQueueStatsSql = R"(
 SELECT queue, status, count(*)::float8,
-       coalesce(extract(epoch FROM now() - min(run_at) FILTER (
-         WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
+       coalesce(extract(epoch FROM now() - min(greatest(run_at, '1970-01-01 00:00:00+00'))
+         FILTER (WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
 FROM (SELECT queue, status, run_at FROM {jobs} WHERE status IN ('pending', 'failed')
       UNION ALL
       SELECT queue, status, run_at FROM {jobs} WHERE status = 'running') live
