@@ -189,8 +189,7 @@ TEST(HostileInputResponsesE2E, ExecStderrFloodAndGarbageAreStoredBoundedAndValid
       .set("worker", "{concurrency: 8}")
       .shell_handler("flood",
                      "head -c 52428800 /dev/zero | tr '\\0' e >&2; echo ' the end' >&2; exit 1")
-      .shell_handler("garbled",
-                     "printf 'bad \\377\\376 nul\\000byte \\300\\200 end\\n' >&2; exit 1");
+      .shell_handler("garbled", R"(printf 'bad \377\376 nul\000byte \300\200 end\n' >&2; exit 1)");
 
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
