@@ -146,6 +146,25 @@ TEST(HostileRows, QueueStatisticsSurviveRowsFromBeforeTheConstraints) {
   EXPECT_EQ(rows["later/pending"].oldest_due_age_seconds, 0);
 }
 
+// No constraint bounds locked_by, and the rescue quotes it in the job's error: a 1 MB one
+// (a row an application wrote) still leaves an error of at most 8 KiB; one over 256 MB
+// once made every rescue fail (too long for a jsonb string in errors).
+TEST(HostileRows, RescueQuotesABoundedPartOfAHugeLockedBy) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, status, locked_by, locked_until, attempts) VALUES "
+      "('a', 'running', repeat('g', 1024 * 1024), '-infinity', 1), "
+      "('a', 'running', 'gone', now() - interval '1 minute', 1)");
+  PgJobStore store(schema.config().database, "test");
+  const auto report = store.lead_and_rescue("w1", Millis(15000), schema.config().retry, 100);
+  EXPECT_TRUE(report.leader);
+  EXPECT_EQ(report.failed, 2);
+  EXPECT_EQ(schema.count("last_error = 'rescued: lease expired while ' || repeat('g', 200) || "
+                         "' ran attempt 1' AND errors->0->>'error' = last_error"),
+            1);
+  EXPECT_EQ(schema.count("last_error = 'rescued: lease expired while gone ran attempt 1'"), 1);
+}
+
 TEST(HostileRows, OversizedPayloadIsNotReadAndComesBackWithItsSize) {
   TestSchema schema;
   schema.exec(
