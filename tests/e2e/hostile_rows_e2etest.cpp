@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -202,6 +203,43 @@ TEST(HostileInputRowsE2E, RowsWrittenBeforeTheConstraintsAreRunOrRescued) {
                 line.find("job " + not_array + " dead after attempt 1 of 1") != std::string::npos)
         << "unexpected: " << line;
   }
+  expect_rss_bounded(daemon.pid(), "after 1,000 jobs");
+  stop_daemon(daemon);
+}
+
+// No constraint bounds locked_by (a worker id), and the rescue quotes it in the job's error:
+// a 1 MB one must still leave an error of at most 8 KiB (README: each error text).
+TEST(HostileInputRowsE2E, RunningRowWithAHugeLockedByIsRescuedWithABoundedError) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  add_normal_handler(yaml).set("worker", "{concurrency: 8}");
+  insert_normal_half(schema);
+  const std::string huge = schema.query(
+      "INSERT INTO {jobs} (type, status, locked_by, locked_until, attempts, started_at) VALUES "
+      "('ok', 'running', repeat('g', 1024 * 1024), now() - interval '1 minute', 1, "
+      "now() - interval '2 minutes') RETURNING id");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  insert_normal_half(schema);
+
+  EXPECT_TRUE(normal_jobs_done(schema));
+  // Rescued, then run again (done keeps the rescue's last_error).
+  EXPECT_TRUE(wait_until(
+      [&] { return schema.count("id = " + huge + " AND status = 'done' AND attempts = 2") == 1; },
+      20s))
+      << summary_by_type(schema);
+  const std::string error_bytes =
+      schema.query("SELECT octet_length(last_error) FROM {jobs} WHERE id = " + huge);
+  std::cout << "[ STORED   ] rescue error for a 1 MB locked_by: " << error_bytes << " bytes"
+            << std::endl;
+  EXPECT_EQ(schema.count("id = " + huge +
+                         " AND last_error LIKE 'rescued: lease expired while ggg%' AND "
+                         "octet_length(last_error) <= 8256 AND errors->0->>'error' = last_error"),
+            1)
+      << error_bytes
+      << " bytes: " << schema.query("SELECT left(last_error, 100) FROM {jobs} WHERE id = " + huge);
+  EXPECT_EQ(count_occurrences(daemon.log(), "rescue failed"), 0) << daemon.log();
+  EXPECT_TRUE(still_claims(schema, daemon));
   expect_rss_bounded(daemon.pid(), "after 1,000 jobs");
   stop_daemon(daemon);
 }
