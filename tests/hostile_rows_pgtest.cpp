@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <pqxx/pqxx>
 #include <string>
 
@@ -99,6 +100,7 @@ TEST(HostileRows, ClaimRescueAndCompletionSurviveRowsFromBeforeTheConstraints) {
       std::to_string(jobs[0].id));
   schema.exec("UPDATE {jobs} SET errors = '\"oops\"' WHERE id = " + std::to_string(jobs[1].id));
   std::vector<Completion> batch;
+  batch.reserve(jobs.size());
   for (const Job& job : jobs) {
     batch.push_back({{job.id, job.attempt}, Outcome::kRetry, "boom", Millis(1000)});
   }
@@ -125,6 +127,44 @@ TEST(HostileRows, ClaimRescueAndCompletionSurviveRowsFromBeforeTheConstraints) {
   EXPECT_TRUE(report.leader);
   EXPECT_EQ(report.failed, 3);
   EXPECT_EQ(schema.count("status = 'failed' AND run_at > now()"), 102);
+}
+
+// A pending row with run_at '-infinity' once made every statistics pass fail ("cannot
+// subtract infinite timestamps"), so no daemon published any queue's depth. Its age counts
+// as 100 years; one at 'infinity' is simply not due.
+TEST(HostileRows, QueueStatisticsSurviveRowsFromBeforeTheConstraints) {
+  TestSchema schema;
+  downgrade_constraints(schema);
+  schema.exec("INSERT INTO {jobs} (type, run_at) VALUES ('a', '-infinity'), ('a', 'infinity')");
+  schema.exec("INSERT INTO {jobs} (type, queue, run_at) VALUES ('a', 'later', 'infinity')");
+  PgJobStore store(schema.config().database, "test");
+  std::map<std::string, QueueStatsRow> rows;
+  for (const auto& row : store.queue_stats({"default", "later"}))
+    rows[row.queue + "/" + row.status] = row;
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows["default/pending"].count, 2);
+  EXPECT_GT(rows["default/pending"].oldest_due_age_seconds, 50.0 * 365 * 24 * 3600);
+  EXPECT_EQ(rows["later/pending"].count, 1);
+  EXPECT_EQ(rows["later/pending"].oldest_due_age_seconds, 0);
+}
+
+// No constraint bounds locked_by, and the rescue quotes it in the job's error: a 1 MB one
+// (a row an application wrote) still leaves an error of at most 8 KiB; one over 256 MB
+// once made every rescue fail (too long for a jsonb string in errors).
+TEST(HostileRows, RescueQuotesABoundedPartOfAHugeLockedBy) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, status, locked_by, locked_until, attempts) VALUES "
+      "('a', 'running', repeat('g', 1024 * 1024), '-infinity', 1), "
+      "('a', 'running', 'gone', now() - interval '1 minute', 1)");
+  PgJobStore store(schema.config().database, "test");
+  const auto report = store.lead_and_rescue("w1", Millis(15000), schema.config().retry, 100);
+  EXPECT_TRUE(report.leader);
+  EXPECT_EQ(report.failed, 2);
+  EXPECT_EQ(schema.count("last_error = 'rescued: lease expired while ' || repeat('g', 200) || "
+                         "' ran attempt 1' AND errors->0->>'error' = last_error"),
+            1);
+  EXPECT_EQ(schema.count("last_error = 'rescued: lease expired while gone ran attempt 1'"), 1);
 }
 
 TEST(HostileRows, OversizedPayloadIsNotReadAndComesBackWithItsSize) {

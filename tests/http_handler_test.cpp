@@ -307,5 +307,12 @@ TEST_F(HttpHandlerTest, ConnectionRefusedRetries) {
   EXPECT_FALSE(result.error.empty());
 }
 
+TEST(HttpHeaderValue, PercentEncodesControlCharactersAndPercent) {
+  EXPECT_EQ(header_value("send_email"), "send_email");
+  EXPECT_EQ(header_value("résumé ジョブ"), "résumé ジョブ");  // UTF-8 passes as is
+  EXPECT_EQ(header_value("a\r\nX-Evil: 1"), "a%0D%0AX-Evil: 1");
+  EXPECT_EQ(header_value(std::string("t\0\x7F%", 4)), "t%00%7F%25");
+}
+
 }  // namespace
 }  // namespace pgjobd

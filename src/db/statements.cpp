@@ -144,7 +144,10 @@ RETURNING j.id, j.attempts)";
 // a backoff, or dies when its attempts are used up, so a job that crashes its daemon
 // every time ends dead. The rescue is safe even if two daemons believe they lead.
 // The backoff's exponent is clamped like the engine's (retry_policy.cpp): 2^(attempts-1)
-// overflows a float8 from about 1,025 attempts, which stopped every rescue.
+// overflows a float8 from about 1,025 attempts, which stopped every rescue. The error
+// quotes at most 200 characters of locked_by, which no constraint bounds: a row an
+// application wrote with a huge one kept an error of that size, and one over 256 MB (the
+// limit of a jsonb string) made every rescue fail.
 // $1 worker id, $2 leadership TTL ms, $3 retry base ms, $4 max delay ms, $5 jitter,
 // $6 batch size. Returns (leader, rescued back to the queue, rescued dead).
 constexpr const char* kLeadAndRescueSql = R"(
@@ -172,12 +175,12 @@ WITH leader AS (
                                  * (1 + $5::float8 * (2 * random() - 1))
                                  * interval '1 millisecond' END,
       finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-      last_error = 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
+      last_error = 'rescued: lease expired while ' || coalesce(left(j.locked_by, 200), '?') ||
                    ' ran attempt ' || j.attempts,
       errors = {recent_errors} || jsonb_build_array(jsonb_build_object(
                  'attempt', j.attempts, 'at', now(),
-                 'error', 'rescued: lease expired while ' || coalesce(j.locked_by, '?') ||
-                          ' ran attempt ' || j.attempts)),
+                 'error', 'rescued: lease expired while ' ||
+                          coalesce(left(j.locked_by, 200), '?') || ' ran attempt ' || j.attempts)),
       locked_by = NULL, locked_until = NULL, updated_at = now()
   FROM expired WHERE j.id = expired.id
   RETURNING j.status

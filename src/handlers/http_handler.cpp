@@ -123,6 +123,27 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 
 bool is_retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
+}  // namespace
+
+std::string header_value(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F || c == '%') {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0x0F];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 JobResult post(const std::string& url, Millis timeout, const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
   ensure_curl_initialized();
@@ -138,8 +159,8 @@ JobResult post(const std::string& url, Millis timeout, const Job& job, std::stop
   };
   add_header("Content-Type: application/json");
   add_header("X-Pgjobd-Job-Id: " + std::to_string(job.id));
-  add_header("X-Pgjobd-Job-Type: " + job.type);
-  add_header("X-Pgjobd-Job-Queue: " + job.queue);
+  add_header("X-Pgjobd-Job-Type: " + header_value(job.type));
+  add_header("X-Pgjobd-Job-Queue: " + header_value(job.queue));
   add_header("X-Pgjobd-Job-Attempt: " + std::to_string(job.attempt));
   // Without this, curl sends "Expect: 100-continue" for large bodies and waits up to a
   // second for a 100 that many servers never send.

@@ -30,4 +30,9 @@ inline constexpr Millis kMaxRetryAfter = std::chrono::hours(24 * 365);
 // anything that is neither delay-seconds nor an HTTP-date. Exposed for tests.
 std::optional<Millis> parse_retry_after(std::string_view value);
 
+// `text` as an HTTP header value: control characters (a CR or LF would end the header and
+// start another) and '%' itself are percent-encoded, so a job type or queue name cannot
+// add headers to the request, and a receiver can decode it unambiguously. Exposed for tests.
+std::string header_value(std::string_view text);
+
 }  // namespace pgjobd
