@@ -83,6 +83,21 @@ TEST(ParseDurationTest, RejectsOverflowAndAbsurdLengths) {
             "bad duration '9223372036854775807d' (too long; at most 36500d)");
 }
 
+// Found by tests/fuzz/duration_fuzz (corpus/duration/hint_too_long): the exact equivalent
+// of a fraction at the limit was itself too long, so the hint earned a new error.
+TEST(ParseDurationTest, SuggestsNoFractionEquivalentBeyondTheLimit) {
+  EXPECT_EQ(rejection("36500.1d").find("write"), std::string::npos) << rejection("36500.1d");
+  EXPECT_EQ(rejection("36499.5d"), "bad duration '36499.5d' (no fractions: write 52559280m)");
+}
+
+// Found by tests/fuzz/duration_fuzz (corpus/duration/nul): the quoted text was written raw,
+// so a NUL cut what() short at the quote and a newline split the config diagnostic.
+TEST(ParseDurationTest, QuotesControlCharactersEscaped) {
+  EXPECT_EQ(rejection(std::string("5\0s", 3)),
+            "bad duration '5\\x00s' (use 250ms, 5s, 10m, 1h or 7d)");
+  EXPECT_EQ(rejection("5\ns"), "bad duration '5\\ns' (no spaces; use 250ms, 5s, 10m, 1h or 7d)");
+}
+
 TEST(ParseDurationTest, RejectsSignsAndOtherNoise) {
   for (const char* text : {"+5s", "5s5s", "s5", "0x10s", "5_000ms", "abc"}) {
     EXPECT_NE(rejection(text).find(std::string("'") + text + "'"), std::string::npos) << text;
