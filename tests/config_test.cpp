@@ -598,5 +598,15 @@ TEST(ConfigLoaderTest, ProblemsEscapeControlCharactersQuotedFromTheFile) {
   }
 }
 
+// Found by tests/fuzz/config_fuzz (corpus/config/stray_comma.yaml): yaml-cpp 0.7's LoadAll
+// never returns on a ',' outside brackets; a reload of such a file would hang the daemon.
+TEST(ConfigLoaderTest, StrayCommaIsASyntaxErrorNotAHang) {
+  for (const char* yaml : {",\n", ",x\n- a\n", "- a\n,\n"}) {
+    const std::vector<std::string> found = problems(yaml);
+    ASSERT_EQ(found.size(), 1U) << yaml;
+    EXPECT_NE(found[0].find("YAML syntax error"), std::string::npos) << found[0];
+  }
+}
+
 }  // namespace
 }  // namespace pgjobd
