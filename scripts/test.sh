@@ -3,6 +3,8 @@
 # PostgreSQL 15 as an unprivileged user, and runs
 #   0. lint: clang-format and clang-tidy (.clang-format, .clang-tidy), first because it
 #      fails fastest;
+#   0b. fuzz: builds the libFuzzer targets of tests/fuzz (clang-14) and runs each briefly
+#      over its corpus; like lint it needs no database;
 #   1. every test (unit, integration, end-to-end) on the release build;
 #   2. every test again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the concurrency tests under ThreadSanitizer.
@@ -12,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh --with-test --with-tools
-stages=${PGJOBD_TEST_STAGES:-lint release asan tsan}
+stages=${PGJOBD_TEST_STAGES:-lint fuzz release asan tsan}
 jobs=$(nproc)
 
 # Style and static analysis; needs no database and no build, only a configured release tree
@@ -33,7 +35,39 @@ lint() {
 if [[ " $stages " == *" lint "* ]]; then
   lint
 fi
+
+# Each fuzz target for a bounded time over a copy of its corpus (libFuzzer adds the inputs
+# it finds to the directory it reads, and CI must not write into the checkout). Any crash,
+# sanitizer report, failed invariant, timeout or memory blow-up fails the stage; libFuzzer
+# then writes the input as crash-*/timeout-*/oom-* into the work directory, printed below.
+fuzz() {
+  echo "== fuzz: build (clang-14, ASan+UBSan)"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j"$jobs"
+  local work target root=$PWD
+  work=$(mktemp -d /tmp/pgjobd-fuzz.XXXXXX)
+  for target in config duration retry_after log_line; do
+    echo "== fuzz: $target (${PGJOBD_FUZZ_SECONDS:-30}s)"
+    mkdir "$work/$target"
+    cp tests/fuzz/corpus/"$target"/* "$work/$target/"
+    local dict=()
+    [[ -f tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
+    if ! (cd "$work" && "$root/build/fuzz/tests/fuzz/${target}_fuzz" "${dict[@]}" \
+      -max_total_time="${PGJOBD_FUZZ_SECONDS:-30}" -timeout=5 -rss_limit_mb=2048 \
+      -max_len=4096 -print_final_stats=1 "$target" >"$target.log" 2>&1); then
+      tail -n 60 "$work/$target.log" >&2
+      echo "fuzz: $target failed; inputs kept in $work" >&2
+      return 1
+    fi
+    grep -E '^stat::number_of_executed_units' "$work/$target.log" || true
+  done
+  rm -rf "$work"
+}
+if [[ " $stages " == *" fuzz "* ]]; then
+  fuzz
+fi
 other_stages=${stages//lint/}
+other_stages=${other_stages//fuzz/}
 if [[ -z "${other_stages//[[:space:]]/}" ]]; then
   exit 0  # lint alone needs no database
 fi
@@ -52,7 +86,7 @@ build() {
 
 for stage in $stages; do
   case "$stage" in
-  lint) ;;  # ran above, before the database starts
+  lint | fuzz) ;;  # ran above, before the database starts
   release)
     echo "== release build: all tests"
     build release

@@ -601,6 +601,32 @@ TEST(ConfigFileTest, ShippedExampleShowsTheDefaults) {
   EXPECT_EQ(config.handlers.at("echo_job").kill_grace, HandlerConfig{}.kill_grace);
 }
 
+// Found by tests/fuzz/config_fuzz (corpus/config/nul_in_key.yaml): a key quoted from the
+// file with control characters in it (NULs cut what() short) or a newline (which split a
+// problem over two lines) is quoted escaped.
+TEST(ConfigLoaderTest, ProblemsEscapeControlCharactersQuotedFromTheFile) {
+  const std::string yaml("worker: {\"con\\ncur\": 1}\nre\x01try: {}\n");
+  try {
+    parse_config(yaml, "t.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 2U) << e.what();
+    EXPECT_EQ(e.problems()[0].find("t.yaml:1: worker.con\\ncur: unknown key"), 0U) << e.what();
+    EXPECT_EQ(e.problems()[1].find("t.yaml:2: re\\x01try: unknown key"), 0U) << e.what();
+    EXPECT_EQ(std::string(e.what()), e.problems()[0] + "\n" + e.problems()[1]);
+  }
+}
+
+// Found by tests/fuzz/config_fuzz (corpus/config/stray_comma.yaml): yaml-cpp 0.7's LoadAll
+// never returns on a ',' outside brackets; a reload of such a file would hang the daemon.
+TEST(ConfigLoaderTest, StrayCommaIsASyntaxErrorNotAHang) {
+  for (const char* yaml : {",\n", ",x\n- a\n", "- a\n,\n"}) {
+    const std::vector<std::string> found = problems(yaml);
+    ASSERT_EQ(found.size(), 1U) << yaml;
+    EXPECT_NE(found[0].find("YAML syntax error"), std::string::npos) << found[0];
+  }
+}
+
 }  // namespace
 }  // namespace pgjobd
 

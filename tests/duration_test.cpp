@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "pgjobd/duration.hpp"
 
@@ -59,10 +60,12 @@ TEST(ParseDurationTest, RejectsMissingUnitOnNonZero) {
 }
 
 TEST(ParseDurationTest, RejectsSpaces) {
-  for (const char* text : {" 5s", "5 s", "5s ", "5\ts"}) {
+  // A tab is quoted escaped, as every control character is.
+  for (auto [text, quoted] : {std::pair{" 5s", " 5s"}, std::pair{"5 s", "5 s"},
+                              std::pair{"5s ", "5s "}, std::pair{"5\ts", "5\\ts"}}) {
     std::string message = rejection(text);
     EXPECT_NE(message.find("no spaces"), std::string::npos) << message;
-    EXPECT_NE(message.find(std::string("'") + text + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("'") + quoted + "'"), std::string::npos) << message;
   }
 }
 
@@ -81,6 +84,21 @@ TEST(ParseDurationTest, RejectsOverflowAndAbsurdLengths) {
   EXPECT_EQ(rejection("36501d"), "bad duration '36501d' (too long; at most 36500d)");
   EXPECT_EQ(rejection("9223372036854775807d"),
             "bad duration '9223372036854775807d' (too long; at most 36500d)");
+}
+
+// Found by tests/fuzz/duration_fuzz (corpus/duration/hint_too_long): the exact equivalent
+// of a fraction at the limit was itself too long, so the hint earned a new error.
+TEST(ParseDurationTest, SuggestsNoFractionEquivalentBeyondTheLimit) {
+  EXPECT_EQ(rejection("36500.1d").find("write"), std::string::npos) << rejection("36500.1d");
+  EXPECT_EQ(rejection("36499.5d"), "bad duration '36499.5d' (no fractions: write 875988h)");
+}
+
+// Found by tests/fuzz/duration_fuzz (corpus/duration/nul): the quoted text was written raw,
+// so a NUL cut what() short at the quote and a newline split the config diagnostic.
+TEST(ParseDurationTest, QuotesControlCharactersEscaped) {
+  EXPECT_EQ(rejection(std::string("5\0s", 3)),
+            "bad duration '5\\x00s' (use 250ms, 5s, 10m, 1h or 7d)");
+  EXPECT_EQ(rejection("5\ns"), "bad duration '5\\ns' (no spaces; use 250ms, 5s, 10m, 1h or 7d)");
 }
 
 TEST(ParseDurationTest, RejectsSignsAndOtherNoise) {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -145,6 +146,24 @@ TEST(Logging, JsonStaysValidWithForgedLines) {
   const auto record = nlohmann::json::parse(text);
   EXPECT_EQ(record["msg"], std::string("handler said:") + kForged + "\x01");
   EXPECT_EQ(record["type"], std::string("mail") + kForged);
+}
+
+// Found by tests/fuzz/log_line_fuzz: a double field was formatted into 32 bytes, so a huge
+// value was cut to a wrong number, and NaN or infinity made the JSON line invalid.
+TEST(Logging, JsonDoubleFieldsStayValidAndExact) {
+  CapturedLog log("json");
+  {
+    ScopedLogFields fields{{"big", 1e300},
+                           {"nan", std::numeric_limits<double>::quiet_NaN()},
+                           {"neg_inf", -std::numeric_limits<double>::infinity()},
+                           {"ms", 12.3456}};
+    spdlog::info("doubles");
+  }
+  const auto record = nlohmann::json::parse(log.text());
+  EXPECT_EQ(record["big"], 1e300);
+  EXPECT_EQ(record["nan"], "nan");
+  EXPECT_EQ(record["neg_inf"], "-inf");
+  EXPECT_EQ(record["ms"], 12.346);
 }
 
 }  // namespace

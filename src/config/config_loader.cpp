@@ -9,6 +9,7 @@
 
 #include "config/config_stages.hpp"
 #include "config/diagnostics.hpp"
+#include "config/yaml_documents.hpp"
 #include "pgjobd/config.hpp"
 
 namespace pgjobd {
@@ -47,7 +48,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   config_detail::Diagnostics diag(source_name);
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(yaml_text);
+    documents = config_detail::load_all_documents(yaml_text);
   } catch (const YAML::Exception& e) {  // parser errors, undefined aliases, ...
     diag.add(e.mark.line + 1, "", "YAML syntax error: " + e.msg);
     diag.throw_if_any();

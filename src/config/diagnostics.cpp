@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "pgjobd/config.hpp"
+#include "text/escape.hpp"
 
 namespace pgjobd::config_detail {
 namespace {
@@ -70,7 +71,9 @@ void Diagnostics::throw_if_any() const {
     if (problem.line > 0) message += ":" + std::to_string(problem.line);
     message += ": ";
     if (!problem.key.empty()) message += problem.key + ": ";
-    messages.push_back(message + problem.text);
+    // A key or value quoted from the file may hold a newline or a NUL ("a\nb" is a valid
+    // key): escaped, each problem stays one line and what() is not cut short.
+    messages.push_back(escape_control_characters(message + problem.text));
   }
   throw ConfigError(std::move(messages));
 }

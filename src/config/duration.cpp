@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "text/escape.hpp"
+
 namespace pgjobd {
 namespace {
 
@@ -30,9 +32,10 @@ constexpr std::int64_t kMaxMillis = 36'500LL * 86'400'000;  // 100 years
 
 constexpr std::string_view kUse = "use 250ms, 5s, 10m, 1h or 7d";
 
+// The text is quoted escaped: a NUL in it would cut what() short, a newline split the line.
 [[noreturn]] void fail(std::string_view text, std::string_view why) {
-  throw std::invalid_argument("bad duration '" + std::string(text) + "' (" + std::string(why) +
-                              ")");
+  throw std::invalid_argument("bad duration '" + escape_control_characters(text) + "' (" +
+                              std::string(why) + ")");
 }
 
 const Unit* find_unit(std::string_view suffix) {
@@ -69,7 +72,10 @@ std::string fraction_hint(std::string_view whole, std::string_view rest) {
   // fraction < 1e9 and millis ≤ 8.64e7, so the product fits in int64.
   std::int64_t fraction = to_int(rest.substr(0, fraction_digits)) * unit->millis;
   if (fraction % scale != 0) return {};
-  return format_duration(Millis(whole_value * unit->millis + fraction / scale));
+  // "36500.5d" is exact in minutes but too long: suggesting it would only earn a new error.
+  const std::int64_t total = whole_value * unit->millis + fraction / scale;
+  if (total > kMaxMillis) return {};
+  return format_duration(Millis(total));
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ class ScopedLogFields {
     Init(const char* k, const char* v) : field{k, v, false} {}
     Init(const char* k, std::int64_t v) : field{k, std::to_string(v), true} {}
     Init(const char* k, int v) : field{k, std::to_string(v), true} {}
-    Init(const char* k, double v);
+    Init(const char* k, double v);  // 3 decimals; NaN and infinities as text ("nan")
     LogField field;
   };
   ScopedLogFields(std::initializer_list<Init> fields);

@@ -1,0 +1,14 @@
+#pragma once
+// Keeping text that came from a file or a peer on one terminal line.
+
+#include <string>
+#include <string_view>
+
+namespace pgjobd {
+
+// Writes \n, \r and \t as those escapes and other C0 bytes and DEL as \xNN, so that the
+// text is one line without control characters (no NUL to cut it short, no terminal escape
+// sequence). Every other byte, UTF-8 included, is kept as is.
+std::string escape_control_characters(std::string_view text);
+
+}  // namespace pgjobd
