@@ -1,12 +1,22 @@
--- Least privilege: what pgjobd's runtime role needs, and nothing more (no DDL).
--- Migrations run as the owner role (`pgjobd migrate`, or database.migrate_on_start with
--- the owner's URL); the daemons run as a runtime role that can only read and write rows.
+-- Least privilege: what pgjobd's runtime role needs, and nothing more (no DDL), and two
+-- optional roles for applications and operators that use the SQL interface (README "SQL
+-- interface"). Migrations run as the owner role (`pgjobd migrate`, or
+-- database.migrate_on_start with the owner's URL); the daemons run as a runtime role that
+-- can only read and write rows.
 --
 --   CREATE ROLE pgjobd_runtime LOGIN PASSWORD '...';          -- once, as an admin
 --   psql "$OWNER_URL" -v schema=public -v runtime_role=pgjobd_runtime -f sql/grants.sql
 --
--- Re-run after upgrading pgjobd (a new migration may add a table). Applications that only
--- enqueue need just INSERT on jobs (and SELECT if they read their jobs back).
+-- Optional, each a role that exists already:
+--   -v producer_role=app_producer   may only enqueue: EXECUTE on pgjobd_enqueue,
+--                                   pgjobd_enqueue_ex and pgjobd_enqueue_many; no right on
+--                                   any table
+--   -v operator_role=app_operator   may enqueue, retry, pause and resume queues, and read
+--                                   jobs and pgjobd_queues
+-- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
+-- table rights to use them. Run as the owner (it grants on its own objects).
+--
+-- Re-run after upgrading pgjobd (a new migration may add a table or a function).
 \set ON_ERROR_STOP on
 \if :{?schema}
 \else
@@ -18,9 +28,55 @@
 \endif
 
 GRANT USAGE ON SCHEMA :"schema" TO :"runtime_role";
--- Claim, complete, heartbeat, rescue, retention, enqueue/retry/cancel from the CLI.
+-- Claim, complete, heartbeat, rescue, retention, cancel from the CLI.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".jobs TO :"runtime_role";
 -- Leader election for rescue and retention.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_leader TO :"runtime_role";
 -- The start-up check that the schema is at this binary's version.
 GRANT SELECT ON :"schema".pgjobd_migrations TO :"runtime_role";
+-- The claim skips paused queues; the statistics report them (pgjobd_queue_paused).
+GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
+
+-- Only roles granted below may call the SQL interface (the migration revokes it too; this
+-- repeats it for a schema whose grants were changed by hand).
+REVOKE EXECUTE ON FUNCTION
+  :"schema".pgjobd_check_job(text, text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_check_queue(text, text),
+  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue_many(jsonb),
+  :"schema".pgjobd_retry(bigint),
+  :"schema".pgjobd_pause_queue(text),
+  :"schema".pgjobd_resume_queue(text)
+FROM PUBLIC;
+-- The CLI's enqueue, retry, pause and resume call the functions with the daemon's URL.
+GRANT EXECUTE ON FUNCTION
+  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue_many(jsonb),
+  :"schema".pgjobd_retry(bigint),
+  :"schema".pgjobd_pause_queue(text),
+  :"schema".pgjobd_resume_queue(text)
+TO :"runtime_role";
+
+\if :{?producer_role}
+  GRANT USAGE ON SCHEMA :"schema" TO :"producer_role";
+  GRANT EXECUTE ON FUNCTION
+    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
+    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+    :"schema".pgjobd_enqueue_many(jsonb)
+  TO :"producer_role";
+\endif
+
+\if :{?operator_role}
+  GRANT USAGE ON SCHEMA :"schema" TO :"operator_role";
+  GRANT EXECUTE ON FUNCTION
+    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
+    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+    :"schema".pgjobd_enqueue_many(jsonb),
+    :"schema".pgjobd_retry(bigint),
+    :"schema".pgjobd_pause_queue(text),
+    :"schema".pgjobd_resume_queue(text)
+  TO :"operator_role";
+  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues TO :"operator_role";
+\endif

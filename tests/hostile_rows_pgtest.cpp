@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <pqxx/pqxx>
 #include <string>
@@ -240,6 +241,13 @@ TEST(HostileRows, FunctionsPlantedInTheSchemaNeverStandInForBuiltIns) {
   EXPECT_EQ(schema.query("SELECT run_at > '2001-01-01' FROM {jobs}"), "t");
   // A schema migrated from scratch with the look-alikes in place binds the built-ins too.
   const std::string quoted = "\"" + schema.name() + "\"";
+  std::string down;
+  for (const char* file : {"/sql/004_sql_interface.down.sql"}) {
+    std::ifstream in(std::string(PGJOBD_SOURCE_DIR) + file);
+    down += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_FALSE(down.empty());
+  schema.exec("SET search_path TO " + quoted + "; " + down + "; RESET search_path");
   schema.exec("DROP TABLE {jobs}; DROP TABLE " + quoted + ".pgjobd_leader; DROP FUNCTION " +
               quoted + ".pgjobd_notify_insert(); DELETE FROM " + quoted + ".pgjobd_migrations");
   auto conn = open_connection(schema.config().database, "test");
@@ -248,6 +256,13 @@ TEST(HostileRows, FunctionsPlantedInTheSchemaNeverStandInForBuiltIns) {
               "\", pg_catalog; INSERT INTO jobs (type) VALUES ('a'); RESET search_path");
   EXPECT_EQ(schema.query("SELECT run_at > '2001-01-01' AND created_at > '2001-01-01' FROM {jobs}"),
             "t");
+  // The SQL interface's functions (SECURITY DEFINER) fix their own search_path: called from
+  // a session that searches the schema first, they bind the built-ins, and the planted
+  // pg_notify (which would raise) is never called.
+  schema.exec("SET search_path TO \"" + schema.name() +
+              "\", pg_catalog; SELECT pgjobd_enqueue('b'); SELECT pgjobd_pause_queue('q'); "
+              "SELECT pgjobd_resume_queue('q'); RESET search_path");
+  EXPECT_EQ(schema.query("SELECT run_at > '2001-01-01' FROM {jobs} WHERE type = 'b'"), "t");
 }
 
 }  // namespace

@@ -233,5 +233,22 @@ TEST_F(MaintenanceTest, StatisticsOfQueuesNotServedAddNoSeries) {
   EXPECT_EQ(scrape(metrics_).find("rogue"), std::string::npos);
 }
 
+// The statistics round also reports which served queues are paused: 1 for those, 0 for the
+// others, nothing for a queue not served (here "rogue", which the fake reports paused).
+TEST_F(MaintenanceTest, StatisticsRoundSetsThePausedGauge) {
+  metrics_.set_served({"default", "mail"}, {"gated"});
+  table_.set_paused_queues({"mail", "rogue"});
+  start_maintenance({"default", "mail"});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scrape(metrics_).find(R"(pgjobd_queue_paused{queue="mail"} 1)") != std::string::npos;
+      },
+      seconds(20)));
+  const std::string text = scrape(metrics_);
+  EXPECT_NE(text.find(R"(pgjobd_queue_paused{queue="default"} 0)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rogue"), std::string::npos) << text;
+  EXPECT_GE(table_.calls(StoreMethod::kPausedQueues), 1);
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -256,5 +256,28 @@ TEST(MetricsTest, ConcurrentJobFinishedSumsCorrectly) {
   EXPECT_EQ(other + late, 20000) << text;
 }
 
+// pgjobd_queue_paused: one series per served queue, 0 until reported paused, back to 0 when
+// no longer reported; queues not served get none, and a queue no longer served loses its.
+TEST(MetricsTest, QueuePausedGaugeCoversServedQueuesOnly) {
+  Metrics metrics({"default", "mail"}, {"a"});
+  std::string text = scrape(metrics);
+  EXPECT_EQ(series_count(text, "pgjobd_queue_paused"), 2) << text;
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_paused{queue="mail"} 0)")) << text;
+
+  metrics.set_queue_paused({"mail", "elsewhere"});
+  text = scrape(metrics);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_paused{queue="mail"} 1)")) << text;
+  EXPECT_TRUE(has_line(text, R"(pgjobd_queue_paused{queue="default"} 0)")) << text;
+  EXPECT_EQ(text.find("elsewhere"), std::string::npos) << text;
+
+  metrics.set_queue_paused({});
+  EXPECT_TRUE(has_line(scrape(metrics), R"(pgjobd_queue_paused{queue="mail"} 0)"));
+
+  metrics.set_served({"default"}, {"a"});
+  text = scrape(metrics);
+  EXPECT_EQ(series_count(text, "pgjobd_queue_paused"), 1) << text;
+  EXPECT_EQ(text.find(R"(pgjobd_queue_paused{queue="mail"})"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace pgjobd

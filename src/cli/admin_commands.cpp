@@ -1,4 +1,5 @@
-// The short-lived subcommands: migrate, check-config, enqueue, stats, retry, cancel.
+// The short-lived subcommands: migrate, check-config, enqueue, stats, retry, cancel, pause,
+// resume.
 
 #include <nlohmann/json.hpp>
 
@@ -131,6 +132,33 @@ int run_cancel(const std::string& config_path, std::int64_t id) {
     std::cout << session.cancel(id) << "\n";
     return kExitOk;
   });
+}
+
+// A queue name the functions refuse (empty, over 200 characters) is bad input on the
+// command line: a usage error, like a bad --priority.
+template <typename Action>
+int queue_action(const std::string& config_path, const char* role, const std::string& queue,
+                 Action&& action) {
+  return with_database(config_path, role, [&](const Config&, AdminSession& session) {
+    try {
+      std::cout << action(session, queue) << "\n";
+    } catch (const DbError& e) {
+      if (e.sqlstate().rfind("22", 0) != 0) throw;
+      std::cerr << "error: " << e.what();
+      return kExitUsage;
+    }
+    return kExitOk;
+  });
+}
+
+int run_pause(const std::string& config_path, const std::string& queue) {
+  return queue_action(config_path, "pause", queue,
+                      [](AdminSession& session, const auto& q) { return session.pause_queue(q); });
+}
+
+int run_resume(const std::string& config_path, const std::string& queue) {
+  return queue_action(config_path, "resume", queue,
+                      [](AdminSession& session, const auto& q) { return session.resume_queue(q); });
 }
 
 }  // namespace pgjobd

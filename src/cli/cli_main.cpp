@@ -57,6 +57,14 @@ int cli_main(int argc, char** argv) {
   add_config(cancel);
   cancel->add_option("id", job_id, "Job id")->required();
 
+  std::string queue;
+  auto* pause = app.add_subcommand("pause", "Stop starting jobs of a queue (running ones finish)");
+  add_config(pause);
+  pause->add_option("queue", queue, "Queue")->required();
+  auto* resume = app.add_subcommand("resume", "Start jobs of a paused queue again");
+  add_config(resume);
+  resume->add_option("queue", queue, "Queue")->required();
+
   BenchOptions bench_options;
   bool bench_json = false, no_latency = false, no_idle = false;
   auto* bench = app.add_subcommand("bench", "Measure throughput, latency and idle cost");
@@ -98,6 +106,8 @@ int cli_main(int argc, char** argv) {
   if (*stats) return run_stats(config_path, json);
   if (*retry) return run_retry(config_path, job_id);
   if (*cancel) return run_cancel(config_path, job_id);
+  if (*pause) return run_pause(config_path, queue);
+  if (*resume) return run_resume(config_path, queue);
   if (*bench) {
     bench_options.measure_latency = !no_latency;
     bench_options.measure_idle = !no_idle;

@@ -21,6 +21,8 @@ int run_enqueue(const std::string& config_path, const EnqueueRequest& request);
 int run_stats(const std::string& config_path, bool json);
 int run_retry(const std::string& config_path, std::int64_t id);
 int run_cancel(const std::string& config_path, std::int64_t id);
+int run_pause(const std::string& config_path, const std::string& queue);
+int run_resume(const std::string& config_path, const std::string& queue);
 
 struct BenchOptions;
 // config_given: -c was on the command line (else a missing default file is fine).

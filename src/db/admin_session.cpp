@@ -1,4 +1,4 @@
-// The SQL behind the CLI's migrate, enqueue, stats, retry and cancel.
+// The SQL behind the CLI's migrate, enqueue, stats, retry, cancel, pause and resume.
 
 #include "db/admin_session.hpp"
 
@@ -14,6 +14,11 @@ namespace pgjobd {
 namespace {
 
 std::string table(const std::string& schema) { return quote_identifier(schema) + ".jobs"; }
+
+// Qualified: the functions are found whatever the session's search_path.
+std::string function(const std::string& schema, const char* name) {
+  return quote_identifier(schema) + "." + name;
+}
 
 std::string current_status(pqxx::transaction_base& txn, const std::string& schema,
                            std::int64_t id) {
@@ -31,7 +36,11 @@ struct AdminSession::Connection {
 
 AdminSession::AdminSession(const DatabaseConfig& config, const std::string& role)
     : schema_(config.schema), conn_(translating_db_errors([&] {
-        return std::make_unique<Connection>(Connection{open_connection(config, role)});
+        auto conn = open_connection(config, role);
+        // The functions' errors are meant for the operator as they are; without this,
+        // libpq appends the PL/pgSQL CONTEXT lines to every message.
+        conn->set_verbosity(pqxx::connection_base::terse);
+        return std::make_unique<Connection>(Connection{std::move(conn)});
       })) {}
 
 AdminSession::~AdminSession() = default;
@@ -44,30 +53,23 @@ int AdminSession::schema_version() {
   return translating_db_errors([&] { return pgjobd::schema_version(*conn_->conn, schema_); });
 }
 
+// The SQL interface's functions (sql/004_sql_interface.up.sql), so the command line
+// follows exactly the rules an application's SQL call does.
 EnqueueResult AdminSession::enqueue(const EnqueueRequest& request) {
   return translating_db_errors([&] {
     pqxx::work txn(*conn_->conn);
     const char* run_at = request.run_at ? request.run_at->c_str() : nullptr;
     const char* unique_key = request.unique_key ? request.unique_key->c_str() : nullptr;
-    const auto inserted = txn.exec_params(
-        "INSERT INTO " + table(schema_) +
-            " (queue, type, payload, priority, run_at, max_attempts, unique_key)"
-            " VALUES ($1, $2, $3::jsonb, $4, coalesce($5::timestamptz, now()), $6, $7)"
-            " ON CONFLICT (type, unique_key) WHERE unique_key IS NOT NULL"
-            " AND status IN ('pending', 'running', 'failed') DO NOTHING RETURNING id",
-        request.queue, request.type, request.payload, request.priority, run_at,
-        request.max_attempts, unique_key);
+    const auto row =
+        txn.exec_params1("SELECT e.id, e.inserted FROM " + function(schema_, "pgjobd_enqueue_ex") +
+                             "(type => $1, payload => $2::jsonb, queue => $3, priority => $4,"
+                             " run_at => coalesce($5::timestamptz, now()), max_attempts => $6,"
+                             " unique_key => $7) AS e",
+                         request.type, request.payload, request.queue, request.priority, run_at,
+                         request.max_attempts, unique_key);
     EnqueueResult result;
-    if (!inserted.empty()) {
-      result.id = inserted[0][0].as<std::int64_t>();
-    } else {
-      result.created = false;
-      const auto existing = txn.exec_params(
-          "SELECT id FROM " + table(schema_) +
-              " WHERE type = $1 AND unique_key = $2 AND status IN ('pending', 'running', 'failed')",
-          request.type, unique_key);
-      if (!existing.empty()) result.id = existing[0][0].as<std::int64_t>();
-    }
+    result.id = row[0].as<std::int64_t>();
+    result.created = row[1].as<bool>();
     txn.commit();
     return result;
   });
@@ -88,19 +90,27 @@ std::vector<StatsRow> AdminSession::stats() {
 std::string AdminSession::retry(std::int64_t id) {
   return translating_db_errors([&] {
     pqxx::work txn(*conn_->conn);
-    const std::string status = current_status(txn, schema_, id);
-    if (status != "failed" && status != "dead" && status != "cancelled") {
-      throw std::runtime_error("job " + std::to_string(id) + " is " + status +
-                               ": only failed, dead or cancelled jobs can be retried");
-    }
-    // A dead job gets one more attempt; its error history is kept.
-    txn.exec_params("UPDATE " + table(schema_) +
-                        " SET status = 'pending', run_at = now(), finished_at = NULL,"
-                        " max_attempts = greatest(max_attempts, attempts + 1), updated_at = now()"
-                        " WHERE id = $1",
-                    id);
+    const auto row = txn.exec_params1("SELECT " + function(schema_, "pgjobd_retry") + "($1)", id);
     txn.commit();
-    return "job " + std::to_string(id) + " is pending again (was " + status + ")";
+    return "job " + std::to_string(id) + " is pending again (was " + row[0].c_str() + ")";
+  });
+}
+
+std::string AdminSession::pause_queue(const std::string& queue) {
+  return translating_db_errors([&] {
+    pqxx::work txn(*conn_->conn);
+    txn.exec_params("SELECT " + function(schema_, "pgjobd_pause_queue") + "($1)", queue);
+    txn.commit();
+    return "queue " + queue + " paused: no job of it starts until it is resumed";
+  });
+}
+
+std::string AdminSession::resume_queue(const std::string& queue) {
+  return translating_db_errors([&] {
+    pqxx::work txn(*conn_->conn);
+    txn.exec_params("SELECT " + function(schema_, "pgjobd_resume_queue") + "($1)", queue);
+    txn.commit();
+    return "queue " + queue + " resumed";
   });
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The CLI's session with the database: a connection of its own and the operator actions
-// on one schema (migrate, enqueue, stats, retry, cancel). Every database failure is thrown
-// as DbError, so the CLI needs no libpqxx.
+// on one schema (migrate, enqueue, stats, retry, cancel, pause, resume). Every database failure is
+// thrown as DbError, so the CLI needs no libpqxx.
 
 #include <cstdint>
 #include <memory>
@@ -51,15 +51,20 @@ class AdminSession {
   // The version recorded in the schema, 0 when it was never migrated.
   int schema_version();
 
-  // A job from the command line. A value PostgreSQL rejects (an unparseable run_at) is a
-  // DbError whose sqlstate() is of class 22 (data exception).
+  // A job from the command line, through pgjobd_enqueue_ex. A value PostgreSQL or the
+  // function rejects (an unparseable run_at, a priority out of range) is a DbError whose
+  // sqlstate() is of class 22 (data exception).
   EnqueueResult enqueue(const EnqueueRequest& request);
   // Job counts by queue and status, only the combinations that have jobs.
   std::vector<StatsRow> stats();
   // Both return a sentence for the operator; throw std::runtime_error when nothing changed
   // (unknown id, or a status the action does not apply to).
+  // retry goes through pgjobd_retry (README "SQL interface"); its errors are DbError.
   std::string retry(std::int64_t id);
   std::string cancel(std::int64_t id);
+  // pgjobd_pause_queue / pgjobd_resume_queue: idempotent; a sentence for the operator.
+  std::string pause_queue(const std::string& queue);
+  std::string resume_queue(const std::string& queue);
 
  private:
   struct Connection;  // the libpqxx connection, kept out of this header

@@ -261,6 +261,19 @@ std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string
   });
 }
 
+std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string>& queues) {
+  connect();
+  return guarded("stats", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    std::vector<std::string> out;
+    for (const auto& row : txn.exec_prepared(stmt::kPausedQueues, text_array_literal(queues))) {
+      out.emplace_back(row[0].c_str());
+    }
+    return out;
+  });
+}
+
 std::string PgJobStore::schema_problem() {
   connect();
   return guarded("schema check", [&] {

@@ -37,6 +37,7 @@ class PgJobStore final : public JobStore {
   void resign(const std::string& worker_id) override;
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
+  std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's

@@ -26,12 +26,19 @@ namespace {
 // 1970. A payload larger than $8 bytes as JSON text is not sent: the job comes back with
 // a NULL payload and its size, and ends dead without running. The text is rendered once,
 // in `picked`, for the claimed rows only.
+//
+// A queue paused with pgjobd_pause_queue (a row of pgjobd_queues with paused) gets no slot:
+// checked here, in the claim itself, every daemon obeys at its next claim even if it
+// missed the NOTIFY, and no job is claimed between a pause and a daemon hearing of it.
+// The anti-join only touches the few `slots` rows (one per served queue) and the small
+// pgjobd_queues table; the per-queue scans of jobs below are planned as before.
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
   WHERE set_config('synchronous_commit',
                    coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
                    true) IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM {queues} p WHERE p.queue = s.queue AND p.paused)
 ), picked AS (
   SELECT c.id, c.body FROM slots CROSS JOIN LATERAL (
     SELECT j.id, j.priority, j.run_at, j.payload::text AS body FROM {jobs} j
@@ -234,6 +241,10 @@ FROM (SELECT queue, status, run_at FROM {jobs}
       WHERE status = 'running' AND queue = ANY($1::text[])) live
 GROUP BY queue, status)";
 
+// The served queues ($1) that pgjobd_pause_queue paused, for pgjobd_queue_paused{queue}.
+constexpr const char* kPausedQueuesSql = R"(
+SELECT queue FROM {queues} WHERE paused AND queue = ANY($1::text[]))";
+
 // A job's `errors` keeps the errors of its last 20 attempts (19 kept plus the one being
 // appended; README "Job lifecycle"): a job retried for a long time must not grow its row without
 // bound. Reads a non-array value, which constraint jobs_errors_array refuses but an older row may
@@ -256,6 +267,7 @@ std::string with_table(const char* sql, const std::string& schema) {
   std::string text = sql;
   replace_all(text, "{jobs}", schema + ".jobs");
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
+  replace_all(text, "{queues}", schema + ".pgjobd_queues");
   replace_all(text, "{recent_errors}", kRecentErrors);
   return text;
 }
@@ -275,6 +287,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kResign, with_table(kResignSql, schema)},
       {kPrune, with_table(kPruneSql, schema)},
       {kQueueStats, with_table(kQueueStatsSql, schema)},
+      {kPausedQueues, with_table(kPausedQueuesSql, schema)},
   };
 }
 

@@ -38,13 +38,16 @@ inline constexpr const char* kPrune = "pgjobd_prune";
 // Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
 // group's oldest due job.
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
+// The queues of $1 (text[]) paused with pgjobd_pause_queue.
+inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
 
 struct Statement {
   const char* name;
   std::string sql;
 };
 
-// All statements for a schema (already quoted): {jobs} and {leader} name its tables.
+// All statements for a schema (already quoted): {jobs}, {leader} and {queues} name its
+// tables.
 std::vector<Statement> job_statements(const std::string& schema);
 
 }  // namespace pgjobd::stmt

@@ -218,9 +218,11 @@ void Maintenance::collect_stats() {
     depth.push_back({row.queue, row.status, row.count});
     oldest[row.queue] = std::max(oldest[row.queue], row.oldest_due_age_seconds);
   }
+  const auto paused = store_->paused_queues(queues);
   health_.clear("database");
   metrics_.set_queue_depth(depth);
   metrics_.set_oldest_due_age({oldest.begin(), oldest.end()});
+  metrics_.set_queue_paused(paused);
   metrics_.set_workers_busy(pool_.busy());
 }
 

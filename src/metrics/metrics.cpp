@@ -86,6 +86,11 @@ struct Metrics::State {
           .Name("pgjobd_oldest_due_job_age_seconds")
           .Help("Age (now - run_at) of the oldest due job not yet claimed, by queue; 0 if none.")
           .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& queue_paused =
+      prometheus::BuildGauge()
+          .Name("pgjobd_queue_paused")
+          .Help("1 if the queue is paused (pgjobd_pause_queue), else 0, by served queue.")
+          .Register(*registry);
   prometheus::Gauge& workers_busy = prometheus::BuildGauge()
                                         .Name("pgjobd_workers_busy")
                                         .Help("Workers running a job right now.")
@@ -170,6 +175,7 @@ struct Metrics::State {
   std::set<std::string, std::less<>> served_queues;
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> depth_children;
   std::map<std::string, prometheus::Gauge*> oldest_due_children;
+  std::map<std::string, prometheus::Gauge*> paused_children;
 
   JobChildren add_job_children(const std::string& queue, const std::string& type) {
     JobChildren children;
@@ -236,6 +242,13 @@ struct Metrics::State {
     return *child;
   }
 
+  // Caller holds gauges_mutex.
+  prometheus::Gauge& paused_child(const std::string& queue) {
+    auto& child = paused_children[queue];
+    if (child == nullptr) child = &queue_paused.Add({{"queue", queue}});
+    return *child;
+  }
+
   // Caller holds gauges_mutex: drops the series of queues no longer served and shows the
   // newly served ones at 0 before their first measurement.
   void serve_queues(const std::vector<std::string>& queues) {
@@ -256,7 +269,18 @@ struct Metrics::State {
         it = oldest_due_children.erase(it);
       }
     }
-    for (const auto& queue : served_queues) oldest_due_child(queue);
+    for (auto it = paused_children.begin(); it != paused_children.end();) {
+      if (served_queues.contains(it->first)) {
+        ++it;
+      } else {
+        queue_paused.Remove(it->second);
+        it = paused_children.erase(it);
+      }
+    }
+    for (const auto& queue : served_queues) {
+      oldest_due_child(queue);
+      paused_child(queue);
+    }
   }
 };
 
@@ -343,6 +367,14 @@ void Metrics::set_oldest_due_age(const std::vector<std::pair<std::string, double
   }
   for (const auto& [queue, age] : values) {
     if (state_->served_queues.contains(queue)) state_->oldest_due_child(queue).Set(age);
+  }
+}
+
+void Metrics::set_queue_paused(const std::vector<std::string>& paused) {
+  const std::set<std::string, std::less<>> values(paused.begin(), paused.end());
+  std::lock_guard lock(state_->gauges_mutex);
+  for (const auto& queue : state_->served_queues) {
+    state_->paused_child(queue).Set(values.contains(queue) ? 1 : 0);
   }
 }
 

@@ -58,6 +58,9 @@ class Metrics {
   // pgjobd_oldest_due_job_age_seconds{queue}; a served queue missing from `ages` is set
   // to 0, one not served is ignored.
   void set_oldest_due_age(const std::vector<std::pair<std::string, double>>& ages);
+  // pgjobd_queue_paused{queue}: 1 for the served queues in `paused`, 0 for the other served
+  // queues; a queue not served is ignored.
+  void set_queue_paused(const std::vector<std::string>& paused);
   void set_workers_busy(int busy);         // pgjobd_workers_busy
   void set_workers_max(int max);           // pgjobd_workers_max
   void retried();                          // pgjobd_retries_total

@@ -100,6 +100,10 @@ class JobStore {
   // rows are neither returned nor counted.
   virtual std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) = 0;
 
+  // Those of `queues` that are paused (pgjobd_pause_queue), for the pgjobd_queue_paused
+  // gauge. The claim itself skips paused queues; this only reports them.
+  virtual std::vector<std::string> paused_queues(const std::vector<std::string>& queues) = 0;
+
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;
 };

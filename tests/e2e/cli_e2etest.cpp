@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "db/sql_text.hpp"
 #include "pgjobd/version.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
@@ -128,14 +129,16 @@ TEST(CliE2E, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli({"no-such-command"}).exit_code, 2);
   EXPECT_EQ(run_cli({"enqueue"}).exit_code, 2);  // TYPE missing
   EXPECT_EQ(run_cli({"retry", "-c", "x.yaml", "not-a-number"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"pause", "-c", "x.yaml"}).exit_code, 2);  // QUEUE missing
+  EXPECT_EQ(run_cli({"resume", "-c", "x.yaml"}).exit_code, 2);
   EXPECT_EQ(run_cli({"run", "--frobnicate"}).exit_code, 2);
 }
 
 TEST(CliE2E, HelpAndVersion) {
   const CliResult help = run_cli({"--help"});
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* command :
-       {"run", "migrate", "check-config", "enqueue", "stats", "retry", "cancel"}) {
+  for (const char* command : {"run", "migrate", "check-config", "enqueue", "stats", "retry",
+                              "cancel", "pause", "resume"}) {
     EXPECT_TRUE(contains(help.out, command)) << command << " missing from --help:\n" << help.out;
   }
   const CliResult version = run_cli({"--version"});
@@ -270,7 +273,7 @@ TEST_F(CliJobsE2E, RetryMakesADeadJobPendingAgain) {
       "VALUES ('ping', 'dead', 5, 5, now(), 'exit 3') RETURNING id");
   const CliResult result = cli({"retry", id});
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_TRUE(contains(result.out, "pending")) << result.out;
+  EXPECT_TRUE(contains(result.out, "pending again (was dead)")) << result.out;
   EXPECT_EQ(row(id, "status, attempts, finished_at IS NULL, run_at <= now()"), "pending|5|t|t");
   EXPECT_GT(std::stoi(row(id, "max_attempts")), 5) << "a retried dead job gets no attempt";
 
@@ -301,6 +304,41 @@ TEST_F(CliJobsE2E, CancelAPendingJobButNotADoneOne) {
   // A cancelled job can be retried.
   EXPECT_EQ(cli({"retry", pending}).exit_code, 0);
   EXPECT_EQ(row(pending, "status"), "pending");
+}
+
+// pause and resume go through pgjobd_pause_queue / pgjobd_resume_queue: idempotent, fine
+// before the queue has a job, and a bad queue name is a usage error.
+TEST_F(CliJobsE2E, PauseAndResumeAQueue) {
+  const auto paused = [&] {
+    return schema_.query("SELECT paused FROM " + quote_identifier(schema_.name()) +
+                         ".pgjobd_queues WHERE queue = 'mail'");
+  };
+  for (int i = 0; i < 2; ++i) {
+    const CliResult result = cli({"pause", "mail"});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_TRUE(contains(result.out, "queue mail paused")) << result.out;
+    EXPECT_EQ(paused(), "t");
+  }
+  // Enqueueing into a paused queue still works.
+  EXPECT_FALSE(enqueue_ok({"ping", "{}", "--queue", "mail"}).empty());
+  const CliResult resumed = cli({"resume", "mail"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(contains(resumed.out, "queue mail resumed")) << resumed.out;
+  EXPECT_EQ(paused(), "f");
+  EXPECT_EQ(cli({"resume", "mail"}).exit_code, 0);
+
+  const CliResult empty = cli({"pause", ""});
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_TRUE(contains(empty.err, "queue must be 1..200 characters long")) << empty.err;
+  EXPECT_EQ(cli({"resume", std::string(201, 'q')}).exit_code, 2);
+}
+
+// The function's own checks reach the operator as a usage error naming the value.
+TEST_F(CliJobsE2E, EnqueueReportsTheFunctionsCheck) {
+  const CliResult result = cli({"enqueue", "ping", "{}", "--queue", std::string(201, 'q')});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, "queue must be 1..200 characters long, not 201")) << result.err;
+  EXPECT_EQ(schema_.count(), 0);
 }
 
 }  // namespace

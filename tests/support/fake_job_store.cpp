@@ -34,6 +34,8 @@ const char* name_of(StoreMethod method) {
       return "prune";
     case StoreMethod::kQueueStats:
       return "queue_stats";
+    case StoreMethod::kPausedQueues:
+      return "paused_queues";
     case StoreMethod::kSchemaProblem:
       return "schema_problem";
   }
@@ -176,6 +178,12 @@ void FakeJobTable::set_claim_ignores_filters(bool ignore) {
 void FakeJobTable::set_queue_stats(std::vector<QueueStatsRow> rows) {
   std::lock_guard lock(mutex_);
   stats_override_ = std::move(rows);
+  changed();
+}
+
+void FakeJobTable::set_paused_queues(std::vector<std::string> queues) {
+  std::lock_guard lock(mutex_);
+  paused_queues_ = std::move(queues);
   changed();
 }
 
@@ -442,6 +450,15 @@ std::vector<QueueStatsRow> FakeJobStore::queue_stats(const std::vector<std::stri
   std::vector<QueueStatsRow> rows;
   for (const auto& [key, n] : counts) rows.push_back({key.first, key.second, n, 0});
   return rows;
+}
+
+std::vector<std::string> FakeJobStore::paused_queues(const std::vector<std::string>& queues) {
+  auto lock = table_->enter(StoreMethod::kPausedQueues);
+  std::vector<std::string> paused;
+  for (const auto& queue : table_->paused_queues_) {
+    if (contains(queues, queue)) paused.push_back(queue);
+  }
+  return paused;
 }
 
 std::string FakeJobStore::schema_problem() {

@@ -37,9 +37,10 @@ enum class StoreMethod {
   kResign,
   kPrune,
   kQueueStats,
+  kPausedQueues,
   kSchemaProblem,
 };
-inline constexpr std::size_t kStoreMethodCount = 9;
+inline constexpr std::size_t kStoreMethodCount = 10;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead };
 
@@ -97,6 +98,9 @@ class FakeJobTable {
   // queue_stats() returns `rows` whatever queues it was asked for.
   void set_claim_ignores_filters(bool ignore);
   void set_queue_stats(std::vector<QueueStatsRow> rows);
+  // What paused_queues() reports (those of them it is asked about). The fake's claim does
+  // not skip them: pausing is the claim statement's job, tested against PostgreSQL.
+  void set_paused_queues(std::vector<std::string> queues);
 
   // What was asked. calls() counts every call that started, failed ones included.
   int calls(StoreMethod method) const;
@@ -150,6 +154,7 @@ class FakeJobTable {
   std::string schema_problem_;
   bool claim_ignores_filters_ = false;
   std::optional<std::vector<QueueStatsRow>> stats_override_;
+  std::vector<std::string> paused_queues_;
   std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
   std::vector<CompleteCall> completed_;
@@ -179,6 +184,7 @@ class FakeJobStore final : public JobStore {
   void resign(const std::string& worker_id) override;
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
+  std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
   std::string schema_problem() override;
 
  private:
