@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "text/escape.hpp"
 #include "text/utf8.hpp"
 
 namespace pgjobd {
@@ -50,33 +51,20 @@ void append_json_string(std::string& out, std::string_view raw) {
 // as \xNN; invalid UTF-8 becomes U+FFFD and valid UTF-8 is kept as is. Backslashes in a
 // message stay as they are (paths read better); inside a quoted field they are escaped.
 void append_text_escaped(std::string& out, std::string_view raw, bool quoted) {
-  for (unsigned char c : valid_utf8(raw)) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '"':
-        out += quoted ? "\\\"" : "\"";
-        break;
-      case '\\':
-        out += quoted ? "\\\\" : "\\";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+  const std::string text = valid_utf8(raw);
+  if (!quoted) {
+    out += escape_control_characters(text);
+    return;
   }
+  // Quotes and backslashes first: the control escapes that follow add backslashes of their
+  // own, which must stay single.
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    escaped += c;
+  }
+  out += escape_control_characters(escaped);
 }
 
 bool is_control(char c) {

@@ -96,6 +96,33 @@ std::string http_handler(const HostileService& service, const std::string& path)
   return "{http: {url: " + yaml_quote(service.url(path)) + "}, timeout: 20s}";
 }
 
+// The normal jobs' first half, one job of each hostile type with a single attempt, then
+// the second half; returns the two hostile jobs' ids.
+std::pair<std::string, std::string> insert_between_normal_halves(TestSchema& schema,
+                                                                 const std::string& first,
+                                                                 const std::string& second) {
+  const auto insert = [&](const std::string& type) {
+    return schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES (" + sql_quote(type) +
+                        ", 1) RETURNING id");
+  };
+  insert_normal_half(schema);
+  std::pair<std::string, std::string> ids{insert(first), insert(second)};
+  insert_normal_half(schema);
+  return ids;
+}
+
+// Waits until both jobs are dead (their one attempt failed).
+::testing::AssertionResult both_dead(TestSchema& schema, const std::string& a,
+                                     const std::string& b) {
+  if (wait_until(
+          [&] { return schema.count("id IN (" + a + ", " + b + ") AND status = 'dead'") == 2; },
+          30s)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "jobs " << a << " and " << b << " are not both dead: " << summary_by_type(schema);
+}
+
 TEST(HostileInputResponsesE2E, RetryAfterInTheYear300000IsCappedAtMaxDelay) {
   constexpr int kHooks = 50;
   TestSchema schema;
@@ -151,24 +178,11 @@ TEST(HostileInputResponsesE2E, HugeAndGarbledErrorBodiesAreStoredBoundedAndValid
 
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
-  insert_normal_half(schema);
-  const std::string huge =
-      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('huge', 1) RETURNING id");
-  const std::string garbled =
-      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('garbled', 1) RETURNING id");
-  insert_normal_half(schema);
+  const auto [huge, garbled] = insert_between_normal_halves(schema, "huge", "garbled");
 
   EXPECT_TRUE(normal_jobs_done(schema));
-  EXPECT_TRUE(wait_until(
-      [&] {
-        return schema.count("id IN (" + huge + ", " + garbled + ") AND status = 'dead'") == 2;
-      },
-      30s))
-      << summary_by_type(schema);
-  const std::string huge_error_bytes =
-      schema.query("SELECT octet_length(last_error) FROM {jobs} WHERE id = " + huge);
-  std::cout << "[ STORED   ] 20 MB error body kept as " << huge_error_bytes << " bytes"
-            << std::endl;
+  EXPECT_TRUE(both_dead(schema, huge, garbled));
+  const std::string huge_error_bytes = stored_error_bytes(schema, huge, "20 MB error body");
   EXPECT_EQ(schema.count("id = " + huge +
                          " AND last_error LIKE 'HTTP 500: xxx%' AND "
                          "octet_length(last_error) <= 8256 AND errors->0->>'error' = last_error"),
@@ -193,24 +207,11 @@ TEST(HostileInputResponsesE2E, ExecStderrFloodAndGarbageAreStoredBoundedAndValid
 
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
-  insert_normal_half(schema);
-  const std::string flood =
-      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('flood', 1) RETURNING id");
-  const std::string garbled =
-      schema.query("INSERT INTO {jobs} (type, max_attempts) VALUES ('garbled', 1) RETURNING id");
-  insert_normal_half(schema);
+  const auto [flood, garbled] = insert_between_normal_halves(schema, "flood", "garbled");
 
   EXPECT_TRUE(normal_jobs_done(schema));
-  EXPECT_TRUE(wait_until(
-      [&] {
-        return schema.count("id IN (" + flood + ", " + garbled + ") AND status = 'dead'") == 2;
-      },
-      30s))
-      << summary_by_type(schema);
-  const std::string flood_error_bytes =
-      schema.query("SELECT octet_length(last_error) FROM {jobs} WHERE id = " + flood);
-  std::cout << "[ STORED   ] 50 MB of stderr kept as " << flood_error_bytes << " bytes"
-            << std::endl;
+  EXPECT_TRUE(both_dead(schema, flood, garbled));
+  const std::string flood_error_bytes = stored_error_bytes(schema, flood, "50 MB of stderr");
   // The exit status and the tail of stderr, which ends the output.
   EXPECT_EQ(schema.count("id = " + flood +
                          " AND last_error LIKE 'exit 1: ...eee%' AND "

@@ -229,9 +229,7 @@ TEST(HostileInputRowsE2E, RunningRowWithAHugeLockedByIsRescuedWithABoundedError)
       20s))
       << summary_by_type(schema);
   const std::string error_bytes =
-      schema.query("SELECT octet_length(last_error) FROM {jobs} WHERE id = " + huge);
-  std::cout << "[ STORED   ] rescue error for a 1 MB locked_by: " << error_bytes << " bytes"
-            << std::endl;
+      stored_error_bytes(schema, huge, "rescue error for a 1 MB locked_by");
   EXPECT_EQ(schema.count("id = " + huge +
                          " AND last_error LIKE 'rescued: lease expired while ggg%' AND "
                          "octet_length(last_error) <= 8256 AND errors->0->>'error' = last_error"),

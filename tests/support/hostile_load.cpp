@@ -98,4 +98,11 @@ int line_count(const std::string& text) {
   return lines;
 }
 
+std::string stored_error_bytes(TestSchema& schema, const std::string& id, const std::string& what) {
+  const std::string bytes =
+      schema.query("SELECT octet_length(last_error) FROM {jobs} WHERE id = " + id);
+  std::cout << "[ STORED   ] " << what << " kept as " << bytes << " bytes" << std::endl;
+  return bytes;
+}
+
 }  // namespace pgjobd::testing

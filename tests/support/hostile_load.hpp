@@ -43,6 +43,10 @@ bool built_with_sanitizers();
 // too) and expects both below kRssBoundKib.
 void expect_rss_bounded(pid_t pid, const std::string& when);
 
+// The size in bytes of job `id`'s last_error, printed as "[ STORED   ] <what> kept as N
+// bytes" for the record of what the bounds keep.
+std::string stored_error_bytes(TestSchema& schema, const std::string& id, const std::string& what);
+
 // "jobs by type/status: ok/done=1000, ...", for failure messages.
 std::string summary_by_type(TestSchema& schema);
 
