@@ -249,34 +249,31 @@ struct Metrics::State {
     return *child;
   }
 
+  // Caller holds gauges_mutex: removes from `family` each series of `children` whose
+  // queue (queue_of its key) is no longer served.
+  template <typename Children, typename QueueOf>
+  void drop_unserved(Children& children, prometheus::Family<prometheus::Gauge>& family,
+                     QueueOf queue_of) {
+    for (auto it = children.begin(); it != children.end();) {
+      if (served_queues.contains(queue_of(it->first))) {
+        ++it;
+      } else {
+        family.Remove(it->second);
+        it = children.erase(it);
+      }
+    }
+  }
+
   // Caller holds gauges_mutex: drops the series of queues no longer served and shows the
   // newly served ones at 0 before their first measurement.
   void serve_queues(const std::vector<std::string>& queues) {
     served_queues = {queues.begin(), queues.end()};
-    for (auto it = depth_children.begin(); it != depth_children.end();) {
-      if (served_queues.contains(it->first.first)) {
-        ++it;
-      } else {
-        queue_depth.Remove(it->second);
-        it = depth_children.erase(it);
-      }
-    }
-    for (auto it = oldest_due_children.begin(); it != oldest_due_children.end();) {
-      if (served_queues.contains(it->first)) {
-        ++it;
-      } else {
-        oldest_due_age.Remove(it->second);
-        it = oldest_due_children.erase(it);
-      }
-    }
-    for (auto it = paused_children.begin(); it != paused_children.end();) {
-      if (served_queues.contains(it->first)) {
-        ++it;
-      } else {
-        queue_paused.Remove(it->second);
-        it = paused_children.erase(it);
-      }
-    }
+    drop_unserved(depth_children, queue_depth,
+                  [](const auto& key) -> const std::string& { return key.first; });
+    drop_unserved(oldest_due_children, oldest_due_age,
+                  [](const auto& key) -> const std::string& { return key; });
+    drop_unserved(paused_children, queue_paused,
+                  [](const auto& key) -> const std::string& { return key; });
     for (const auto& queue : served_queues) {
       oldest_due_child(queue);
       paused_child(queue);
