@@ -11,8 +11,9 @@
 --   -v producer_role=app_producer   may only enqueue: EXECUTE on pgjobd_enqueue,
 --                                   pgjobd_enqueue_ex and pgjobd_enqueue_many; no right on
 --                                   any table
---   -v operator_role=app_operator   may enqueue, retry, pause and resume queues, and read
---                                   jobs and pgjobd_queues
+--   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
+--                                   and read jobs (pgjobd_job_attempts too) and
+--                                   pgjobd_queues
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
@@ -46,15 +47,20 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
+  :"schema".pgjobd_cancel(bigint, text),
+  :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text)
 FROM PUBLIC;
--- The CLI's enqueue, retry, pause and resume call the functions with the daemon's URL.
+-- The CLI's enqueue, cancel, retry, pause and resume call the functions with the daemon's
+-- URL.
 GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
+  :"schema".pgjobd_cancel(bigint, text),
+  :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text)
 TO :"runtime_role";
@@ -75,6 +81,8 @@ TO :"runtime_role";
     :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
     :"schema".pgjobd_enqueue_many(jsonb),
     :"schema".pgjobd_retry(bigint),
+    :"schema".pgjobd_cancel(bigint, text),
+    :"schema".pgjobd_job_attempts(bigint),
     :"schema".pgjobd_pause_queue(text),
     :"schema".pgjobd_resume_queue(text)
   TO :"operator_role";

@@ -53,8 +53,11 @@ TEST(AdminSession, EnqueueStatsCancelRetry) {
   EXPECT_EQ(rows[0].status, "pending");
   EXPECT_EQ(rows[0].count, 1);
 
-  EXPECT_NE(session.cancel(first.id).find("cancelled"), std::string::npos);
-  EXPECT_THROW(session.cancel(first.id), std::runtime_error);
+  EXPECT_NE(session.cancel(first.id, "not wanted").find("cancelled"), std::string::npos);
+  EXPECT_EQ(schema.query("SELECT last_error FROM {jobs} WHERE id = " + std::to_string(first.id)),
+            "cancelled: not wanted");
+  EXPECT_EQ(session.cancel(first.id), "job " + std::to_string(first.id) + " cancelled");
+  EXPECT_THROW(session.cancel(987654321), std::runtime_error);
   EXPECT_NE(session.retry(first.id).find("pending"), std::string::npos);
   EXPECT_THROW(session.retry(987654321), std::runtime_error);
   EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + std::to_string(first.id)),

@@ -54,7 +54,7 @@ class FetcherTest : public ::testing::Test {
     workers.queues.clear();
     for (const auto& [name, limit] : queue_limits) workers.queues[name].concurrency = limit;
     pool_ = std::make_unique<WorkerPool>(
-        workers, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [](Completion) {}, [this](int) { signal_.slot_freed(); });
     PollConfig poll;
     poll.min_interval = poll_interval;

@@ -242,7 +242,7 @@ TEST(HostileRows, FunctionsPlantedInTheSchemaNeverStandInForBuiltIns) {
   // A schema migrated from scratch with the look-alikes in place binds the built-ins too.
   const std::string quoted = "\"" + schema.name() + "\"";
   std::string down;
-  for (const char* file : {"/sql/004_sql_interface.down.sql"}) {
+  for (const char* file : {"/sql/005_cancel_history.down.sql", "/sql/004_sql_interface.down.sql"}) {
     std::ifstream in(std::string(PGJOBD_SOURCE_DIR) + file);
     down += std::string(std::istreambuf_iterator<char>(in), {});
   }
@@ -263,6 +263,14 @@ TEST(HostileRows, FunctionsPlantedInTheSchemaNeverStandInForBuiltIns) {
               "\", pg_catalog; SELECT pgjobd_enqueue('b'); SELECT pgjobd_pause_queue('q'); "
               "SELECT pgjobd_resume_queue('q'); RESET search_path");
   EXPECT_EQ(schema.query("SELECT run_at > '2001-01-01' FROM {jobs} WHERE type = 'b'"), "t");
+  const std::string running = schema.query(
+      "UPDATE {jobs} SET status = 'running', locked_by = 'w', locked_until = now() + interval "
+      "'1 hour' WHERE type = 'b' RETURNING id");
+  schema.exec("SET search_path TO \"" + schema.name() + "\", pg_catalog; SELECT pgjobd_cancel(" +
+              running + "); RESET search_path");
+  EXPECT_EQ(schema.query("SELECT finished_at IS NULL AND cancel_requested_at > '2001-01-01' FROM "
+                         "{jobs} WHERE type = 'b'"),
+            "t");
 }
 
 }  // namespace

@@ -149,9 +149,9 @@ TEST_F(JobRunnerTest, StopTokenReachesTheHandler) {
       runner_with({{"ok", [](const Job&, std::stop_token stop) {
                       return stop.stop_requested() ? JobResult::released() : JobResult::done();
                     }}});
-  std::stop_source source;
-  source.request_stop();
-  const auto completion = runner.run(job_of("ok", 1), source.get_token());
+  JobStop stop;
+  stop.request(StopCause::kDaemon);
+  const auto completion = runner.run(job_of("ok", 1), stop);
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kReleased);
 }
@@ -164,9 +164,9 @@ TEST_F(JobRunnerTest, ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
   JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
                                      throw std::runtime_error("cancelled");
                                    }}});
-  std::stop_source shutdown;
-  shutdown.request_stop();
-  const auto completion = runner.run(job_of("throws", 5, 5), shutdown.get_token());
+  JobStop shutdown;
+  shutdown.request(StopCause::kDaemon);
+  const auto completion = runner.run(job_of("throws", 5, 5), shutdown);
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kReleased);  // was dead before the fix
 }
@@ -174,11 +174,42 @@ TEST_F(JobRunnerTest, ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
 TEST_F(JobRunnerTest, DoneResultOfAStoppedHandlerStands) {
   JobRunner runner =
       runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
-  std::stop_source shutdown;
-  shutdown.request_stop();
-  const auto completion = runner.run(job_of("ok", 1), shutdown.get_token());
+  JobStop shutdown;
+  shutdown.request(StopCause::kDaemon);
+  const auto completion = runner.run(job_of("ok", 1), shutdown);
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kDone);
+}
+
+// Stopped because pgjobd_cancel asked: the job ends cancelled whatever the handler made of
+// the stop (an exception here), never released or retried; a done result still stands.
+TEST_F(JobRunnerTest, AJobStoppedForACancelEndsCancelledUnlessDone) {
+  JobRunner runner = runner_with(
+      {{"throws", [](const Job&, std::stop_token) -> JobResult { throw std::runtime_error("x"); }},
+       {"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
+  JobStop cancel;
+  cancel.request(StopCause::kCancelled);
+  const auto cancelled = runner.run(job_of("throws", 1), cancel);
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(cancelled->outcome, Outcome::kCancelled);
+  const auto done = runner.run(job_of("ok", 1), cancel);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->outcome, Outcome::kDone);
+}
+
+// A cancel outranks a daemon stop whichever came first: the row's request makes the job
+// end cancelled anyway, and the runner says so.
+TEST(JobStopTest, ACancelOutranksADaemonStop) {
+  JobStop daemon_first;
+  daemon_first.request(StopCause::kDaemon);
+  daemon_first.request(StopCause::kCancelled);
+  EXPECT_EQ(daemon_first.cause(), StopCause::kCancelled);
+  JobStop cancel_first;
+  cancel_first.request(StopCause::kCancelled);
+  cancel_first.request(StopCause::kDaemon);
+  EXPECT_EQ(cancel_first.cause(), StopCause::kCancelled);
+  EXPECT_TRUE(cancel_first.token().stop_requested());
+  EXPECT_FALSE(JobStop().stop_requested());
 }
 
 TEST_F(JobRunnerTest, ReconfigureAppliesToTheNextJob) {

@@ -299,8 +299,9 @@ TEST(JobStore, HeartbeatExtendsOnlyOwnedLeases) {
   PgJobStore store(schema.config().database, "test");
   const auto ids = ids_of(store.claim({{{"default", 2}}, {"a"}, 2, "w", Millis(1000)}));
   schema.exec("UPDATE {jobs} SET locked_by = 'other' WHERE id = " + std::to_string(ids[1]));
-  const auto kept = store.heartbeat({{ids[0], 1}, {ids[1], 1}}, "w", Millis(60000));
-  EXPECT_EQ(kept, (std::vector<JobAttempt>{{ids[0], 1}}));
+  const auto report = store.heartbeat({{ids[0], 1}, {ids[1], 1}}, "w", Millis(60000));
+  EXPECT_EQ(report.kept, (std::vector<JobAttempt>{{ids[0], 1}}));
+  EXPECT_TRUE(report.cancel_requested.empty());
   EXPECT_EQ(schema.count("locked_until > now() + interval '50 seconds'"), 1);
 }
 

@@ -32,7 +32,7 @@ class LeaseGuardTest : public ::testing::Test {
     WorkerConfig workers;
     workers.concurrency = 2;
     pool_ = std::make_unique<WorkerPool>(
-        workers, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [](Completion) {}, [](int) {});
     pool_->start();
   }

@@ -48,7 +48,7 @@ std::string locked_until(TestSchema& schema, std::int64_t id) {
 struct MaintenanceWithAwaiting {
   MaintenanceWithAwaiting(const Config& config, std::vector<JobAttempt> awaiting)
       : pool(
-            config.worker, [](const Job&, std::stop_token) { return std::nullopt; },
+            config.worker, [](const Job&, const JobStop&) { return std::nullopt; },
             [](Completion) {}, [](int) {}),
         metrics({"default"}, {"t"}),
         maintenance(config, kWorker, std::make_unique<PgJobStore>(config.database, "test"), pool,

@@ -44,7 +44,7 @@ class MaintenanceTest : public ::testing::Test {
     completer_ = std::make_unique<Completer>(database_.open_store("completer"), "worker-1", false,
                                              metrics_, health_);
     pool_ = std::make_unique<WorkerPool>(
-        workers, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { completer_->submit(std::move(completion)); }, [](int) {});
     completer_->start();
     pool_->start();
@@ -137,6 +137,49 @@ TEST_F(MaintenanceTest, StopsTheHandlerWhoseLeaseWasLostAndOnlyThatOne) {
   EXPECT_EQ(next_heartbeat_set(), (Attempts{jobs[0]}));
   EXPECT_FALSE(gate_.stop_requested(jobs[0].id));
   maintenance.stop();
+}
+
+// Without any notification (LISTEN off, or the NOTIFY lost), the next heartbeat learns of
+// a cancel request and stops that handler, once; the job ends cancelled, not released.
+TEST_F(MaintenanceTest, HeartbeatStopsTheHandlerOfACancelledJobAndOnlyThatOne) {
+  const Attempts jobs = run_jobs(2);
+  Maintenance& maintenance = start_maintenance();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, 1));
+
+  EXPECT_EQ(table_.request_cancel(jobs[0].id), "running");
+  ASSERT_TRUE(gate_.wait_stopped(jobs[0].id));
+  EXPECT_FALSE(gate_.stop_requested(jobs[1].id));
+  ASSERT_TRUE(
+      table_.wait_until([&] { return table_.row(jobs[0].id).status == FakeStatus::kCancelled; }));
+  const auto completions = table_.completions();
+  ASSERT_EQ(completions.size(), 1U);
+  EXPECT_EQ(completions[0].outcome, Outcome::kCancelled);
+  // Heartbeats go on for the other job and never stop it.
+  const int seen = table_.calls(StoreMethod::kHeartbeat);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, seen + 2));
+  EXPECT_FALSE(gate_.stop_requested(jobs[1].id));
+  EXPECT_EQ(table_.row(jobs[1].id).status, FakeStatus::kRunning);
+  maintenance.stop();
+}
+
+// A handler that returned a failure before the cancel reached it: the completion reads the
+// cancel request, so the job ends cancelled and is never retried. One that succeeded
+// stays done.
+TEST_F(MaintenanceTest, ACancelWinsOverAFailureButNotOverDone) {
+  auto store = database_.open_store("test");
+  const std::int64_t failing = table_.add_job("gated");
+  const std::int64_t succeeding = table_.add_job("gated");
+  const auto jobs = store->claim({{{"default", 2}}, {"gated"}, 2, "worker-1", Millis(300)});
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(table_.request_cancel(failing), "running");
+  EXPECT_EQ(table_.request_cancel(succeeding), "running");
+  store->complete({{{failing, 1}, Outcome::kRetry, "boom", Millis(10)},
+                   {{succeeding, 1}, Outcome::kDone, {}, Millis(0)}},
+                  "worker-1", false);
+  EXPECT_EQ(table_.row(failing).status, FakeStatus::kCancelled);
+  EXPECT_EQ(table_.row(succeeding).status, FakeStatus::kDone);
+  // Cancelling a finished job changes nothing.
+  EXPECT_EQ(table_.request_cancel(succeeding), "done");
 }
 
 TEST_F(MaintenanceTest, FailedHeartbeatIsNoRenewal) {

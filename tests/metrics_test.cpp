@@ -112,7 +112,7 @@ TEST(MetricsTest, ThousandQueueNamesYieldSeriesOnlyForServedQueues) {
   EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="default"} 7)"));
   EXPECT_TRUE(has_line(text, R"(pgjobd_oldest_due_job_age_seconds{queue="mail"} 0)"));
   // Per outcome: default/a and mail/a (built at start), and (other)/(other).
-  EXPECT_EQ(series_count(text, "pgjobd_jobs_total"), 3 * 4) << text;
+  EXPECT_EQ(series_count(text, "pgjobd_jobs_total"), 3 * 5) << text;
   EXPECT_TRUE(
       has_line(text, R"m(pgjobd_jobs_total{outcome="done",queue="(other)",type="(other)"} 1000)m"));
   EXPECT_EQ(series_count(text, "pgjobd_queue_wait_seconds_count"), 3);

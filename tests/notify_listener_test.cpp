@@ -20,6 +20,7 @@ namespace {
 
 using pgjobd::testing::FakeDatabase;
 using pgjobd::testing::FakeJobTable;
+using pgjobd::testing::FakeStatus;
 using pgjobd::testing::JobGate;
 using pgjobd::testing::StoreMethod;
 using pgjobd::testing::wait_until;
@@ -29,25 +30,30 @@ TEST(NotifyListenerTest, WakesOnConnectAndOncePerNotification) {
   FakeDatabase database;
   Metrics metrics({"default"}, {});
   std::atomic<int> wakes{0};
+  std::atomic<int> cancels{0};
   NotifyListener listener(
-      database, [&] { ++wakes; }, metrics);
+      database, [&] { ++wakes; }, [&] { ++cancels; }, metrics);
   listener.start();
   ASSERT_TRUE(
       database.table().wait_until([&] { return database.table().listen_sessions_opened() == 1; }));
-  ASSERT_TRUE(wait_until([&] { return wakes == 1; }, seconds(20)));  // on connect
+  // On connect, both: what was sent before was lost.
+  ASSERT_TRUE(wait_until([&] { return wakes == 1 && cancels == 1; }, seconds(20)));
 
   database.notify();
   ASSERT_TRUE(wait_until([&] { return wakes == 2; }, seconds(20)));
   database.notify();
+  database.notify(NotifyChannel::kCancel);
   database.notify();
-  ASSERT_TRUE(wait_until([&] { return wakes == 4; }, seconds(20)));
+  ASSERT_TRUE(wait_until([&] { return wakes == 4 && cancels == 2; }, seconds(20)));
 
   EXPECT_TRUE(
-      database.table().wait_until([&] { return database.table().notifications_delivered() == 3; }));
+      database.table().wait_until([&] { return database.table().notifications_delivered() == 4; }));
   listener.stop();
   EXPECT_EQ(database.table().listen_sessions_closed(), 1);
   database.notify();  // nobody listens any more
+  database.notify(NotifyChannel::kCancel);
   EXPECT_EQ(wakes, 4);
+  EXPECT_EQ(cancels, 2);
 }
 
 TEST(EngineNotifyTest, ANotifyMakesTheEngineClaimBeforeItsNextPoll) {
@@ -76,6 +82,42 @@ TEST(EngineNotifyTest, ANotifyMakesTheEngineClaimBeforeItsNextPoll) {
   EXPECT_TRUE(table.wait_until([&] { return table.notifications_delivered() == 2; }));
   gate.release_all();
   engine.drain();
+}
+
+// pgjobd_cancel's NOTIFY makes the daemon heartbeat at once, and the heartbeat's answer
+// stops the handler: long before the next heartbeat (the lease here is an hour, so the
+// next one is 20 minutes away). The job ends cancelled, not released or retried.
+TEST(EngineNotifyTest, ACancelNotifyStopsTheRunningJobBeforeTheNextHeartbeat) {
+  auto database = std::make_shared<FakeDatabase>();
+  FakeJobTable& table = database->table();
+  JobGate gate;
+  Config config;
+  config.metrics.listen = "";
+  config.worker.concurrency = 2;
+  config.lease.duration = Millis(3600000);
+  Engine engine = make_engine(config, database);
+  engine.register_handler(
+      "gated", [&](const Job& job, std::stop_token stop) { return gate.run(job, stop); });
+  const std::int64_t cancelled = table.add_job("gated");
+  const std::int64_t other = table.add_job("gated");
+  engine.start();
+  ASSERT_TRUE(gate.wait_started(2));
+  const int heartbeats_before = table.calls(StoreMethod::kHeartbeat);
+
+  EXPECT_EQ(table.request_cancel(cancelled), "running");
+  database->notify(NotifyChannel::kCancel);
+  ASSERT_TRUE(gate.wait_stopped(cancelled));
+  EXPECT_TRUE(
+      table.wait_until([&] { return table.row(cancelled).status == FakeStatus::kCancelled; }));
+  EXPECT_GT(table.calls(StoreMethod::kHeartbeat), heartbeats_before);
+  EXPECT_FALSE(gate.stop_requested(other));  // only the cancelled job
+
+  gate.release(other);
+  EXPECT_TRUE(table.wait_until([&] { return table.row(other).status == FakeStatus::kDone; }));
+  gate.release_all();
+  engine.drain();
+  EXPECT_EQ(table.row(cancelled).status, FakeStatus::kCancelled);
+  EXPECT_EQ(table.row(cancelled).times_claimed, 1);  // never run again
 }
 
 }  // namespace

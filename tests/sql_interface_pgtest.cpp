@@ -20,67 +20,17 @@
 #include "db/pg_job_store.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
+#include "support/app_session.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
 namespace {
 
+using testing::Session;
 using testing::TestSchema;
 using namespace std::chrono_literals;
 
 constexpr Millis kLease{30000};
-
-// A session as an application's: the schema is not on its search_path, so every call
-// must name it.
-class Session {
- public:
-  explicit Session(TestSchema& schema, const std::string& url = {})
-      : schema_(quote_identifier(schema.name())), conn_([&] {
-          DatabaseConfig db = schema.config().database;
-          if (!url.empty()) db.url = url;
-          return open_connection(db, "test");
-        }()) {
-    pqxx::nontransaction txn(*conn_);
-    txn.exec("SET search_path = public");
-  }
-
-  // Runs `sql` with {s} replaced by the quoted schema; the first column of the first row.
-  std::string query(const std::string& sql) {
-    pqxx::nontransaction txn(*conn_);
-    const auto rows = txn.exec(expand(sql));
-    if (rows.empty() || rows[0][0].is_null()) return "";
-    return rows[0][0].c_str();
-  }
-  std::vector<std::string> column(const std::string& sql) {
-    pqxx::nontransaction txn(*conn_);
-    std::vector<std::string> out;
-    for (const auto& row : txn.exec(expand(sql))) out.emplace_back(row[0].c_str());
-    return out;
-  }
-  // The error `sql` raises: "SQLSTATE message" ("" when it succeeds).
-  std::string error(const std::string& sql) {
-    try {
-      pqxx::nontransaction txn(*conn_);
-      txn.exec(expand(sql));
-    } catch (const pqxx::insufficient_privilege& e) {
-      return std::string("42501 ") + e.what();  // libpqxx leaves this one's sqlstate empty
-    } catch (const pqxx::sql_error& e) {
-      return e.sqlstate() + " " + e.what();
-    }
-    return "";
-  }
-  pqxx::connection_base& connection() { return *conn_; }
-
- private:
-  std::string expand(std::string sql) const {
-    for (auto at = sql.find("{s}"); at != std::string::npos; at = sql.find("{s}", at)) {
-      sql.replace(at, 3, schema_);
-    }
-    return sql;
-  }
-  std::string schema_;
-  ConnectionPtr conn_;
-};
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -516,7 +466,7 @@ TEST(SqlInterface, ClaimWithThePauseCheckStaysOnTheClaimIndex) {
 }
 
 // sql/grants.sql's optional roles: a producer may only enqueue (no table rights); an
-// operator may also retry, pause and resume, and read jobs.
+// operator may also cancel, retry, pause and resume, and read jobs.
 TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
   TestSchema schema;
   const std::string suffix = std::to_string(getpid());
@@ -547,6 +497,7 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
          {"INSERT INTO {s}.jobs (type) VALUES ('a')", "UPDATE {s}.jobs SET priority = 1",
           "DELETE FROM {s}.jobs", "SELECT count(*) FROM {s}.jobs", "SELECT {s}.pgjobd_retry(1)",
           "SELECT {s}.pgjobd_pause_queue('default')", "SELECT {s}.pgjobd_resume_queue('default')",
+          "SELECT {s}.pgjobd_cancel(1)", "SELECT * FROM {s}.pgjobd_job_attempts(1)",
           "SELECT {s}.pgjobd_check_job('x', 'a', '{}', 'q', 0, now(), 1, NULL)"}) {
       SCOPED_TRACE(refused);
       EXPECT_EQ(app.error(refused).substr(0, 5), "42501");
@@ -559,6 +510,11 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
   {
     Session ops(schema, url_for(operator_role));
     EXPECT_EQ(ops.query("SELECT {s}.pgjobd_retry(" + dead + ")"), "dead");
+    EXPECT_EQ(ops.query("SELECT {s}.pgjobd_cancel(" + dead + ", 'by the operator')"), "cancelled");
+    EXPECT_EQ(ops.query("SELECT last_error FROM {s}.jobs WHERE id = " + dead),
+              "cancelled: by the operator");
+    EXPECT_EQ(ops.query("SELECT {s}.pgjobd_retry(" + dead + ")"), "cancelled");
+    EXPECT_EQ(ops.query("SELECT count(*) FROM {s}.pgjobd_job_attempts(" + dead + ")"), "0");
     EXPECT_EQ(ops.error("SELECT {s}.pgjobd_pause_queue('default')"), "");
     EXPECT_EQ(ops.query("SELECT paused FROM {s}.pgjobd_queues WHERE queue = 'default'"), "t");
     EXPECT_EQ(ops.error("SELECT {s}.pgjobd_resume_queue('default')"), "");

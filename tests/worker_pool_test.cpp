@@ -54,7 +54,7 @@ class WorkerPoolTest : public ::testing::Test {
 
   WorkerPool& make_pool(const WorkerConfig& config) {
     pool_ = std::make_unique<WorkerPool>(
-        config, [this](const Job& job, std::stop_token stop) { return gate_.execute(job, stop); },
+        config, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { handed_over(std::move(completion)); },
         [this](int busy_now) {
           std::lock_guard lock(mutex_);
@@ -221,6 +221,29 @@ TEST_F(WorkerPoolTest, StopJobsStopsOnlyTheNamedAttempts) {
   EXPECT_EQ(gate_.stopped(), (std::set<std::int64_t>{1, 2, 3}));
   std::lock_guard lock(mutex_);
   for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kReleased);
+}
+
+// cancel_jobs stops the named attempts for a cancel: once each (a later call reports
+// nothing new), and their executors see the cause, so they complete as cancelled.
+TEST_F(WorkerPoolTest, CancelJobsStopsTheNamedAttemptsOnceWithTheirCause) {
+  WorkerPool& pool = make_pool(workers(3));
+  pool.start();
+  pool.submit({job_in(1), job_in(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+
+  EXPECT_TRUE(pool.cancel_jobs({{1, 2}}).empty());  // another attempt than the one running
+  EXPECT_EQ(pool.cancel_jobs({{1, 1}, {9, 1}}), (std::vector<JobAttempt>{{1, 1}}));
+  EXPECT_TRUE(pool.cancel_jobs({{1, 1}}).empty());  // already asked
+  ASSERT_TRUE(gate_.wait_stopped(1));
+  ASSERT_TRUE(wait_freed(1));
+  EXPECT_FALSE(gate_.stop_requested(2));
+  gate_.release(2);
+  ASSERT_TRUE(wait_freed(2));
+  std::lock_guard lock(mutex_);
+  ASSERT_EQ(completions_.size(), 2u);
+  EXPECT_EQ(completions_[0].job, (JobAttempt{1, 1}));
+  EXPECT_EQ(completions_[0].outcome, Outcome::kCancelled);
+  EXPECT_EQ(completions_[1].outcome, Outcome::kDone);
 }
 
 TEST_F(WorkerPoolTest, StopExpiredStopsJobsOnceTheirLeaseRanOut) {

@@ -28,6 +28,9 @@ enum class Outcome {
   kRetry,     // failed; retried after backoff unless attempts are exhausted
   kDead,      // permanent failure: never retried
   kReleased,  // not run to completion (shutdown): back to pending, attempt not counted
+  // Stopped because pgjobd_cancel asked: never retried. The daemon sets it when it stopped
+  // a handler for a cancel; a handler may return it too (its error becomes last_error).
+  kCancelled,
 };
 
 const char* to_string(Outcome outcome);

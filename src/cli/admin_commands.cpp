@@ -127,9 +127,10 @@ int run_retry(const std::string& config_path, std::int64_t id) {
   });
 }
 
-int run_cancel(const std::string& config_path, std::int64_t id) {
+int run_cancel(const std::string& config_path, std::int64_t id,
+               const std::optional<std::string>& reason) {
   return with_database(config_path, "cancel", [&](const Config&, AdminSession& session) {
-    std::cout << session.cancel(id) << "\n";
+    std::cout << session.cancel(id, reason) << "\n";
     return kExitOk;
   });
 }

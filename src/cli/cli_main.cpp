@@ -53,9 +53,12 @@ int cli_main(int argc, char** argv) {
   auto* retry = app.add_subcommand("retry", "Run a failed, dead or cancelled job again");
   add_config(retry);
   retry->add_option("id", job_id, "Job id")->required();
-  auto* cancel = app.add_subcommand("cancel", "Cancel a pending or failed job");
+  auto* cancel = app.add_subcommand(
+      "cancel", "Cancel a job: a pending or failed one at once, a running one is stopped");
   add_config(cancel);
   cancel->add_option("id", job_id, "Job id")->required();
+  std::string cancel_reason;
+  cancel->add_option("--reason", cancel_reason, "Why (kept in last_error)");
 
   std::string queue;
   auto* pause = app.add_subcommand("pause", "Stop starting jobs of a queue (running ones finish)");
@@ -105,7 +108,10 @@ int cli_main(int argc, char** argv) {
   }
   if (*stats) return run_stats(config_path, json);
   if (*retry) return run_retry(config_path, job_id);
-  if (*cancel) return run_cancel(config_path, job_id);
+  if (*cancel) {
+    return run_cancel(config_path, job_id,
+                      cancel->count("--reason") > 0 ? std::optional(cancel_reason) : std::nullopt);
+  }
   if (*pause) return run_pause(config_path, queue);
   if (*resume) return run_resume(config_path, queue);
   if (*bench) {

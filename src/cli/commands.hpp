@@ -20,7 +20,8 @@ int run_check_config(const std::string& config_path);
 int run_enqueue(const std::string& config_path, const EnqueueRequest& request);
 int run_stats(const std::string& config_path, bool json);
 int run_retry(const std::string& config_path, std::int64_t id);
-int run_cancel(const std::string& config_path, std::int64_t id);
+int run_cancel(const std::string& config_path, std::int64_t id,
+               const std::optional<std::string>& reason);
 int run_pause(const std::string& config_path, const std::string& queue);
 int run_resume(const std::string& config_path, const std::string& queue);
 

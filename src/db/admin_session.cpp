@@ -20,14 +20,6 @@ std::string function(const std::string& schema, const char* name) {
   return quote_identifier(schema) + "." + name;
 }
 
-std::string current_status(pqxx::transaction_base& txn, const std::string& schema,
-                           std::int64_t id) {
-  const auto rows =
-      txn.exec_params("SELECT status FROM " + table(schema) + " WHERE id = $1 FOR UPDATE", id);
-  if (rows.empty()) throw std::runtime_error("job " + std::to_string(id) + " does not exist");
-  return rows[0][0].c_str();
-}
-
 }  // namespace
 
 struct AdminSession::Connection {
@@ -114,20 +106,24 @@ std::string AdminSession::resume_queue(const std::string& queue) {
   });
 }
 
-std::string AdminSession::cancel(std::int64_t id) {
+std::string AdminSession::cancel(std::int64_t id, const std::optional<std::string>& reason) {
   return translating_db_errors([&] {
     pqxx::work txn(*conn_->conn);
-    const std::string status = current_status(txn, schema_, id);
-    if (status != "pending" && status != "failed") {
-      throw std::runtime_error("job " + std::to_string(id) + " is " + status +
-                               ": only pending or failed jobs can be cancelled");
-    }
-    txn.exec_params("UPDATE " + table(schema_) +
-                        " SET status = 'cancelled', finished_at = now(), updated_at = now()"
-                        " WHERE id = $1 AND status IN ('pending', 'failed')",
-                    id);
+    const char* reason_text = reason ? reason->c_str() : nullptr;  // nullptr: SQL NULL
+    const auto row = txn.exec_params1("SELECT " + function(schema_, "pgjobd_cancel") + "($1, $2)",
+                                      id, reason_text);
     txn.commit();
-    return "job " + std::to_string(id) + " cancelled (was " + status + ")";
+    const std::string left = row[0].c_str();
+    const std::string job = "job " + std::to_string(id);
+    if (left == "running") {
+      return job +
+             " is running: its daemon was asked to stop it; it ends cancelled (or done, if it "
+             "finished first)";
+    }
+    if (left != "cancelled") {
+      throw std::runtime_error(job + " is " + left + ": a finished job cannot be cancelled");
+    }
+    return job + " cancelled";
   });
 }
 

@@ -61,7 +61,9 @@ class AdminSession {
   // (unknown id, or a status the action does not apply to).
   // retry goes through pgjobd_retry (README "SQL interface"); its errors are DbError.
   std::string retry(std::int64_t id);
-  std::string cancel(std::int64_t id);
+  // pgjobd_cancel: a pending or failed job is cancelled, a running one's daemon is asked
+  // to stop it. Throws for a finished (done, dead) job or an unknown id.
+  std::string cancel(std::int64_t id, const std::optional<std::string>& reason = std::nullopt);
   // pgjobd_pause_queue / pgjobd_resume_queue: idempotent; a sentence for the operator.
   std::string pause_queue(const std::string& queue);
   std::string resume_queue(const std::string& queue);

@@ -26,6 +26,8 @@ const char* status_for(Outcome outcome) {
       return "dead";
     case Outcome::kReleased:
       return "pending";
+    case Outcome::kCancelled:
+      return "cancelled";
   }
   return "failed";
 }
@@ -189,8 +191,8 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
   });
 }
 
-std::vector<JobAttempt> PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
-                                              const std::string& worker_id, Millis lease) {
+HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
+                                      const std::string& worker_id, Millis lease) {
   connect();
   return guarded("heartbeat", [&] {
     std::vector<std::int64_t> ids, attempts;
@@ -205,10 +207,14 @@ std::vector<JobAttempt> PgJobStore::heartbeat(const std::vector<JobAttempt>& job
     const auto rows =
         txn.exec_prepared(stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
                           worker_id, static_cast<std::int64_t>(lease.count()));
-    std::vector<JobAttempt> kept;
-    kept.reserve(rows.size());
-    for (const auto& row : rows) kept.push_back({row[0].as<std::int64_t>(), row[1].as<int>()});
-    return kept;
+    HeartbeatReport report;
+    report.kept.reserve(rows.size());
+    for (const auto& row : rows) {
+      const JobAttempt job{row[0].as<std::int64_t>(), row[1].as<int>()};
+      report.kept.push_back(job);
+      if (row[2].as<bool>()) report.cancel_requested.push_back(job);
+    }
+    return report;
   });
 }
 
@@ -222,7 +228,8 @@ RescueReport PgJobStore::lead_and_rescue(const std::string& worker_id, Millis le
         stmt::kLeadAndRescue, worker_id, static_cast<std::int64_t>(leadership_ttl.count()),
         static_cast<double>(retry.base.count()), static_cast<double>(retry.max_delay.count()),
         retry.jitter, batch_size);
-    return RescueReport{rows[0][0].as<bool>(), rows[0][1].as<int>(), rows[0][2].as<int>()};
+    return RescueReport{rows[0][0].as<bool>(), rows[0][1].as<int>(), rows[0][2].as<int>(),
+                        rows[0][3].as<int>()};
   });
 }
 

@@ -30,8 +30,8 @@ class PgJobStore final : public JobStore {
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
-  std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
-                                    const std::string& worker_id, Millis lease) override;
+  HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
+                            Millis lease) override;
   RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
                                const RetryConfig& retry, int batch_size) override;
   void resign(const std::string& worker_id) override;

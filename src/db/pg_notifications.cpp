@@ -10,40 +10,47 @@ namespace pgjobd {
 
 class PgNotifications::Receiver final : public pqxx::notification_receiver {
  public:
-  Receiver(pqxx::connection_base& conn, PgNotifications& owner)
-      : pqxx::notification_receiver(conn, kNotifyChannel), owner_(owner) {}
+  Receiver(pqxx::connection_base& conn, PgNotifications& owner, const char* channel,
+           NotifyChannel kind)
+      : pqxx::notification_receiver(conn, channel), owner_(owner), kind_(kind) {}
   void operator()(const std::string& payload, int /*backend_pid*/) override {
-    // The payload is the schema of the table that got rows; daemons of other schemas in
-    // the same database ignore it.
+    // The payload is the schema of the table concerned; daemons of other schemas in the
+    // same database ignore it.
     if ((payload.empty() || payload == owner_.schema_) && owner_.on_notify_ != nullptr) {
-      (*owner_.on_notify_)();
+      (*owner_.on_notify_)(kind_);
     }
   }
 
  private:
   PgNotifications& owner_;
+  const NotifyChannel kind_;
 };
 
 PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.schema) {
   try {
     conn_ = open_connection(config, "listener");
-    receiver_ = std::make_unique<Receiver>(*conn_, *this);
+    jobs_receiver_ =
+        std::make_unique<Receiver>(*conn_, *this, kNotifyChannel, NotifyChannel::kJobs);
+    cancel_receiver_ =
+        std::make_unique<Receiver>(*conn_, *this, kCancelChannel, NotifyChannel::kCancel);
     // add_receiver swallows a broken connection during LISTEN: check it took.
     if (!conn_->is_open()) throw pqxx::broken_connection("connection closed during LISTEN");
   } catch (...) {
-    receiver_.reset();
+    cancel_receiver_.reset();
+    jobs_receiver_.reset();
     conn_.reset();
     rethrow_as_db_error("listen");
   }
 }
 
 PgNotifications::~PgNotifications() {
-  receiver_.reset();  // before its connection
+  cancel_receiver_.reset();  // before their connection
+  jobs_receiver_.reset();
 }
 
 int PgNotifications::socket() const { return conn_->sock(); }
 
-void PgNotifications::consume(const std::function<void()>& on_notify) {
+void PgNotifications::consume(const std::function<void(NotifyChannel)>& on_notify) {
   on_notify_ = &on_notify;
   try {
     conn_->get_notifs();  // runs Receiver for each notification

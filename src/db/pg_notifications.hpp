@@ -1,5 +1,5 @@
 #pragma once
-// Notifications over a LISTEN session of its own on the jobs channel.
+// Notifications over a LISTEN session of its own on pgjobd's two channels.
 
 #include <memory>
 
@@ -9,7 +9,10 @@
 
 namespace pgjobd {
 
+// The INSERT trigger, pgjobd_pause_queue and pgjobd_resume_queue notify here.
 inline constexpr const char* kNotifyChannel = "pgjobd_jobs";
+// pgjobd_cancel notifies here when it marks a running job.
+inline constexpr const char* kCancelChannel = "pgjobd_cancel";
 
 class PgNotifications final : public Notifications {
  public:
@@ -20,14 +23,15 @@ class PgNotifications final : public Notifications {
   PgNotifications& operator=(const PgNotifications&) = delete;
 
   int socket() const override;
-  void consume(const std::function<void()>& on_notify) override;
+  void consume(const std::function<void(NotifyChannel)>& on_notify) override;
 
  private:
   class Receiver;
   const std::string schema_;
   ConnectionPtr conn_;
-  std::unique_ptr<Receiver> receiver_;
-  const std::function<void()>* on_notify_ = nullptr;  // set only inside consume()
+  std::unique_ptr<Receiver> jobs_receiver_;
+  std::unique_ptr<Receiver> cancel_receiver_;
+  const std::function<void(NotifyChannel)>* on_notify_ = nullptr;  // set only inside consume()
 };
 
 }  // namespace pgjobd

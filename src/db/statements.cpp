@@ -72,7 +72,12 @@ RETURNING j.id, j.queue, j.type,
 // Completions are fenced: only the owner of this very attempt, while it still runs. One
 // statement (one round trip, autocommit) writes a whole batch: done rows from $1/$2;
 // failed ('failed' retries after delay_ms), dead and released ('pending': back to the
-// queue, the attempt not counted) rows from the parallel arrays $3..$7.
+// queue, the attempt not counted) rows from the parallel arrays $3..$7, and cancelled
+// ones (a handler stopped because pgjobd_cancel asked).
+// A cancel request on the row (pgjobd_cancel of a running job) wins over every outcome but
+// done: the job ends cancelled, never retried, whether or not this daemon heard of the
+// request before its handler returned; last_error then gives the request's reason. Each
+// attempt also leaves an entry in attempt_log: who ran it, from when to when, how it ended.
 // Rows are found with `id = ANY(array)`, always a primary-key lookup, and matched to
 // their array slot with array_position. A join with unnest() looks natural but lets the
 // planner pick a nested loop over the function scan (quadratic in the batch) or a scan
@@ -80,22 +85,23 @@ RETURNING j.id, j.queue, j.type,
 constexpr const char* kCompleteOtherCte = R"(
 other AS (
   UPDATE {jobs} j
-  SET status = ($5::text[])[array_position($3::bigint[], j.id)],
-      run_at = CASE ($5::text[])[array_position($3::bigint[], j.id)]
+  SET status = {status},
+      run_at = CASE {status}
                  WHEN 'failed' THEN now() + ($7::bigint[])[array_position($3::bigint[], j.id)]
                                             * interval '1 millisecond'
                  WHEN 'pending' THEN now() ELSE j.run_at END,
-      attempts = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending'
-                      THEN j.attempts - 1 ELSE j.attempts END,
-      finished_at = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'dead'
-                         THEN now() END,
-      last_error = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending'
-                        THEN j.last_error
-                        ELSE ($6::text[])[array_position($3::bigint[], j.id)] END,
-      errors = CASE WHEN ($5::text[])[array_position($3::bigint[], j.id)] = 'pending' THEN j.errors
+      attempts = CASE WHEN {status} = 'pending' THEN j.attempts - 1 ELSE j.attempts END,
+      finished_at = CASE WHEN {status} IN ('dead', 'cancelled') THEN now() END,
+      last_error = CASE {status} WHEN 'pending' THEN j.last_error
+                                 WHEN 'cancelled' THEN {cancel_text}
+                                 ELSE {given_error} END,
+      errors = CASE WHEN {status} = 'pending' THEN j.errors
                     ELSE {recent_errors} || jsonb_build_array(jsonb_build_object(
                            'attempt', j.attempts, 'at', now(),
-                           'error', ($6::text[])[array_position($3::bigint[], j.id)])) END,
+                           'error', CASE WHEN {status} = 'cancelled' THEN {cancel_text}
+                                         ELSE {given_error} END)) END,
+      attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry}
+                      CASE {status} WHEN 'pending' THEN 'released' ELSE {status} END)),
       locked_by = NULL, locked_until = NULL, updated_at = now()
   WHERE j.id = ANY ($3::bigint[])
     AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
@@ -108,7 +114,8 @@ constexpr const char* kCompleteDoneCte = R"(
 WITH done AS (
   UPDATE {jobs} j
   SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
-      locked_until = NULL
+      locked_until = NULL,
+      attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'done'))
   WHERE j.id = ANY ($1::bigint[])
     AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -126,24 +133,27 @@ WITH done AS (
 ),)";
 
 constexpr const char* kCompleteOneDoneSql = R"(
-UPDATE {jobs}
+UPDATE {jobs} j
 SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
-    locked_until = NULL
-WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
-RETURNING id)";
+    locked_until = NULL,
+    attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'done'))
+WHERE j.id = $1 AND j.attempts = $2 AND j.locked_by = $3 AND (j.status = 'running') IS TRUE
+RETURNING j.id)";
 
 constexpr const char* kCompleteOneDeleteSql = R"(
 DELETE FROM {jobs}
 WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
 RETURNING id)";
 
+// Also returns whether pgjobd_cancel asked for the job to stop: a daemon that missed the
+// NOTIFY learns of a cancel at its next heartbeat at the latest.
 constexpr const char* kHeartbeatSql = R"(
 UPDATE {jobs} j
 SET locked_until = now() + $4::bigint * interval '1 millisecond'
 WHERE j.id = ANY ($1::bigint[])
   AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
   AND j.locked_by = $3 AND (j.status = 'running') IS TRUE
-RETURNING j.id, j.attempts)";
+RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL)";
 
 // Leadership and rescue in one round trip (an idle daemon's budget is a few queries a
 // minute). The leader row is taken when free or expired and renewed by its holder; only
@@ -156,7 +166,9 @@ RETURNING j.id, j.attempts)";
 // application wrote with a huge one kept an error of that size, and one over 256 MB (the
 // limit of a jsonb string) made every rescue fail.
 // $1 worker id, $2 leadership TTL ms, $3 retry base ms, $4 max delay ms, $5 jitter,
-// $6 batch size. Returns (leader, rescued back to the queue, rescued dead).
+// A job whose cancel was requested (pgjobd_cancel) ends cancelled instead: its daemon is
+// gone, and nobody wants it run again.
+// $6 batch size. Returns (leader, rescued back to the queue, rescued dead, cancelled).
 constexpr const char* kLeadAndRescueSql = R"(
 WITH leader AS (
   INSERT INTO {leader} AS l (role, leader_id, elected_at, expires_at)
@@ -175,26 +187,26 @@ WITH leader AS (
   FOR UPDATE SKIP LOCKED
 ), rescued AS (
   UPDATE {jobs} j
-  SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'failed' END,
-      run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at
-                    ELSE now() + least($3::float8 * power(2, least(greatest(j.attempts - 1, 0), 62)),
+  SET status = {rescue_status},
+      run_at = CASE WHEN {rescue_status} = 'failed'
+                    THEN now() + least($3::float8 * power(2, least(greatest(j.attempts - 1, 0), 62)),
                                        $4::float8)
                                  * (1 + $5::float8 * (2 * random() - 1))
-                                 * interval '1 millisecond' END,
-      finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-      last_error = 'rescued: lease expired while ' || coalesce(left(j.locked_by, 200), '?') ||
-                   ' ran attempt ' || j.attempts,
+                                 * interval '1 millisecond'
+                    ELSE j.run_at END,
+      finished_at = CASE WHEN {rescue_status} <> 'failed' THEN now() END,
+      last_error = {rescue_error},
       errors = {recent_errors} || jsonb_build_array(jsonb_build_object(
-                 'attempt', j.attempts, 'at', now(),
-                 'error', 'rescued: lease expired while ' ||
-                          coalesce(left(j.locked_by, 200), '?') || ' ran attempt ' || j.attempts)),
+                 'attempt', j.attempts, 'at', now(), 'error', {rescue_error})),
+      attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'lease_expired')),
       locked_by = NULL, locked_until = NULL, updated_at = now()
   FROM expired WHERE j.id = expired.id
   RETURNING j.status
 )
 SELECT EXISTS (SELECT 1 FROM leader),
        (SELECT count(*) FROM rescued WHERE status = 'failed')::int,
-       (SELECT count(*) FROM rescued WHERE status = 'dead')::int)";
+       (SELECT count(*) FROM rescued WHERE status = 'dead')::int,
+       (SELECT count(*) FROM rescued WHERE status = 'cancelled')::int)";
 
 // A leader that stops hands over at once instead of after its TTL.
 constexpr const char* kResignSql = R"(
@@ -256,6 +268,37 @@ constexpr const char* kRecentErrors = R"((CASE
           FROM jsonb_array_elements(j.errors) WITH ORDINALITY AS e(value, n)
           WHERE e.n > jsonb_array_length(j.errors) - 19) END))";
 
+// A job's attempt_log keeps its last 20 attempts, the same way (older rows may hold a
+// non-array value here too if an application wrote one).
+constexpr const char* kRecentAttempts = R"((CASE
+    WHEN jsonb_typeof(j.attempt_log) IS DISTINCT FROM 'array' THEN '[]'::jsonb
+    WHEN jsonb_array_length(j.attempt_log) < 19 THEN j.attempt_log
+    ELSE (SELECT coalesce(jsonb_agg(e.value ORDER BY e.n), '[]'::jsonb)
+          FROM jsonb_array_elements(j.attempt_log) WITH ORDINALITY AS e(value, n)
+          WHERE e.n > jsonb_array_length(j.attempt_log) - 19) END))";
+
+// The attempt that is ending, as an attempt_log entry; followed by its outcome and `)`.
+// locked_by is cut like in the rescue's error: no constraint bounds it.
+constexpr const char* kAttemptEntry = R"(jsonb_build_object(
+      'attempt', j.attempts, 'by', left(j.locked_by, 200), 'started_at', j.started_at,
+      'ended_at', now(), 'outcome',)";
+
+// The completion's status for row j: the outcome the daemon sent, unless a cancel was
+// requested (then cancelled). Only in kCompleteOtherCte: done is never overridden.
+constexpr const char* kOtherStatus = R"((CASE WHEN j.cancel_requested_at IS NOT NULL
+      THEN 'cancelled' ELSE ($5::text[])[array_position($3::bigint[], j.id)] END))";
+constexpr const char* kOtherError = "($6::text[])[array_position($3::bigint[], j.id)]";
+constexpr const char* kCancelText = "coalesce('cancelled: ' || j.cancel_reason, 'cancelled')";
+
+// The rescue's status and error for row j.
+constexpr const char* kRescueStatus =
+    R"((CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+      WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'failed' END))";
+constexpr const char* kRescueError = R"((CASE WHEN j.cancel_requested_at IS NOT NULL
+      THEN coalesce('cancelled: ' || j.cancel_reason, 'cancelled') || ' (its daemon stopped: lease expired)'
+      ELSE 'rescued: lease expired while ' || coalesce(left(j.locked_by, 200), '?') ||
+           ' ran attempt ' || j.attempts END))";
+
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
        pos = text.find(placeholder, pos + value.size())) {
@@ -269,6 +312,13 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
   replace_all(text, "{queues}", schema + ".pgjobd_queues");
   replace_all(text, "{recent_errors}", kRecentErrors);
+  replace_all(text, "{recent_attempts}", kRecentAttempts);
+  replace_all(text, "{attempt_entry}", kAttemptEntry);
+  replace_all(text, "{status}", kOtherStatus);
+  replace_all(text, "{given_error}", kOtherError);
+  replace_all(text, "{cancel_text}", kCancelText);
+  replace_all(text, "{rescue_status}", kRescueStatus);
+  replace_all(text, "{rescue_error}", kRescueError);
   return text;
 }
 

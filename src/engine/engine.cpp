@@ -146,8 +146,9 @@ class Engine::Impl {
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Fetcher> fetcher_;
-  std::unique_ptr<NotifyListener> listener_;
   std::unique_ptr<Maintenance> maintenance_;
+  // After the maintenance, which a cancel notification wakes: destroyed before it.
+  std::unique_ptr<NotifyListener> listener_;
   std::unique_ptr<LeaseGuard> lease_guard_;
 };
 
@@ -226,7 +227,7 @@ void Engine::Impl::start() {
   // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [runner = runner_.get()](const Job& job, const std::stop_token& stop) {
+      [runner = runner_.get()](const Job& job, const JobStop& stop) {
         return runner->run(job, stop);
       },
       [completer = completer_.get()](Completion completion) {
@@ -245,13 +246,14 @@ void Engine::Impl::start() {
     pool_ = std::move(pool);
     fetcher_ = std::move(fetcher);
   }
-  if (config_.poll.listen_notify) {
-    listener_ = std::make_unique<NotifyListener>(
-        *database_, [signal = claim_signal_] { signal->wake(); }, *metrics_);
-  }
   maintenance_ = std::make_unique<Maintenance>(
       config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
       [this] { return completer_->queued_jobs(); });
+  if (config_.poll.listen_notify) {
+    listener_ = std::make_unique<NotifyListener>(
+        *database_, [signal = claim_signal_] { signal->wake(); },
+        [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_);
+  }
   lease_guard_ = std::make_unique<LeaseGuard>(
       *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
       std::min<Millis>(config_.lease.duration / 10, Millis(2000)));

@@ -36,7 +36,7 @@ JobResult JobRunner::call_handler(const Settings& settings, const Job& job,
   }
 }
 
-std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& stop) {
+std::optional<Completion> JobRunner::run(const Job& job, const JobStop& stop) {
   ScopedLogFields fields{
       {"job_id", job.id}, {"type", job.type}, {"queue", job.queue}, {"attempt", job.attempt}};
   metrics_.job_started(job.queue, job.queue_wait_seconds);
@@ -50,12 +50,15 @@ std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& 
       job.oversized_payload_bytes > 0
           ? JobResult::dead("payload is " + std::to_string(job.oversized_payload_bytes) +
                             " bytes of JSON text, over worker.max_payload_bytes: not run")
-          : call_handler(*settings, job, stop);
+          : call_handler(*settings, job, stop.token());
   if (stop.stop_requested() && !result.completion_written && result.outcome != Outcome::kDone) {
-    // The daemon stopped the job (drain timeout, lost lease): whatever the handler made of
-    // that, typically an exception, says nothing about the job. It goes back to the queue
-    // without counting the attempt. A job that got done anyway stays done.
-    result = JobResult::released();
+    // The daemon stopped the job: whatever the handler made of that, typically an
+    // exception, says nothing about the job. Stopped for a cancel, it ends cancelled (the
+    // completion writes the request's reason); stopped for the daemon's sake (drain
+    // timeout, lost lease), it goes back to the queue without counting the attempt. A job
+    // that got done anyway stays done.
+    result = stop.cause() == StopCause::kCancelled ? JobResult{Outcome::kCancelled, "cancelled", {}}
+                                                   : JobResult::released();
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -94,6 +97,9 @@ std::optional<Completion> JobRunner::run(const Job& job, const std::stop_token& 
       break;
     case Outcome::kReleased:
       spdlog::info("job {} released back to the queue", job.id);
+      break;
+    case Outcome::kCancelled:
+      spdlog::info("job {} cancelled (attempt {}): its handler was stopped", job.id, job.attempt);
       break;
   }
   metrics_.job_finished(job.queue, job.type, completion.outcome, seconds);

@@ -10,6 +10,7 @@
 #include <stop_token>
 #include <string>
 
+#include "engine/job_stop.hpp"
 #include "metrics/metrics.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
@@ -27,8 +28,9 @@ class JobRunner {
 
   // Returns the completion to write, or nothing when the handler wrote it itself. The
   // caller hands it to the completer only after marking the job finished, so a heartbeat
-  // never mistakes a job whose "done" is already written for a lost lease.
-  std::optional<Completion> run(const Job& job, const std::stop_token& stop);
+  // never mistakes a job whose "done" is already written for a lost lease. `stop` says
+  // whether, and why, the daemon stopped the job.
+  std::optional<Completion> run(const Job& job, const JobStop& stop);
 
   // Longest error text kept for a job (last_error, each entry of errors), in bytes.
   static constexpr std::size_t kMaxErrorBytes = 8192;

@@ -70,6 +70,14 @@ void Maintenance::set_queues(std::vector<std::string> queues) {
   wake_.notify_all();
 }
 
+void Maintenance::request_heartbeat() {
+  {
+    std::lock_guard lock(mutex_);
+    heartbeat_requested_ = true;
+  }
+  wake_.notify_all();
+}
+
 Clock::time_point Maintenance::last_renewal() const {
   std::lock_guard lock(mutex_);
   return last_renewal_;
@@ -100,12 +108,16 @@ void Maintenance::run(const std::stop_token& stop) {
   while (!stop.stop_requested()) {
     const auto next =
         std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
-    wake_.wait_until(lock, stop, next, [this] { return stats_requested_; });
+    wake_.wait_until(lock, stop, next, [this] { return stats_requested_ || heartbeat_requested_; });
     if (stop.stop_requested()) break;
     now = Clock::now();
     if (stats_requested_) {
       stats_requested_ = false;
       next_stats = now;
+    }
+    if (heartbeat_requested_) {
+      heartbeat_requested_ = false;
+      next_heartbeat = now;
     }
     lock.unlock();
     if (now >= next_heartbeat) {
@@ -146,7 +158,16 @@ void Maintenance::heartbeat() {
     leased.erase(std::unique(leased.begin(), leased.end()), leased.end());
   }
   if (!leased.empty()) {
-    const auto kept = store_->heartbeat(leased, worker_id_, config_.lease.duration);
+    const HeartbeatReport report = store_->heartbeat(leased, worker_id_, config_.lease.duration);
+    const auto& kept = report.kept;
+    if (!report.cancel_requested.empty()) {
+      // pgjobd_cancel marked these: stop their handlers (each once; one that already
+      // returned is finishing anyway, and the completion reads the mark).
+      for (const JobAttempt& job : pool_.cancel_jobs(report.cancel_requested)) {
+        spdlog::info("job {} attempt {}: cancel requested (pgjobd_cancel); stopping its handler",
+                     job.id, job.attempt);
+      }
+    }
     if (kept.size() != leased.size()) {
       // A job that is not ours any more (its lease expired and it was rescued) must stop,
       // so two owners never keep running one job. Jobs that simply finished while the
@@ -184,11 +205,13 @@ void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
                                : "this daemon is no longer the maintenance leader");
     leader_ = report.leader;
   }
-  const int total = report.failed + report.dead;
+  const int total = report.failed + report.dead + report.cancelled;
   if (total == 0) return;
   metrics_.rescued(total);
-  spdlog::warn("rescued {} job(s) with an expired lease: {} back in the queue, {} dead", total,
-               report.failed, report.dead);
+  spdlog::warn(
+      "rescued {} job(s) with an expired lease: {} back in the queue, {} dead, {} cancelled (a "
+      "cancel was pending)",
+      total, report.failed, report.dead, report.cancelled);
 }
 
 void Maintenance::prune(const std::stop_token& stop) {

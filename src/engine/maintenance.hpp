@@ -45,6 +45,9 @@ class Maintenance final : public Service {
   // Live reload: the queues whose statistics feed the gauges (worker.queues). The next
   // statistics round starts at once, so a new queue's gauges do not wait kStatsInterval.
   void set_queues(std::vector<std::string> queues);
+  // Heartbeat now rather than at the next interval: the NOTIFY of pgjobd_cancel, so the
+  // heartbeat's answer (which running jobs have a cancel request) stops them at once.
+  void request_heartbeat();
 
   // When the last successful heartbeat was sent: every running job's lease lasts at least
   // lease.duration from then (LeaseGuard stops jobs once that has passed).
@@ -88,11 +91,12 @@ class Maintenance final : public Service {
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
 
-  mutable std::mutex mutex_;  // guards the four members below
+  mutable std::mutex mutex_;  // guards the five members below
   std::chrono::steady_clock::time_point last_renewal_;
   RetentionConfig retention_;
   std::vector<std::string> queues_;
   bool stats_requested_ = false;      // set_queues: run the statistics now
+  bool heartbeat_requested_ = false;  // request_heartbeat: heartbeat now
   std::condition_variable_any wake_;  // the loop's wait; set_queues and the stop token end it
   ServiceThread thread_;              // last: joined before the members it uses go away
 };

@@ -16,10 +16,17 @@
 
 namespace pgjobd {
 
-NotifyListener::NotifyListener(Database& database, std::function<void()> on_notify,
-                               Metrics& metrics)
+NotifyListener::NotifyListener(Database& database, std::function<void()> on_jobs,
+                               std::function<void()> on_cancel, Metrics& metrics)
     : database_(database),
-      on_notify_(std::move(on_notify)),
+      on_notify_(
+          [on_jobs = std::move(on_jobs), on_cancel = std::move(on_cancel)](NotifyChannel channel) {
+            if (channel == NotifyChannel::kCancel) {
+              if (on_cancel) on_cancel();
+            } else if (on_jobs) {
+              on_jobs();
+            }
+          }),
       metrics_(metrics),
       stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
@@ -64,7 +71,9 @@ void NotifyListener::run(const std::stop_token& stop) {
 
 void NotifyListener::listen_until_stopped(const std::stop_token& stop, Notifications& session) {
   spdlog::debug("listening for new jobs");
-  on_notify_();  // anything inserted while we were not listening
+  // Anything inserted or cancelled while we were not listening.
+  on_notify_(NotifyChannel::kJobs);
+  on_notify_(NotifyChannel::kCancel);
   while (!stop.stop_requested()) {
     pollfd fds[2] = {{session.socket(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) {

@@ -1,7 +1,8 @@
 #pragma once
-// LISTENs on the jobs channel (a Notifications session of its own) and wakes the fetcher
-// when the INSERT trigger notifies. Reconnects by itself (capped backoff) and wakes the
-// fetcher after every reconnect, since notifications sent meanwhile were lost.
+// LISTENs on pgjobd's channels (a Notifications session of its own): wakes the fetcher when
+// the INSERT trigger notifies, and has running jobs heartbeated when pgjobd_cancel does.
+// Reconnects by itself (capped backoff) and does both after every reconnect, since
+// notifications sent meanwhile were lost.
 
 #include <functional>
 
@@ -13,8 +14,9 @@ namespace pgjobd {
 
 class NotifyListener final : public Service {
  public:
-  // on_notify runs on the listener thread for each notification for this schema.
-  NotifyListener(Database& database, std::function<void()> on_notify, Metrics& metrics);
+  // Run on the listener thread for each notification for this schema, by channel.
+  NotifyListener(Database& database, std::function<void()> on_jobs, std::function<void()> on_cancel,
+                 Metrics& metrics);
   ~NotifyListener() override;  // stop()
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
@@ -31,7 +33,7 @@ class NotifyListener final : public Service {
   bool wait_or_stop(std::chrono::milliseconds wait) const;
 
   Database& database_;
-  const std::function<void()> on_notify_;
+  const std::function<void(NotifyChannel)> on_notify_;
   Metrics& metrics_;
   int stop_fd_;           // eventfd: makes the poll() in the loop return at once on stop
   ServiceThread thread_;  // last

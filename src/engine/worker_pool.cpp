@@ -109,10 +109,11 @@ void WorkerPool::submit(std::vector<Job> jobs) {
     const auto now = std::chrono::steady_clock::now();
     for (Job& job : jobs) {
       const std::uint64_t ticket = next_ticket_++;
-      auto& entry = running_[ticket] = Entry{{job.id, job.attempt}, {}, now, false, false};
+      auto& entry = running_[ticket] =
+          Entry{{job.id, job.attempt}, std::make_shared<JobStop>(), now, false, false, false};
       ++queue_busy_[job.queue];
       busy_.fetch_add(1, std::memory_order_relaxed);
-      pending_.push_back(Task{std::move(job), ticket, entry.stop.get_token()});
+      pending_.push_back(Task{std::move(job), ticket, entry.stop});
     }
   }
   // One wake-up per job: a worker passing the wake-up on to the next (one notify per batch)
@@ -133,7 +134,7 @@ void WorkerPool::worker_loop() {
     pending_.pop_front();
     lock.unlock();
 
-    std::optional<Completion> completion = executor_(task.job, task.stop);
+    std::optional<Completion> completion = executor_(task.job, *task.stop);
     lock.lock();
     running_.at(task.ticket).handler_returned = true;
     lock.unlock();
@@ -173,13 +174,30 @@ std::vector<JobAttempt> WorkerPool::still_running(const std::vector<JobAttempt>&
 void WorkerPool::stop_jobs(const std::vector<JobAttempt>& jobs) {
   std::lock_guard lock(mutex_);
   for (auto& [ticket, entry] : running_) {
-    if (std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) entry.stop.request_stop();
+    if (std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) {
+      entry.stop->request(StopCause::kDaemon);
+    }
   }
 }
 
 void WorkerPool::stop_all_jobs() {
   std::lock_guard lock(mutex_);
-  for (auto& [ticket, entry] : running_) entry.stop.request_stop();
+  for (auto& [ticket, entry] : running_) entry.stop->request(StopCause::kDaemon);
+}
+
+std::vector<JobAttempt> WorkerPool::cancel_jobs(const std::vector<JobAttempt>& jobs) {
+  std::vector<JobAttempt> cancelled;
+  std::lock_guard lock(mutex_);
+  for (auto& [ticket, entry] : running_) {
+    if (entry.cancelled || entry.handler_returned ||
+        std::find(jobs.begin(), jobs.end(), entry.job) == jobs.end()) {
+      continue;
+    }
+    entry.cancelled = true;
+    entry.stop->request(StopCause::kCancelled);
+    cancelled.push_back(entry.job);
+  }
+  return cancelled;
 }
 
 std::vector<JobAttempt> WorkerPool::stop_expired(std::chrono::steady_clock::time_point renewed_at,
@@ -190,7 +208,7 @@ std::vector<JobAttempt> WorkerPool::stop_expired(std::chrono::steady_clock::time
   for (auto& [ticket, entry] : running_) {
     if (entry.lease_lost || std::max(entry.submitted, renewed_at) + lease > now) continue;
     entry.lease_lost = true;
-    entry.stop.request_stop();
+    entry.stop->request(StopCause::kDaemon);
     stopped.push_back(entry.job);
   }
   return stopped;

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -19,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/job_stop.hpp"
 #include "engine/service.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/job.hpp"
@@ -30,8 +32,9 @@ namespace pgjobd {
 class WorkerPool final : public Service {
  public:
   // Runs one job to the end (handler, metrics, completion). Must not throw.
-  // Returns the completion to write (nothing when the handler wrote its own).
-  using Executor = std::function<std::optional<Completion>(const Job& job, std::stop_token stop)>;
+  // Returns the completion to write (nothing when the handler wrote its own). `stop` is
+  // requested when the pool stops the job, with the reason (JobStop::cause).
+  using Executor = std::function<std::optional<Completion>(const Job& job, const JobStop& stop)>;
   // Receives each completion after its job is marked finished (the completer's submit).
   using Complete = std::function<void(Completion)>;
   // Called after a job left the pool (its slot is free again), with the jobs still busy.
@@ -79,9 +82,12 @@ class WorkerPool final : public Service {
   // their completion may already be written, which a heartbeat then no longer sees as
   // ours).
   std::vector<JobAttempt> still_running(const std::vector<JobAttempt>& jobs) const;
-  // Asks the handlers of these attempts (or all) to stop.
+  // Asks the handlers of these attempts (or all) to stop, for the daemon's sake.
   void stop_jobs(const std::vector<JobAttempt>& jobs);
   void stop_all_jobs();
+  // Asks the handlers of these attempts to stop because pgjobd_cancel asked. Returns the
+  // attempts whose handler was still running and not already asked to (each only once).
+  std::vector<JobAttempt> cancel_jobs(const std::vector<JobAttempt>& jobs);
   // Stops the jobs whose lease has run out by our own clock, taken to end at
   // max(submitted, renewed_at) + lease. Returns the attempts stopped now (each only once).
   std::vector<JobAttempt> stop_expired(std::chrono::steady_clock::time_point renewed_at,
@@ -100,15 +106,16 @@ class WorkerPool final : public Service {
   // (same id, same attempt) before the worker that ran it has cleaned up.
   struct Entry {
     JobAttempt job;
-    std::stop_source stop;
+    std::shared_ptr<JobStop> stop;  // shared with the worker running it, which reads it unlocked
     std::chrono::steady_clock::time_point submitted;
     bool lease_lost = false;
+    bool cancelled = false;
     bool handler_returned = false;  // its completion is on its way to the database
   };
   struct Task {
     Job job;
     std::uint64_t ticket;
-    std::stop_token stop;
+    std::shared_ptr<const JobStop> stop;
   };
 
   // Guarded by mutex_, like everything below it.

@@ -14,6 +14,8 @@ const char* to_string(Outcome outcome) {
       return "dead";
     case Outcome::kReleased:
       return "released";
+    case Outcome::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }

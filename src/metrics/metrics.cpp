@@ -21,7 +21,7 @@ namespace pgjobd {
 namespace {
 
 constexpr std::array kOutcomes = {Outcome::kDone, Outcome::kRetry, Outcome::kDead,
-                                  Outcome::kReleased};
+                                  Outcome::kReleased, Outcome::kCancelled};
 
 // 1 ms .. 60 s, roughly 1-2.5-5 per decade: fine where handlers usually are, coarse beyond.
 const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
@@ -64,7 +64,8 @@ struct Metrics::State {
   prometheus::Family<prometheus::Counter>& jobs_total =
       prometheus::BuildCounter()
           .Name("pgjobd_jobs_total")
-          .Help("Jobs finished, by queue, type and outcome (done, retry, dead, released).")
+          .Help(
+              "Jobs finished, by queue, type and outcome (done, retry, dead, released, cancelled).")
           .Register(*registry);
   prometheus::Family<prometheus::Histogram>& job_duration =
       prometheus::BuildHistogram()

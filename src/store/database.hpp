@@ -12,7 +12,13 @@
 
 namespace pgjobd {
 
-// One LISTEN session on the jobs channel.
+// What a notification says.
+enum class NotifyChannel {
+  kJobs,    // jobs were inserted (or a queue resumed): claim
+  kCancel,  // pgjobd_cancel marked a running job: heartbeat to learn which
+};
+
+// One LISTEN session on pgjobd's channels.
 class Notifications {
  public:
   virtual ~Notifications() = default;
@@ -20,7 +26,7 @@ class Notifications {
   virtual int socket() const = 0;
   // Reads what arrived and calls on_notify once per notification for this schema.
   // Throws DbError when the session is lost.
-  virtual void consume(const std::function<void()>& on_notify) = 0;
+  virtual void consume(const std::function<void(NotifyChannel)>& on_notify) = 0;
 };
 
 struct SchemaReport {

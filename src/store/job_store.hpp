@@ -53,6 +53,13 @@ struct RescueReport {
   bool leader = false;  // this daemon holds the maintenance leadership
   int failed = 0;       // back in the queue for another attempt
   int dead = 0;         // attempts used up
+  int cancelled = 0;    // pgjobd_cancel had asked for them to stop
+};
+
+struct HeartbeatReport {
+  std::vector<JobAttempt> kept;  // still ours: leases extended
+  // Of those kept, the ones pgjobd_cancel asked to stop.
+  std::vector<JobAttempt> cancel_requested;
 };
 
 struct QueueStatsRow {
@@ -82,12 +89,14 @@ class JobStore {
                                 const std::string& worker_id, bool delete_done, Millis timeout,
                                 std::stop_token stop) = 0;
 
-  // Extends the lease of these attempts; returns those still ours.
-  virtual std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
-                                            const std::string& worker_id, Millis lease) = 0;
+  // Extends the lease of these attempts; returns those still ours, and which of them have
+  // a cancel request.
+  virtual HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs,
+                                    const std::string& worker_id, Millis lease) = 0;
 
   // Takes or renews the maintenance leadership for `leadership_ttl` and, when leader,
-  // returns up to batch_size jobs whose lease expired to the queue.
+  // returns up to batch_size jobs whose lease expired to the queue (or, when a cancel was
+  // requested, ends them cancelled).
   virtual RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
                                        const RetryConfig& retry, int batch_size) = 0;
   // Hands leadership over at once (a clean shutdown).

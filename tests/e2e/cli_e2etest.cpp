@@ -288,9 +288,14 @@ TEST_F(CliJobsE2E, RetryMakesADeadJobPendingAgain) {
 
 TEST_F(CliJobsE2E, CancelAPendingJobButNotADoneOne) {
   const std::string pending = enqueue_ok({"ping"});
-  const CliResult cancelled = cli({"cancel", pending});
+  const CliResult cancelled = cli({"cancel", pending, "--reason", "duplicate order"});
   EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
-  EXPECT_EQ(row(pending, "status, finished_at IS NOT NULL"), "cancelled|t");
+  EXPECT_EQ(row(pending, "status, finished_at IS NOT NULL, last_error"),
+            "cancelled|t|cancelled: duplicate order");
+  // Idempotent: a second cancel says so and succeeds.
+  const CliResult again = cli({"cancel", pending});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out, "cancelled")) << again.out;
 
   const std::string done = schema_.query(
       "INSERT INTO {jobs} (type, status, attempts, finished_at) VALUES ('ping', 'done', 1, "

@@ -54,6 +54,8 @@ const char* name_of(FakeStatus status) {
       return "failed";
     case FakeStatus::kDead:
       return "dead";
+    case FakeStatus::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -107,6 +109,18 @@ void FakeJobTable::take_over(std::int64_t id, const std::string& other_worker) {
   row.locked_by = other_worker;
   ++row.job.attempt;
   changed();
+}
+
+std::string FakeJobTable::request_cancel(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  FakeRow& row = rows_.at(id);
+  if (row.status == FakeStatus::kPending || row.status == FakeStatus::kFailed) {
+    row.status = FakeStatus::kCancelled;
+  } else if (row.status == FakeStatus::kRunning) {
+    row.cancel_requested = true;
+  }
+  changed();
+  return name_of(row.status);
 }
 
 FakeRow* FakeJobTable::find(std::int64_t id) {
@@ -327,6 +341,7 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
     if (static_cast<int>(claimed.size()) >= request.limit) break;
     if (!table_->claim_ignores_filters_) {
       if (!contains(request.types, row->job.type)) continue;
+      if (contains(table_->paused_queues_, row->job.queue)) continue;
       const auto slot = free.find(row->job.queue);
       if (slot == free.end() || slot->second <= 0) continue;
       --slot->second;
@@ -367,7 +382,11 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
     ++report.written;
     row->locked_by.clear();
     row->last_error = completion.error;
-    switch (completion.outcome) {
+    // As the completion statement: a cancel request wins over every outcome but done.
+    const Outcome outcome = row->cancel_requested && completion.outcome != Outcome::kDone
+                                ? Outcome::kCancelled
+                                : completion.outcome;
+    switch (outcome) {
       case Outcome::kDone:
         row->status = FakeStatus::kDone;
         row->deleted = delete_done;
@@ -383,6 +402,9 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
         // Back to pending without counting the attempt, as the real release does.
         row->status = FakeStatus::kPending;
         --row->job.attempt;
+        break;
+      case Outcome::kCancelled:
+        row->status = FakeStatus::kCancelled;
         break;
     }
   }
@@ -404,26 +426,28 @@ bool FakeJobStore::run_and_complete(const std::string& /*sql*/, const Job& job,
   return true;
 }
 
-std::vector<JobAttempt> FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
-                                                const std::string& worker_id, Millis /*lease*/) {
+HeartbeatReport FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
+                                        const std::string& worker_id, Millis /*lease*/) {
   auto lock = table_->enter(StoreMethod::kHeartbeat);
   std::vector<JobAttempt> asked = jobs;
   std::sort(asked.begin(), asked.end());
   table_->heartbeats_.push_back(asked);
-  std::vector<JobAttempt> kept;
+  HeartbeatReport report;
   for (const JobAttempt& job : jobs) {
     const FakeRow* row = table_->find(job.id);
-    if (row != nullptr && table_->owned(*row, job, worker_id)) kept.push_back(job);
+    if (row == nullptr || !table_->owned(*row, job, worker_id)) continue;
+    report.kept.push_back(job);
+    if (row->cancel_requested) report.cancel_requested.push_back(job);
   }
   table_->changed();
-  return kept;
+  return report;
 }
 
 RescueReport FakeJobStore::lead_and_rescue(const std::string& /*worker_id*/,
                                            Millis /*leadership_ttl*/, const RetryConfig& /*retry*/,
                                            int /*batch_size*/) {
   auto lock = table_->enter(StoreMethod::kLeadAndRescue);
-  return {table_->leader_, 0, 0};
+  return {table_->leader_, 0, 0, 0};
 }
 
 void FakeJobStore::resign(const std::string& worker_id) {
@@ -475,7 +499,7 @@ class FakeNotifications final : public Notifications {
       : table_(std::move(table)), fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (fd_ < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
     std::lock_guard lock(table_->mutex_);
-    table_->sessions_.insert(fd_);
+    table_->sessions_[fd_];
     ++table_->listen_opened_;
     table_->changed();
   }
@@ -492,12 +516,17 @@ class FakeNotifications final : public Notifications {
   FakeNotifications& operator=(const FakeNotifications&) = delete;
 
   int socket() const override { return fd_; }
-  void consume(const std::function<void()>& on_notify) override {
+  void consume(const std::function<void(NotifyChannel)>& on_notify) override {
     std::uint64_t count = 0;
     if (read(fd_, &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return;
-    for (std::uint64_t i = 0; i < count; ++i) on_notify();
+    std::deque<NotifyChannel> sent;
+    {
+      std::lock_guard lock(table_->mutex_);
+      sent.swap(table_->sessions_[fd_]);
+    }
+    for (const NotifyChannel channel : sent) on_notify(channel);
     std::lock_guard lock(table_->mutex_);
-    table_->delivered_ += static_cast<int>(count);
+    table_->delivered_ += static_cast<int>(sent.size());
     table_->changed();
   }
 
@@ -521,10 +550,11 @@ std::unique_ptr<Notifications> FakeDatabase::listen() {
 
 SchemaReport FakeDatabase::prepare_schema(bool /*migrate*/) { return {1, 1, ""}; }
 
-void FakeDatabase::notify() {
+void FakeDatabase::notify(NotifyChannel channel) {
   std::lock_guard lock(table_->mutex_);
   const std::uint64_t one = 1;
-  for (const int fd : table_->sessions_) {
+  for (auto& [fd, sent] : table_->sessions_) {
+    sent.push_back(channel);
     [[maybe_unused]] const auto n = write(fd, &one, sizeof one);
   }
 }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,7 +43,7 @@ enum class StoreMethod {
 };
 inline constexpr std::size_t kStoreMethodCount = 10;
 
-enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead };
+enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
 struct FakeRow {
   Job job;  // job.attempt: attempts started so far (0 until first claimed)
@@ -52,6 +53,7 @@ struct FakeRow {
   bool deleted = false;  // completed with delete_done
   std::string last_error;
   Millis retry_delay{0};
+  bool cancel_requested = false;  // request_cancel() while it ran
 };
 
 struct CompleteCall {
@@ -77,6 +79,10 @@ class FakeJobTable {
   // again): the attempt we hold is no longer ours, so heartbeats and completions for it
   // are fenced off.
   void take_over(std::int64_t id, const std::string& other_worker = "other-daemon");
+  // As pgjobd_cancel: a pending or failed job is cancelled; a running one is marked, which
+  // heartbeats report and which turns its completion (but done) into cancelled. Returns
+  // the status left, by name.
+  std::string request_cancel(std::int64_t id);
 
   // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost), or,
   // given a sqlstate, a server's refusal with that code (a read-only server: "25006").
@@ -98,8 +104,8 @@ class FakeJobTable {
   // queue_stats() returns `rows` whatever queues it was asked for.
   void set_claim_ignores_filters(bool ignore);
   void set_queue_stats(std::vector<QueueStatsRow> rows);
-  // What paused_queues() reports (those of them it is asked about). The fake's claim does
-  // not skip them: pausing is the claim statement's job, tested against PostgreSQL.
+  // Paused queues: claim() skips them, as the claim statement does; paused_queues()
+  // reports those of them it is asked about.
   void set_paused_queues(std::vector<std::string> queues);
 
   // What was asked. calls() counts every call that started, failed ones included.
@@ -161,7 +167,8 @@ class FakeJobTable {
   std::vector<std::vector<JobAttempt>> heartbeats_;
   std::vector<std::string> resigned_;
   std::vector<std::string> opened_roles_;
-  std::set<int> sessions_;  // the eventfds of open LISTEN sessions
+  // Open LISTEN sessions: an eventfd each, with what was sent to it and not yet consumed.
+  std::map<int, std::deque<NotifyChannel>> sessions_;
   int listen_opened_ = 0;
   int listen_closed_ = 0;
   int delivered_ = 0;
@@ -177,8 +184,8 @@ class FakeJobStore final : public JobStore {
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
-  std::vector<JobAttempt> heartbeat(const std::vector<JobAttempt>& jobs,
-                                    const std::string& worker_id, Millis lease) override;
+  HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
+                            Millis lease) override;
   RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
                                const RetryConfig& retry, int batch_size) override;
   void resign(const std::string& worker_id) override;
@@ -203,8 +210,9 @@ class FakeDatabase final : public Database {
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;
 
-  // One notification to every open LISTEN session (as the INSERT trigger's NOTIFY).
-  void notify();
+  // One notification to every open LISTEN session (as the INSERT trigger's NOTIFY, or
+  // pgjobd_cancel's).
+  void notify(NotifyChannel channel = NotifyChannel::kJobs);
 
  private:
   const std::shared_ptr<FakeJobTable> table_;

@@ -36,9 +36,13 @@ JobResult JobGate::run(const Job& job, std::stop_token stop) {
   return released ? JobResult::done() : JobResult::released();
 }
 
-std::optional<Completion> JobGate::execute(const Job& job, std::stop_token stop) {
-  const JobResult result = run(job, std::move(stop));
-  return Completion{{job.id, job.attempt}, result.outcome, result.error, Millis(0)};
+std::optional<Completion> JobGate::execute(const Job& job, const JobStop& stop) {
+  const JobResult result = run(job, stop.token());
+  const bool cancelled = result.outcome != Outcome::kDone && stop.cause() == StopCause::kCancelled;
+  return Completion{{job.id, job.attempt},
+                    cancelled ? Outcome::kCancelled : result.outcome,
+                    cancelled ? "cancelled" : result.error,
+                    Millis(0)};
 }
 
 void JobGate::release(std::int64_t id) {

@@ -14,6 +14,7 @@
 #include <stop_token>
 #include <vector>
 
+#include "engine/job_stop.hpp"
 #include "pgjobd/job.hpp"
 #include "store/job_store.hpp"
 #include "support/engine_printers.hpp"
@@ -25,8 +26,9 @@ class JobGate {
   // The handler: blocks until release(job.id) or release_all(), then returns done; if its
   // stop token fires first, returns released (as the exec and http handlers do).
   JobResult run(const Job& job, std::stop_token stop);
-  // A WorkerPool executor around run(), producing the completion the runner would.
-  std::optional<Completion> execute(const Job& job, std::stop_token stop);
+  // A WorkerPool executor around run(), producing the completion the runner would
+  // (cancelled when stopped for a cancel).
+  std::optional<Completion> execute(const Job& job, const JobStop& stop);
 
   void release(std::int64_t id);
   void release_all();  // this and every later job: for TearDown, so joins never hang

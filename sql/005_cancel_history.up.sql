@@ -1,0 +1,150 @@
+-- pgjobd schema v5: cancelling running jobs, and a history of attempts (README "SQL
+-- interface", "Job lifecycle").
+--
+-- A running job cannot simply be set to cancelled: its daemon would go on running it. So
+-- pgjobd_cancel marks it (cancel_requested_at, cancel_reason) and notifies; the daemon
+-- that holds it learns of the mark through that NOTIFY, or at its next heartbeat (which
+-- returns it) if the notification was lost, stops the handler and writes `cancelled`. The
+-- completion and the rescue read the mark too, so whichever writes the job's end writes
+-- `cancelled` (unless the handler had already succeeded: done stays done).
+--
+-- attempt_log keeps one entry per attempt: who ran it, when it started and ended, and how
+-- it ended; the last 20, like errors. locked_by is cleared when a job finishes, so this is
+-- where "which host ran job 42, and how long did each try take" is answered
+-- (pgjobd_job_attempts).
+
+ALTER TABLE jobs
+  ADD COLUMN cancel_requested_at timestamptz,
+  ADD COLUMN cancel_reason text,
+  ADD COLUMN attempt_log jsonb NOT NULL DEFAULT '[]';
+
+COMMENT ON COLUMN jobs.cancel_requested_at IS
+  'pgjobd_cancel asked the daemon running this job to stop it (set by pgjobd only)';
+COMMENT ON COLUMN jobs.attempt_log IS
+  'pgjobd: one {attempt, by, started_at, ended_at, outcome} per attempt, the last 20';
+
+-- In the format() strings below %1$I is this schema and %2$L its name as a literal (the
+-- NOTIFY payload, as the INSERT trigger sends it); a literal % is %%.
+DO $migration$
+DECLARE
+  s text := current_schema();
+BEGIN
+  -- Cancel: a pending or failed job is cancelled at once; a running one is marked and its
+  -- daemon told (NOTIFY on pgjobd_cancel, delivered at commit: a rolled-back cancel
+  -- cancels nothing); a finished one is left as it is. Idempotent: a second cancel of a
+  -- running job keeps the first request's time and reason and notifies again (harmless,
+  -- and it covers a lost notification). Returns the status the job is left in: 'cancelled',
+  -- 'running' (stopping), or the 'done', 'dead' or 'cancelled' it already had.
+  -- clock_timestamp(), not now(): the row lock may have been waited for, and the mark must
+  -- not predate the claim that made the job running.
+  EXECUTE format($fmt$
+    CREATE FUNCTION %1$I.pgjobd_cancel(id bigint, reason text DEFAULT NULL)
+      RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    #variable_conflict use_column
+    DECLARE
+      was text;
+      message text;
+    BEGIN
+      IF pgjobd_cancel.id IS NULL THEN
+        RAISE EXCEPTION 'pgjobd_cancel: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+      END IF;
+      IF octet_length(pgjobd_cancel.reason) > 8192 THEN
+        RAISE EXCEPTION 'pgjobd_cancel: reason must be at most 8192 bytes long, not %%',
+          octet_length(pgjobd_cancel.reason) USING ERRCODE = 'invalid_parameter_value';
+      END IF;
+      SELECT j.status INTO was FROM %1$I.jobs j WHERE j.id = pgjobd_cancel.id FOR UPDATE;
+      IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgjobd_cancel: job %% does not exist', pgjobd_cancel.id
+          USING ERRCODE = 'no_data_found';
+      END IF;
+      message := coalesce('cancelled: ' || pgjobd_cancel.reason, 'cancelled');
+      IF was IN ('pending', 'failed') THEN
+        UPDATE %1$I.jobs j
+        SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = message,
+            cancel_requested_at = clock_timestamp(), cancel_reason = pgjobd_cancel.reason
+        WHERE j.id = pgjobd_cancel.id;
+        RETURN 'cancelled';
+      ELSIF was = 'running' THEN
+        UPDATE %1$I.jobs j
+        SET cancel_requested_at = coalesce(j.cancel_requested_at, clock_timestamp()),
+            cancel_reason = CASE WHEN j.cancel_requested_at IS NULL THEN pgjobd_cancel.reason
+                                 ELSE j.cancel_reason END,
+            updated_at = now()
+        WHERE j.id = pgjobd_cancel.id;
+        PERFORM pg_notify('pgjobd_cancel', %2$L);
+        RETURN 'running';
+      END IF;
+      RETURN was;
+    END
+    $body$ $fmt$, s, s);
+
+  -- pgjobd_retry as in schema v4, and it clears a cancel request: a retried job that was
+  -- cancelled while running must not be stopped again on its next attempt.
+  EXECUTE format($fmt$
+    CREATE OR REPLACE FUNCTION %1$I.pgjobd_retry(id bigint)
+      RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    #variable_conflict use_column
+    DECLARE
+      was text;
+      holder bigint;
+    BEGIN
+      IF pgjobd_retry.id IS NULL THEN
+        RAISE EXCEPTION 'pgjobd_retry: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+      END IF;
+      SELECT j.status INTO was FROM %1$I.jobs j WHERE j.id = pgjobd_retry.id FOR UPDATE;
+      IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgjobd_retry: job %% does not exist', pgjobd_retry.id
+          USING ERRCODE = 'no_data_found';
+      END IF;
+      IF was NOT IN ('failed', 'dead', 'cancelled') THEN
+        RAISE EXCEPTION 'pgjobd_retry: job %% is %%: only failed, dead or cancelled jobs can be retried',
+          pgjobd_retry.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
+      END IF;
+      BEGIN
+        UPDATE %1$I.jobs j
+        SET status = 'pending', run_at = now(), finished_at = NULL,
+            max_attempts = greatest(j.max_attempts, j.attempts + 1), updated_at = now(),
+            cancel_requested_at = NULL, cancel_reason = NULL
+        WHERE j.id = pgjobd_retry.id;
+      EXCEPTION WHEN unique_violation THEN
+        -- A dead or cancelled job's unique_key may have been taken by a newer live job.
+        SELECT l.id INTO holder FROM %1$I.jobs o JOIN %1$I.jobs l
+          ON l.type = o.type AND l.unique_key = o.unique_key
+         AND l.status IN ('pending', 'running', 'failed')
+        WHERE o.id = pgjobd_retry.id;
+        RAISE EXCEPTION 'pgjobd_retry: job %% cannot be retried: live job %% holds its unique_key',
+          pgjobd_retry.id, holder USING ERRCODE = 'unique_violation';
+      END;
+      RETURN was;
+    END
+    $body$ $fmt$, s);
+
+  -- Every kept attempt of a job, oldest first, with its error (from errors, matched by
+  -- attempt number) when it failed. A reader, not SECURITY DEFINER: the caller needs SELECT
+  -- on jobs (the operator role has it). A non-array attempt_log reads as empty.
+  EXECUTE format($fmt$
+    CREATE FUNCTION %1$I.pgjobd_job_attempts(id bigint)
+      RETURNS TABLE (attempt int, worker text, started_at timestamptz, ended_at timestamptz,
+                     seconds float8, outcome text, error text)
+      LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $body$
+      SELECT (a.value ->> 'attempt')::int, a.value ->> 'by',
+             (a.value ->> 'started_at')::timestamptz, (a.value ->> 'ended_at')::timestamptz,
+             extract(epoch FROM (a.value ->> 'ended_at')::timestamptz
+                                 - (a.value ->> 'started_at')::timestamptz)::float8,
+             a.value ->> 'outcome',
+             CASE WHEN a.value ->> 'outcome' NOT IN ('done', 'released') THEN
+               (SELECT e.value ->> 'error'
+                FROM jsonb_array_elements(CASE jsonb_typeof(j.errors) WHEN 'array'
+                                               THEN j.errors ELSE '[]' END) e
+                WHERE e.value -> 'attempt' = a.value -> 'attempt'
+                ORDER BY (e.value ->> 'at') DESC LIMIT 1) END
+      FROM %1$I.jobs j,
+           jsonb_array_elements(CASE jsonb_typeof(j.attempt_log) WHEN 'array'
+                                     THEN j.attempt_log ELSE '[]' END) WITH ORDINALITY a(value, n)
+      WHERE j.id = pgjobd_job_attempts.id
+      ORDER BY a.n
+    $body$ $fmt$, s);
+END
+$migration$;
+
+REVOKE EXECUTE ON FUNCTION pgjobd_cancel(bigint, text), pgjobd_job_attempts(bigint) FROM PUBLIC;
