@@ -8,10 +8,12 @@
 -- completion and the rescue read the mark too, so whichever writes the job's end writes
 -- `cancelled` (unless the handler had already succeeded: done stays done).
 --
--- attempt_log keeps one entry per attempt: who ran it, when it started and ended, and how
--- it ended; the last 20, like errors. locked_by is cleared when a job finishes, so this is
--- where "which host ran job 42, and how long did each try take" is answered
--- (pgjobd_job_attempts).
+-- attempt_log keeps one entry per attempt that did not end done: who ran it, when it
+-- started and ended, and how it ended; the last 20, like errors. A done job keeps its
+-- locked_by (cleared before schema v5), and its started_at and finished_at are those of
+-- its last attempt: a JSON entry built on every done job would slow the hot path for what
+-- the row already holds. pgjobd_job_attempts puts both together, to answer "which host
+-- ran job 42, and how long did each try take".
 
 ALTER TABLE jobs
   ADD COLUMN cancel_requested_at timestamptz,
@@ -21,7 +23,7 @@ ALTER TABLE jobs
 COMMENT ON COLUMN jobs.cancel_requested_at IS
   'pgjobd_cancel asked the daemon running this job to stop it (set by pgjobd only)';
 COMMENT ON COLUMN jobs.attempt_log IS
-  'pgjobd: one {attempt, by, started_at, ended_at, outcome} per attempt, the last 20';
+  'pgjobd: one {attempt, by, started_at, ended_at, outcome} per attempt not ending done, the last 20';
 
 -- In the format() strings below %1$I is this schema and %2$L its name as a literal (the
 -- NOTIFY payload, as the INSERT trigger sends it); a literal % is %%.
@@ -120,29 +122,36 @@ BEGIN
     $body$ $fmt$, s);
 
   -- Every kept attempt of a job, oldest first, with its error (from errors, matched by
-  -- attempt number) when it failed. A reader, not SECURITY DEFINER: the caller needs SELECT
-  -- on jobs (the operator role has it). A non-array attempt_log reads as empty.
+  -- attempt number) when it failed, and for a done job its last, successful attempt from
+  -- the row itself. A reader, not SECURITY DEFINER: the caller needs SELECT on jobs (the
+  -- operator role has it). A non-array attempt_log reads as empty.
   EXECUTE format($fmt$
     CREATE FUNCTION %1$I.pgjobd_job_attempts(id bigint)
       RETURNS TABLE (attempt int, worker text, started_at timestamptz, ended_at timestamptz,
                      seconds float8, outcome text, error text)
       LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $body$
-      SELECT (a.value ->> 'attempt')::int, a.value ->> 'by',
-             (a.value ->> 'started_at')::timestamptz, (a.value ->> 'ended_at')::timestamptz,
-             extract(epoch FROM (a.value ->> 'ended_at')::timestamptz
-                                 - (a.value ->> 'started_at')::timestamptz)::float8,
-             a.value ->> 'outcome',
-             CASE WHEN a.value ->> 'outcome' NOT IN ('done', 'released') THEN
-               (SELECT e.value ->> 'error'
-                FROM jsonb_array_elements(CASE jsonb_typeof(j.errors) WHEN 'array'
-                                               THEN j.errors ELSE '[]' END) e
-                WHERE e.value -> 'attempt' = a.value -> 'attempt'
-                ORDER BY (e.value ->> 'at') DESC LIMIT 1) END
-      FROM %1$I.jobs j,
-           jsonb_array_elements(CASE jsonb_typeof(j.attempt_log) WHEN 'array'
-                                     THEN j.attempt_log ELSE '[]' END) WITH ORDINALITY a(value, n)
-      WHERE j.id = pgjobd_job_attempts.id
-      ORDER BY a.n
+      SELECT x.attempt, x.worker, x.started_at, x.ended_at,
+             extract(epoch FROM x.ended_at - x.started_at)::float8, x.outcome, x.error
+      FROM (
+        SELECT 0 AS part, a.n, (a.value ->> 'attempt')::int AS attempt, a.value ->> 'by' AS worker,
+               (a.value ->> 'started_at')::timestamptz AS started_at,
+               (a.value ->> 'ended_at')::timestamptz AS ended_at, a.value ->> 'outcome' AS outcome,
+               CASE WHEN a.value ->> 'outcome' <> 'released' THEN
+                 (SELECT e.value ->> 'error'
+                  FROM jsonb_array_elements(CASE jsonb_typeof(j.errors) WHEN 'array'
+                                                 THEN j.errors ELSE '[]' END) e
+                  WHERE e.value -> 'attempt' = a.value -> 'attempt'
+                  ORDER BY (e.value ->> 'at') DESC LIMIT 1) END AS error
+        FROM %1$I.jobs j,
+             jsonb_array_elements(CASE jsonb_typeof(j.attempt_log) WHEN 'array'
+                                       THEN j.attempt_log ELSE '[]' END) WITH ORDINALITY a(value, n)
+        WHERE j.id = pgjobd_job_attempts.id
+        UNION ALL
+        SELECT 1, 0, j.attempts, j.locked_by, j.started_at, j.finished_at, 'done', NULL
+        FROM %1$I.jobs j
+        WHERE j.id = pgjobd_job_attempts.id AND j.status = 'done'
+      ) x
+      ORDER BY x.part, x.n
     $body$ $fmt$, s);
 END
 $migration$;

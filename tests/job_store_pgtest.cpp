@@ -245,8 +245,8 @@ TEST(JobStore, CompletesDoneFailedDeadAndReleased) {
   };
   EXPECT_EQ(row(ids[0],
                 "status || ' ' || (finished_at IS NOT NULL) || ' ' || "
-                "coalesce(locked_by, 'none')"),
-            "done true none");
+                "coalesce(locked_by, 'none') || ' ' || (locked_until IS NULL)"),
+            "done true w true");  // a done job keeps who ran it
   EXPECT_EQ(row(ids[1], "status"), "failed");
   EXPECT_EQ(row(ids[1], "last_error"), "boom\xEF\xBF\xBD");  // invalid UTF-8 sanitised
   EXPECT_EQ(row(ids[1], "run_at > now() + interval '50 seconds'"), "t");

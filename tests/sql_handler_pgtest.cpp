@@ -50,8 +50,9 @@ TEST_F(SqlHandlerTest, StatementAndDoneCommitTogether) {
   const JobResult result = handler(job, {});
   EXPECT_EQ(result.outcome, Outcome::kDone) << result.error;
   EXPECT_TRUE(result.completion_written);
-  EXPECT_EQ(schema_.query("SELECT status || ' ' || coalesce(locked_by, 'none') FROM {jobs}"),
-            "done none");
+  EXPECT_EQ(schema_.query("SELECT status || ' ' || coalesce(locked_by, 'none') || ' ' || "
+                          "(locked_until IS NULL) FROM {jobs}"),
+            "done worker-1 true");
   EXPECT_EQ(schema_.query("SELECT job_id || ' ' || (payload->>'n') FROM " + side_table()),
             std::to_string(job.id) + " 7");
 }

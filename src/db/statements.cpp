@@ -77,7 +77,10 @@ RETURNING j.id, j.queue, j.type,
 // A cancel request on the row (pgjobd_cancel of a running job) wins over every outcome but
 // done: the job ends cancelled, never retried, whether or not this daemon heard of the
 // request before its handler returned; last_error then gives the request's reason. Each
-// attempt also leaves an entry in attempt_log: who ran it, from when to when, how it ended.
+// attempt that does not end done leaves an entry in attempt_log: who ran it, from when to
+// when, how it ended. A done job keeps locked_by instead (its started_at and finished_at
+// are the attempt's times): building a JSON entry on every done job cost about 9% of the
+// serial claim-and-complete ceiling in the benchmark, keeping a column costs nothing.
 // Rows are found with `id = ANY(array)`, always a primary-key lookup, and matched to
 // their array slot with array_position. A join with unnest() looks natural but lets the
 // planner pick a nested loop over the function scan (quadratic in the batch) or a scan
@@ -113,9 +116,7 @@ SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
 constexpr const char* kCompleteDoneCte = R"(
 WITH done AS (
   UPDATE {jobs} j
-  SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
-      locked_until = NULL,
-      attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'done'))
+  SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
   WHERE j.id = ANY ($1::bigint[])
     AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -133,12 +134,10 @@ WITH done AS (
 ),)";
 
 constexpr const char* kCompleteOneDoneSql = R"(
-UPDATE {jobs} j
-SET status = 'done', finished_at = now(), updated_at = now(), locked_by = NULL,
-    locked_until = NULL,
-    attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'done'))
-WHERE j.id = $1 AND j.attempts = $2 AND j.locked_by = $3 AND (j.status = 'running') IS TRUE
-RETURNING j.id)";
+UPDATE {jobs}
+SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
+WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
+RETURNING id)";
 
 constexpr const char* kCompleteOneDeleteSql = R"(
 DELETE FROM {jobs}

@@ -45,7 +45,7 @@ TEST(ExecJobsE2E, ThousandJobsEachRunExactlyOnce) {
   stop_daemon(daemon);
 
   EXPECT_EQ(schema.count(), kJobs);
-  EXPECT_EQ(schema.count("status = 'done' AND attempts = 1 AND locked_by IS NULL"), kJobs)
+  EXPECT_EQ(schema.count("status = 'done' AND attempts = 1 AND locked_until IS NULL"), kJobs)
       << table_summary(schema);
 
   const std::vector<std::string> lines = read_lines(ran);

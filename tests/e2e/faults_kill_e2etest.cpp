@@ -111,7 +111,7 @@ TEST(FaultsKillE2E, SigkillWithHundredsOfJobsInFlightLosesNoneAndRerunsOnlyThose
       << table_summary(schema);
 
   EXPECT_EQ(schema.count("status <> 'done'"), 0) << table_summary(schema);
-  EXPECT_EQ(schema.count("locked_by IS NOT NULL"), 0);
+  EXPECT_EQ(schema.count("locked_until IS NOT NULL"), 0);
   const auto runs = id_counts(effects);
   EXPECT_EQ(runs.size(), static_cast<std::size_t>(kJobs)) << "a job without its side effect";
   int duplicates = 0;
