@@ -6,8 +6,8 @@
 // released, and wait for any condition on the table without sleeping.
 //
 // The fake keeps the rules the engine relies on (claim limits and slots, fencing by worker
-// and attempt, heartbeats return what is still ours) and nothing else: no clock, no
-// run_at, no retention.
+// and attempt, heartbeats return what is still ours, a pending row's run_at on the steady
+// clock) and nothing else: no retention, and a retried row is not claimed again.
 
 #include <array>
 #include <chrono>
@@ -39,8 +39,9 @@ enum class StoreMethod {
   kQueueStats,
   kPausedQueues,
   kSchemaProblem,
+  kNextDue,
 };
-inline constexpr std::size_t kStoreMethodCount = 10;
+inline constexpr std::size_t kStoreMethodCount = 11;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead };
 
@@ -52,6 +53,9 @@ struct FakeRow {
   bool deleted = false;  // completed with delete_done
   std::string last_error;
   Millis retry_delay{0};
+  // Not claimed before this time; next_due() reports it while it is in the future.
+  std::chrono::steady_clock::time_point run_at{};
+  std::chrono::steady_clock::time_point claimed_at{};  // by the last claim
 };
 
 struct CompleteCall {
@@ -71,6 +75,9 @@ class FakeJobTable {
                        int priority = 0, int max_attempts = 5);
   std::vector<std::int64_t> add_jobs(int n, const std::string& type,
                                      const std::string& queue = "default");
+  // A job due at `run_at` (a delayed job, as an INSERT with a future run_at).
+  std::int64_t add_job_at(const std::string& type, Clock::time_point run_at,
+                          const std::string& queue = "default");
   FakeRow row(std::int64_t id) const;  // throws std::out_of_range for an unknown id
   int count(FakeStatus status) const;
   // Another daemon took the job over (its lease expired, it was rescued and claimed
@@ -100,6 +107,7 @@ class FakeJobTable {
   void set_queue_stats(std::vector<QueueStatsRow> rows);
   // What paused_queues() reports (those of them it is asked about). The fake's claim does
   // not skip them: pausing is the claim statement's job, tested against PostgreSQL.
+  // next_due() leaves them out, as the real statement does.
   void set_paused_queues(std::vector<std::string> queues);
 
   // What was asked. calls() counts every call that started, failed ones included.
@@ -173,6 +181,8 @@ class FakeJobStore final : public JobStore {
   explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
+                                                    const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
