@@ -418,6 +418,25 @@ TEST_F(FetcherTest, JobsItCannotClaimCauseNoWakeUps) {
   EXPECT_EQ(table_.calls(StoreMethod::kClaim), 2) << describe();
 }
 
+TEST_F(FetcherTest, ADelayedJobInAFullQueueIsWokenForOnceNotInALoop) {
+  const auto busy = table_.add_job("gated", "a");  // takes queue a's only slot
+  start(4, {{"a", 1}, {"b", 0}});
+  ASSERT_TRUE(gate_.wait_started(1));
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));
+  const auto waiting = table_.add_job_at("gated", Clock::now() + milliseconds(100), "a");
+  const auto sentinel = table_.add_job_at("gated", Clock::now() + milliseconds(500), "b");
+  signal_.wake();  // their INSERT's NOTIFY
+  ASSERT_TRUE(wait_until([&] { return table_.row(sentinel).times_claimed == 1; }, seconds(20)))
+      << describe();
+  // The start-up claim, the wake-up's, one at `waiting`'s run_at (no slot for it) and the
+  // sentinel's: nothing in between.
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 4) << describe();
+  EXPECT_EQ(table_.row(waiting).times_claimed, 0);
+  gate_.release(busy);  // queue a's slot frees: `waiting`, due, goes at once (saturated)
+  ASSERT_TRUE(wait_until([&] { return table_.row(waiting).times_claimed == 1; }, seconds(20)))
+      << describe();
+}
+
 TEST_F(FetcherTest, AnOutageAfterTheAwaitedTimeBacksOffInsteadOfSpinning) {
   const auto id = table_.add_job_at("gated", Clock::now() + milliseconds(200));
   start(4);

@@ -208,9 +208,11 @@ bool Fetcher::claim_once(bool woken) {
 }
 
 void Fetcher::learn_next_due(const ClaimRequest& request) {
-  std::vector<std::string> queues;
-  queues.reserve(request.slots.size());
-  for (const QueueSlots& slot : request.slots) queues.push_back(slot.queue);
+  // Every served queue, not only those with a free slot now: on a busy daemon with
+  // per-queue limits that set changes from claim to claim, and each change would cost a
+  // question. A job due in a queue that is full then is woken for once, claims nothing,
+  // and the question that follows looks past it.
+  std::vector<std::string> queues = pool_.queues();
   const auto now = Clock::now();
   // An awaited time that has come was for this claim: the store knows what comes next.
   const bool reached = now >= std::min(next_due_, hinted_due_);

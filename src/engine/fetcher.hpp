@@ -10,7 +10,7 @@
 // the fetcher asks the store when the next job it could claim is due (next_due) and ends
 // its wait then; a retry the completer wrote arrives as ClaimSignal::due_at without a
 // query. It asks only when what it knew may have changed (a NOTIFY or other wake-up, a
-// full batch, the awaited time reached, other queues with free slots): a poll that finds
+// full batch, the awaited time reached, a reload of the served queues): a poll that finds
 // nothing costs the one claim it cost before. The wait is still never longer than the poll
 // interval, so a job the fetcher did not hear of (a lost NOTIFY, a retry written by another
 // daemon) is claimed within poll.max_interval as before.
@@ -107,7 +107,7 @@ class Fetcher final : public Service {
   std::chrono::steady_clock::time_point next_due_ = std::chrono::steady_clock::time_point::max();
   std::chrono::steady_clock::time_point hinted_due_ = std::chrono::steady_clock::time_point::max();
   bool next_due_stale_ = true;                // next_due_ may be wrong: ask after the next claim
-  std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for
+  std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
