@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "engine/health.hpp"
 #include "metrics/metrics.hpp"
 #include "support/fake_job_store.hpp"
@@ -280,6 +282,38 @@ TEST_F(CompleterTest, DeleteDoneFollowsTheLatestSetting) {
   EXPECT_FALSE(calls[0].delete_done);
   EXPECT_TRUE(calls[1].delete_done);
   EXPECT_TRUE(table_.row(completions[1].job.id).deleted);
+}
+
+// The fetcher learns of this daemon's retries from the completer, after they are written
+// (so it never wakes before the row says the retry is due): the shortest delay per batch.
+TEST_F(CompleterTest, TellsTheShortestRetryDelayOnceTheBatchIsWritten) {
+  auto completions = running_jobs(4);
+  completions[1].outcome = Outcome::kRetry;
+  completions[1].retry_delay = Millis(7000);
+  completions[2].outcome = Outcome::kRetry;
+  completions[2].retry_delay = Millis(3000);
+  Completer& completer = make_completer();
+  std::mutex mutex;
+  std::vector<std::pair<Millis, std::size_t>> told;  // delay, completions written by then
+  completer.set_on_retries_written([&](Millis delay) {
+    std::lock_guard lock(mutex);
+    told.emplace_back(delay, table_.completions().size());
+  });
+  table_.fail_next(StoreMethod::kComplete, 1);  // a failed write tells nothing
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(4));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return !told.empty();
+      },
+      seconds(20)));
+  completer.stop();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].first, Millis(3000));
+  EXPECT_EQ(told[0].second, 4u);  // after the write
 }
 
 }  // namespace

@@ -325,5 +325,130 @@ TEST_F(FetcherTest, ClaimsAskForThePayloadLimitInForce) {
   EXPECT_EQ(requests[1].max_payload_bytes, 2048);
 }
 
+// ---- Delayed jobs: the fetcher wakes when the next one is due -------------------------
+// Poll intervals are a minute in these tests (unless said), so a job claimed within a
+// second of its run_at was claimed by the due-time wake-up, not found by a poll.
+
+// Claimed at or after its run_at, and within `slack` of it.
+::testing::AssertionResult claimed_on_time(const testing::FakeRow& row,
+                                           Clock::duration slack = seconds(2)) {
+  if (row.times_claimed == 0) return ::testing::AssertionFailure() << "never claimed";
+  const auto late = row.claimed_at - row.run_at;
+  if (late < Clock::duration::zero() || late > slack) {
+    return ::testing::AssertionFailure()
+           << "claimed " << std::chrono::duration_cast<milliseconds>(late).count()
+           << " ms after its run_at";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(FetcherTest, WakesWhenADelayedJobIsDue) {
+  const auto id = table_.add_job_at("gated", Clock::now() + milliseconds(300));
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_TRUE(claimed_on_time(table_.row(id)));
+  // The first claim (at start) and the one at the due time; one question after each.
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 2));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 2) << describe();
+}
+
+TEST_F(FetcherTest, AWakeUpForAnEarlierJobShortensTheWait) {
+  const auto later = table_.add_job_at("gated", Clock::now() + seconds(40));
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));  // now awaits `later`
+  // An INSERT of a job due sooner: its NOTIFY wakes the fetcher, which asks again.
+  const auto sooner = table_.add_job_at("gated", Clock::now() + milliseconds(300));
+  signal_.wake();
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_TRUE(claimed_on_time(table_.row(sooner)));
+  EXPECT_EQ(table_.row(later).times_claimed, 0);
+}
+
+TEST_F(FetcherTest, AWakeUpForALaterJobKeepsTheAwaitedTime) {
+  const auto sooner = table_.add_job_at("gated", Clock::now() + milliseconds(500));
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));
+  const auto later = table_.add_job_at("gated", Clock::now() + seconds(40));
+  signal_.wake();
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_TRUE(claimed_on_time(table_.row(sooner)));
+  EXPECT_EQ(table_.row(later).times_claimed, 0);
+  // The wake-up was heard (a claim and a question) and did not move the wait.
+  EXPECT_GE(table_.calls(StoreMethod::kNextDue), 2);
+}
+
+TEST_F(FetcherTest, ARetryWrittenByThisDaemonIsAwaitedWithoutAQuery) {
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));  // nothing to await
+  // Written by the completer (no NOTIFY): only the claim signal says when it is due.
+  const auto run_at = Clock::now() + milliseconds(300);
+  const auto retry = table_.add_job_at("gated", run_at);
+  signal_.due_at(run_at);
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_TRUE(claimed_on_time(table_.row(retry)));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 2) << describe();
+}
+
+TEST_F(FetcherTest, TheWaitForADelayedJobIsClampedToThePollInterval) {
+  table_.add_job_at("gated", Clock::now() + seconds(60));
+  start(4, {{"default", 0}}, Millis(200));
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 4, seconds(20))) << describe();
+  // Polls, as before, at the interval (-10% jitter at worst), not faster.
+  const auto times = table_.call_times(StoreMethod::kClaim);
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    EXPECT_GE(times[i] - times[i - 1], milliseconds(170)) << i;
+  }
+  EXPECT_EQ(gate_.started().size(), 0u);
+  // A poll that finds nothing new does not ask again: it costs its claim, as before.
+  EXPECT_EQ(table_.calls(StoreMethod::kNextDue), 1);
+}
+
+TEST_F(FetcherTest, JobsItCannotClaimCauseNoWakeUps) {
+  // Due soon but not this daemon's: a type without a handler, a paused queue. Waking for
+  // them would claim nothing and, if asked again, wake again: a loop.
+  table_.add_job_at("no-handler", Clock::now() + milliseconds(50));
+  table_.add_job_at("gated", Clock::now() + milliseconds(50), "a");
+  table_.add_job("no-handler");  // already due, never claimable here
+  table_.set_paused_queues({"a"});
+  // The one job it may claim bounds the window in which spurious claims would be seen.
+  const auto sentinel = table_.add_job_at("gated", Clock::now() + milliseconds(600));
+  start(4, {{"default", 0}, {"a", 0}});
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_TRUE(claimed_on_time(table_.row(sentinel)));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 2) << describe();
+}
+
+TEST_F(FetcherTest, ADelayedJobInAFullQueueIsWokenForOnceNotInALoop) {
+  const auto busy = table_.add_job("gated", "a");  // takes queue a's only slot
+  start(4, {{"a", 1}, {"b", 0}});
+  ASSERT_TRUE(gate_.wait_started(1));
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));
+  const auto waiting = table_.add_job_at("gated", Clock::now() + milliseconds(100), "a");
+  const auto sentinel = table_.add_job_at("gated", Clock::now() + milliseconds(500), "b");
+  signal_.wake();  // their INSERT's NOTIFY
+  ASSERT_TRUE(wait_until([&] { return table_.row(sentinel).times_claimed == 1; }, seconds(20)))
+      << describe();
+  // The start-up claim, the wake-up's, one at `waiting`'s run_at (no slot for it) and the
+  // sentinel's: nothing in between.
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 4) << describe();
+  EXPECT_EQ(table_.row(waiting).times_claimed, 0);
+  gate_.release(busy);  // queue a's slot frees: `waiting`, due, goes at once (saturated)
+  ASSERT_TRUE(wait_until([&] { return table_.row(waiting).times_claimed == 1; }, seconds(20)))
+      << describe();
+}
+
+TEST_F(FetcherTest, AnOutageAfterTheAwaitedTimeBacksOffInsteadOfSpinning) {
+  const auto id = table_.add_job_at("gated", Clock::now() + milliseconds(200));
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));
+  table_.fail_next(StoreMethod::kClaim, 3);  // the claim at the due time fails, then more
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 4)) << describe();
+  const auto times = table_.call_times(StoreMethod::kClaim);
+  EXPECT_GE(times[2] - times[1], milliseconds(80));  // ReconnectBackoff, -20% at worst
+  EXPECT_GE(times[3] - times[2], milliseconds(160));
+  ASSERT_TRUE(gate_.wait_started(1)) << describe();
+  EXPECT_EQ(table_.row(id).times_claimed, 1);
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -80,7 +80,9 @@ constexpr ConfigKey kKeys[] = {
                                                     "poll interval while jobs keep arriving (> 0)"),
     field<&Config::poll, &PollConfig::max_interval>(
         "poll.max_interval", "5s", kLive,
-        "an idle daemon doubles its interval up to this (≥ `min_interval`)"),
+        "an idle daemon doubles its interval up to this (≥ `min_interval`); it still wakes "
+        "at once for a NOTIFY and at the `run_at` of the next delayed job or retry it knows "
+        "of"),
     field<&Config::poll, &PollConfig::listen_notify>(
         "poll.listen_notify", "true", kRestart,
         "LISTEN for the insert trigger's NOTIFY and wake at once"),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <pqxx/pqxx>
 
 #include "db/connection.hpp"
@@ -252,6 +253,21 @@ int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
         txn.exec_prepared(stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
                           static_cast<std::int64_t>(retention.dead.count()), batch_size);
     return rows[0][0].as<int>();
+  });
+}
+
+std::optional<std::chrono::microseconds> PgJobStore::next_due(
+    const std::vector<std::string>& queues, const std::vector<std::string>& types) {
+  connect();
+  return guarded("next due", [&]() -> std::optional<std::chrono::microseconds> {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    const auto rows =
+        txn.exec_prepared(stmt::kNextDue, text_array_literal(queues), text_array_literal(types));
+    if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
+    // Rounded up: waking a microsecond early finds the job not yet due.
+    return std::chrono::microseconds(
+        static_cast<std::int64_t>(std::ceil(rows[0][0].as<double>() * 1e6)));
   });
 }
 

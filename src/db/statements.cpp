@@ -62,6 +62,52 @@ RETURNING j.id, j.queue, j.type,
           extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8,
           octet_length(picked.body)::bigint)";
 
+// The wait until the next job this daemon could claim becomes due (the fetcher asks after
+// a short claim, never after a full one, so a busy daemon does not pay for it). It sees
+// what the claim sees: the served queues ($1) that are not paused, the served types ($2),
+// pending and failed rows, but only those not yet due: a due job the claim skipped is
+// locked by another session or waits for a slot, and counting it would wake the fetcher
+// over and over for nothing.
+//
+// The claim index leads with (queue, priority DESC) and only then run_at, so a plain
+// min(run_at) per queue reads every live entry of the queue: every job scheduled for
+// later, possibly millions. Instead, a loose index scan finds each distinct priority of a
+// queue (one index probe each: `priority < previous ORDER BY priority DESC LIMIT 1`), and
+// for each (queue, priority) the first future run_at is one more probe of the same index
+// (`priority = p AND run_at > now() ORDER BY run_at LIMIT 1`): a few probes per queue
+// whatever the table holds. The type is a filter on that probe, so future jobs of types
+// this daemon does not serve, due before its own, are read past (as the claim reads past
+// due ones).
+// The answer is clamped to a day inside the aggregate: a run_at of 'infinity' would make
+// the subtraction fail ("cannot subtract infinite timestamps"), and the fetcher never
+// waits longer than poll.max_interval anyway.
+constexpr const char* kNextDueSql = R"(
+WITH RECURSIVE served AS (
+  SELECT s.queue FROM unnest($1::text[]) AS s(queue)
+  WHERE NOT EXISTS (SELECT 1 FROM {queues} p WHERE p.queue = s.queue AND p.paused)
+), priorities AS (
+  SELECT served.queue,
+         (SELECT j.priority FROM {jobs} j
+          WHERE j.queue = served.queue AND j.status IN ('pending', 'failed')
+          ORDER BY j.priority DESC LIMIT 1) AS priority
+  FROM served
+  UNION ALL
+  SELECT p.queue,
+         (SELECT j.priority FROM {jobs} j
+          WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority < p.priority
+          ORDER BY j.priority DESC LIMIT 1)
+  FROM priorities p WHERE p.priority IS NOT NULL
+)
+SELECT extract(epoch FROM min(least(n.run_at, now() + interval '1 day')) - now())::float8
+FROM priorities p CROSS JOIN LATERAL (
+  SELECT j.run_at FROM {jobs} j
+  WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority = p.priority
+    AND j.run_at > now() AND j.type = ANY($2::text[])
+  ORDER BY j.run_at
+  LIMIT 1
+) n
+WHERE p.priority IS NOT NULL)";
+
 // Writes about jobs found by id (completions, heartbeats) spell the fence's status test
 // `(status = 'running') IS TRUE`: the same test, but one the planner cannot match to the
 // partial lease index (WHERE status = 'running'). Otherwise, once ANALYZE has seen few
@@ -326,6 +372,7 @@ std::string with_table(const char* sql, const std::string& schema) {
 std::vector<Statement> job_statements(const std::string& schema) {
   return {
       {kClaim, with_table(kClaimSql, schema)},
+      {kNextDue, with_table(kNextDueSql, schema)},
       {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
       {kCompleteDeleteDone,
        with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), schema)},

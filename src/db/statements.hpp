@@ -12,6 +12,10 @@ namespace pgjobd::stmt {
 // $5 worker id, $6 lease ms, $7 synchronous_commit for the claim ('off', or '' to keep
 // the session's). Returns the claimed jobs.
 inline constexpr const char* kClaim = "pgjobd_claim";
+// The wait until the next job not yet due: $1 queues text[], $2 types text[]. Returns one
+// row: seconds (float8) until the earliest future run_at of a pending or failed job of
+// those queues (not paused) and types, at most a day; NULL when there is none.
+inline constexpr const char* kNextDue = "pgjobd_next_due";
 // Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
 // released jobs the parallel arrays $3 ids, $4 attempts, $5 new status text[] ('failed',
 // 'dead' or 'pending'), $6 errors text[], $7 retry delays in ms bigint[]; $8 worker id.

@@ -1,8 +1,10 @@
 #pragma once
-// What wakes the claim loop: new jobs may be due (a NOTIFY, a reload, Engine::wake) or a
-// worker freed its slot. The pool, the listener and the fetcher are each given the one
-// signal, so none of them needs to hold another.
+// What wakes the claim loop: new jobs may be due (a NOTIFY, a reload, Engine::wake), a
+// worker freed its slot, or a job will be due at a known time (a retry the completer wrote). The
+// pool, the listener and the fetcher are each given the one signal, so none of them needs to hold
+// another.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -28,11 +30,25 @@ struct ClaimSignal {
     cv.notify_one();
   }
 
+  // A job will be due at `when` (a retry this daemon wrote): the fetcher claims then, not
+  // at its next poll, without asking the database. Only the earliest such time is kept.
+  void due_at(std::chrono::steady_clock::time_point when) {
+    {
+      std::lock_guard lock(mutex);
+      if (when >= due_hint) return;
+      due_hint = when;
+      ++events;
+    }
+    cv.notify_one();
+  }
+
   std::mutex mutex;
   std::condition_variable_any cv;
   // Guarded by mutex.
   bool woken = true;         // the fetcher clears it when it claims
-  std::uint64_t events = 0;  // counts both calls: a waiter waits for it to change
+  std::uint64_t events = 0;  // counts the calls: a waiter waits for it to change
+  // The earliest due_at() not yet taken by the fetcher (which resets it to max).
+  std::chrono::steady_clock::time_point due_hint = std::chrono::steady_clock::time_point::max();
 };
 
 }  // namespace pgjobd

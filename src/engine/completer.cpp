@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
@@ -51,6 +53,10 @@ void Completer::submit(Completion completion) {
   if (wake) cv_.notify_one();
 }
 
+void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_written) {
+  on_retries_written_ = std::move(on_retries_written);
+}
+
 std::vector<JobAttempt> Completer::queued_jobs() const {
   std::lock_guard lock(mutex_);
   std::vector<JobAttempt> jobs;
@@ -83,6 +89,16 @@ void Completer::run(const std::stop_token& stop) {
       metrics_.db_error("complete");
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
+    }
+    // Told after the write: the row's run_at (the write's now() + delay) is then no later
+    // than now + delay, so the fetcher does not wake before the retry is due.
+    if (on_retries_written_) {
+      std::optional<Millis> shortest;
+      for (std::size_t i = 0; i < progress.settled; ++i) {
+        if (batch[i].outcome != Outcome::kRetry) continue;
+        shortest = std::min(shortest.value_or(batch[i].retry_delay), batch[i].retry_delay);
+      }
+      if (shortest) on_retries_written_(*shortest);
     }
     if (progress.stale > 0) {
       metrics_.stale_write(progress.stale);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,10 @@ class Completer final : public Service {
 
   void submit(Completion completion);
   void set_delete_done(bool delete_done);  // live reload
+  // Called (on the completer's thread) after a batch holding retries was written, with the
+  // shortest of their delays: the fetcher then wakes when that retry is due without asking
+  // the database. Set before start().
+  void set_on_retries_written(std::function<void(Millis shortest_delay)> on_retries_written);
 
   // The attempts of completions not yet written, the batch being written included: their
   // leases must still be renewed, or a completer held up by the database could see them
@@ -75,6 +80,7 @@ class Completer final : public Service {
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::min();
   bool delete_done_;
   int unwritten_at_stop_ = 0;
+  std::function<void(Millis)> on_retries_written_;  // set before start()
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 

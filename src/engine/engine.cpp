@@ -222,6 +222,9 @@ void Engine::Impl::start() {
   // renewals). drain() stops them in the reverse order.
   completer_ = std::make_unique<Completer>(database_->open_store("completer"), worker_id_,
                                            config_.retention.done.count() == 0, *metrics_, health_);
+  completer_->set_on_retries_written([signal = claim_signal_](Millis shortest_delay) {
+    signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
+  });
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).

@@ -84,8 +84,10 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     }
     return false;
   };
+  // The next poll, or sooner the next job known to become due.
+  const auto next_claim = [&] { return std::min({next_poll_, next_due_, hinted_due_}); };
   const auto due = [&] {
-    return signal_.woken || backlog_ || Clock::now() >= next_poll_ || saturated_queue_has_room();
+    return signal_.woken || backlog_ || Clock::now() >= next_claim() || saturated_queue_has_room();
   };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
@@ -95,15 +97,18 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
   };
   while (!stop.stop_requested()) {
+    hinted_due_ = std::min(hinted_due_, signal_.due_hint);
+    signal_.due_hint = Clock::time_point::max();
     const int free = pool_.claimable();
     if (due() && enough_free(free)) {
+      woken_ = signal_.woken;
       signal_.woken = false;
       return true;
     }
     // Pool full: a finishing job wakes us. The wait is cut into slices so that a loop
     // waiting for slots busy with long jobs still shows progress to the watchdog.
     auto until = Clock::now() + progress_slice_;
-    if (free > 0) until = std::min(until, due() ? cooled_down_at_ : next_poll_);
+    if (free > 0) until = std::min(until, due() ? cooled_down_at_ : next_claim());
     // Ends early on a wake-up, a freed slot or a stop request.
     const std::uint64_t seen = signal_.events;
     signal_.cv.wait_until(lock, stop, until, [&] { return signal_.events != seen; });
@@ -119,7 +124,7 @@ void Fetcher::run(const std::stop_token& stop) {
     if (!wait_until_claim(stop)) return;
     bool full = false;
     try {
-      full = claim_once();
+      full = claim_once(woken_);
       backoff.reset();
       health_.clear("fetcher");
     } catch (const DbError& e) {
@@ -129,6 +134,11 @@ void Fetcher::run(const std::stop_token& stop) {
       spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());
       backlog_ = false;
       saturated_.clear();  // nothing is due before the backoff ends
+      // Nor is an awaited job: one already due would make the next claim at once, round
+      // and round through the outage. The first claim after it asks the store again.
+      next_due_ = Clock::time_point::max();
+      hinted_due_ = Clock::time_point::max();
+      next_due_stale_ = true;
       next_poll_ = Clock::now() + wait;
       continue;
     }
@@ -144,7 +154,10 @@ void Fetcher::run(const std::stop_token& stop) {
   }
 }
 
-bool Fetcher::claim_once() {
+bool Fetcher::claim_once(bool woken) {
+  // A wake-up may mean new jobs, due earlier than the one awaited: ask again after this
+  // claim (or the next one that is made, if there is no slot to claim for now).
+  if (woken) next_due_stale_ = true;
   ClaimRequest request;
   auto budget = pool_.claim_budget();
   request.slots = std::move(budget.slots);
@@ -185,7 +198,33 @@ bool Fetcher::claim_once() {
   }
   pool_.submit(std::move(jobs));
   metrics_.set_workers_busy(pool_.busy());
+  // The handlers are started first: asking for the next due job does not delay them.
+  if (full) {
+    next_due_stale_ = true;  // a backlog hides later jobs: ask once it is worked off
+  } else {
+    learn_next_due(request);
+  }
   return full;
+}
+
+void Fetcher::learn_next_due(const ClaimRequest& request) {
+  // Every served queue, not only those with a free slot now: on a busy daemon with
+  // per-queue limits that set changes from claim to claim, and each change would cost a
+  // question. A job due in a queue that is full then is woken for once, claims nothing,
+  // and the question that follows looks past it.
+  std::vector<std::string> queues = pool_.queues();
+  const auto now = Clock::now();
+  // An awaited time that has come was for this claim: the store knows what comes next.
+  const bool reached = now >= std::min(next_due_, hinted_due_);
+  if (hinted_due_ <= now) hinted_due_ = Clock::time_point::max();
+  if (!next_due_stale_ && !reached && queues == next_due_queues_) return;
+  // Stays stale if the query fails: the next claim asks again.
+  next_due_stale_ = true;
+  const std::optional<std::chrono::microseconds> wait = store_->next_due(queues, request.types);
+  next_due_ = wait ? Clock::now() + *wait : Clock::time_point::max();
+  next_due_queues_ = std::move(queues);
+  next_due_stale_ = false;
+  if (wait) spdlog::debug("next job due in {}us", wait->count());
 }
 
 }  // namespace pgjobd

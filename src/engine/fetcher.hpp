@@ -4,6 +4,16 @@
 // poll.max_interval, a poll that finds work resets it to poll.min_interval, and a full
 // batch polls again as soon as slots are free. The claim signal (a NOTIFY, a freed slot)
 // ends any wait at once.
+//
+// Jobs that are not due yet (a run_at in the future, a retry after its backoff) are woken
+// for at their due time, not found by the next poll: after a claim that came back short
+// the fetcher asks the store when the next job it could claim is due (next_due) and ends
+// its wait then; a retry the completer wrote arrives as ClaimSignal::due_at without a
+// query. It asks only when what it knew may have changed (a NOTIFY or other wake-up, a
+// full batch, the awaited time reached, a reload of the served queues): a poll that finds
+// nothing costs the one claim it cost before. The wait is still never longer than the poll
+// interval, so a job the fetcher did not hear of (a lost NOTIFY, a retry written by another
+// daemon) is claimed within poll.max_interval as before.
 
 #include <atomic>
 #include <chrono>
@@ -63,7 +73,11 @@ class Fetcher final : public Service {
  private:
   void run(const std::stop_token& stop);
   bool wait_until_claim(const std::stop_token& stop);  // false: stop requested
-  bool claim_once();              // true when the batch was full (more work is likely waiting)
+  // true when the batch was full (more work is likely waiting). woken: the claim was made
+  // for a wake-up (a NOTIFY: jobs were inserted), so what next_due said may be stale.
+  bool claim_once(bool woken);
+  // After a short claim: asks the store when its next job is due, unless nothing changed.
+  void learn_next_due(const ClaimRequest& request);
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
   void mark_progress();
 
@@ -89,6 +103,12 @@ class Fetcher final : public Service {
   std::set<std::string> saturated_;
   std::chrono::steady_clock::time_point next_poll_{};
   std::chrono::steady_clock::time_point cooled_down_at_{};  // see kClaimCooldown
+  // The next job not due yet, as the store last said (max: none), and due_at() hints.
+  std::chrono::steady_clock::time_point next_due_ = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point hinted_due_ = std::chrono::steady_clock::time_point::max();
+  bool next_due_stale_ = true;                // next_due_ may be wrong: ask after the next claim
+  std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
+  bool woken_ = false;                        // the claim about to be made is for a wake-up
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
   ServiceThread thread_;  // last: joined before the members it uses go away

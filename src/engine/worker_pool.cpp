@@ -80,6 +80,14 @@ std::vector<QueueSlots> WorkerPool::free_slots_locked() const {
   return slots;
 }
 
+std::vector<std::string> WorkerPool::queues() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> names;
+  names.reserve(queue_limits_.size());
+  for (const auto& [name, limit] : queue_limits_) names.push_back(name);
+  return names;
+}
+
 int WorkerPool::claimable() const { return claim_budget().limit; }
 
 WorkerPool::ClaimBudget WorkerPool::claim_budget() const {

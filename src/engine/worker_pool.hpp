@@ -52,6 +52,8 @@ class WorkerPool final : public Service {
 
   // Free slots per served queue (each already capped by the global free count).
   std::vector<QueueSlots> free_slots() const;
+  // The served queues (worker.queues), free slots or not, in name order.
+  std::vector<std::string> queues() const;
   // How many jobs could start now: min(global free, sum of the queues' free slots).
   int claimable() const;
   // Both of the above, read together: what one claim may ask for. (Read apart, a job

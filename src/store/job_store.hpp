@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -75,6 +76,15 @@ class JobStore {
 
   // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
   virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
+
+  // How long until the earliest job this daemon could claim that is not due yet becomes
+  // due: the pending or failed jobs of `queues` (paused ones left out) whose type is one of
+  // `types` and whose run_at is in the future. Nothing when there is none. The fetcher
+  // asks after a claim that came back short, so that it wakes when that job is due instead
+  // of at its next poll; jobs already due are not counted (one that the claim skipped is
+  // locked by another session or has no slot, and waking for it again would only spin).
+  virtual std::optional<std::chrono::microseconds> next_due(
+      const std::vector<std::string>& queues, const std::vector<std::string>& types) = 0;
 
   // Writes a batch in one transaction, each fenced by worker and attempt.
   // delete_done: remove done rows instead of keeping them (retention.done = 0).

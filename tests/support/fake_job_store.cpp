@@ -38,6 +38,8 @@ const char* name_of(StoreMethod method) {
       return "paused_queues";
     case StoreMethod::kSchemaProblem:
       return "schema_problem";
+    case StoreMethod::kNextDue:
+      return "next_due";
   }
   return "?";
 }
@@ -81,6 +83,15 @@ std::int64_t FakeJobTable::add_job(const std::string& type, const std::string& q
   rows_[row.job.id] = row;
   changed();
   return row.job.id;
+}
+
+std::int64_t FakeJobTable::add_job_at(const std::string& type, Clock::time_point run_at,
+                                      const std::string& queue) {
+  const std::int64_t id = add_job(type, queue);
+  std::lock_guard lock(mutex_);
+  rows_.at(id).run_at = run_at;
+  changed();
+  return id;
 }
 
 std::vector<std::int64_t> FakeJobTable::add_jobs(int n, const std::string& type,
@@ -330,8 +341,11 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
 
   // Higher priority first, then oldest, as the real claim orders its candidates.
   std::vector<FakeRow*> candidates;
+  const auto now = FakeJobTable::Clock::now();
   for (auto& [id, row] : table_->rows_) {
-    if (row.status == FakeStatus::kPending && !row.deleted) candidates.push_back(&row);
+    if (row.status == FakeStatus::kPending && !row.deleted && row.run_at <= now) {
+      candidates.push_back(&row);
+    }
   }
   std::stable_sort(candidates.begin(), candidates.end(), [](const FakeRow* a, const FakeRow* b) {
     return a->job.priority > b->job.priority;
@@ -350,6 +364,7 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
     row->locked_by = request.worker_id;
     ++row->job.attempt;
     ++row->times_claimed;
+    row->claimed_at = now;
     claimed.push_back(row->job);
     // As the real claim: a payload over the limit is not read.
     const auto bytes = static_cast<std::int64_t>(row->job.payload.size());
@@ -360,6 +375,21 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
   }
   table_->changed();
   return claimed;
+}
+
+std::optional<std::chrono::microseconds> FakeJobStore::next_due(
+    const std::vector<std::string>& queues, const std::vector<std::string>& types) {
+  auto lock = table_->enter(StoreMethod::kNextDue);
+  const auto now = FakeJobTable::Clock::now();
+  std::optional<FakeJobTable::Clock::time_point> earliest;
+  for (const auto& [id, row] : table_->rows_) {
+    if (row.status != FakeStatus::kPending || row.deleted || row.run_at <= now) continue;
+    if (!contains(queues, row.job.queue) || !contains(types, row.job.type)) continue;
+    if (contains(table_->paused_queues_, row.job.queue)) continue;
+    earliest = std::min(earliest.value_or(row.run_at), row.run_at);
+  }
+  if (!earliest) return std::nullopt;
+  return std::chrono::ceil<std::chrono::microseconds>(*earliest - now);
 }
 
 CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,

@@ -6,8 +6,8 @@
 // released, and wait for any condition on the table without sleeping.
 //
 // The fake keeps the rules the engine relies on (claim limits and slots, fencing by worker
-// and attempt, heartbeats return what is still ours) and nothing else: no clock, no
-// run_at, no retention.
+// and attempt, heartbeats return what is still ours, a pending row's run_at on the steady
+// clock) and nothing else: no retention, and a retried row is not claimed again.
 
 #include <array>
 #include <chrono>
@@ -40,8 +40,9 @@ enum class StoreMethod {
   kQueueStats,
   kPausedQueues,
   kSchemaProblem,
+  kNextDue,
 };
-inline constexpr std::size_t kStoreMethodCount = 10;
+inline constexpr std::size_t kStoreMethodCount = 11;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -54,6 +55,9 @@ struct FakeRow {
   std::string last_error;
   Millis retry_delay{0};
   bool cancel_requested = false;  // request_cancel() while it ran
+  // Not claimed before this time; next_due() reports it while it is in the future.
+  std::chrono::steady_clock::time_point run_at{};
+  std::chrono::steady_clock::time_point claimed_at{};  // by the last claim
 };
 
 struct CompleteCall {
@@ -73,6 +77,9 @@ class FakeJobTable {
                        int priority = 0, int max_attempts = 5);
   std::vector<std::int64_t> add_jobs(int n, const std::string& type,
                                      const std::string& queue = "default");
+  // A job due at `run_at` (a delayed job, as an INSERT with a future run_at).
+  std::int64_t add_job_at(const std::string& type, Clock::time_point run_at,
+                          const std::string& queue = "default");
   FakeRow row(std::int64_t id) const;  // throws std::out_of_range for an unknown id
   int count(FakeStatus status) const;
   // Another daemon took the job over (its lease expired, it was rescued and claimed
@@ -104,8 +111,8 @@ class FakeJobTable {
   // queue_stats() returns `rows` whatever queues it was asked for.
   void set_claim_ignores_filters(bool ignore);
   void set_queue_stats(std::vector<QueueStatsRow> rows);
-  // Paused queues: claim() skips them, as the claim statement does; paused_queues()
-  // reports those of them it is asked about.
+  // Paused queues: claim() skips them and next_due() leaves them out, as the real
+  // statements do; paused_queues() reports those of them it is asked about.
   void set_paused_queues(std::vector<std::string> queues);
 
   // What was asked. calls() counts every call that started, failed ones included.
@@ -180,6 +187,8 @@ class FakeJobStore final : public JobStore {
   explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
+                                                    const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
