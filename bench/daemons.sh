@@ -28,6 +28,9 @@
 #   REPEAT         passes over all (mode, K) (default 2); the chart plots the best run of
 #                  each. One daemon is the same setup in both modes, so "split" skips K=1
 #                  when "each" runs it.
+#   DAEMON_URL     where the daemons connect (default DATABASE_URL), e.g. a PgBouncer
+#   POOLER         database.pooler of the daemons (default none); with "transaction" their
+#                  LISTEN session goes to DATABASE_URL (database.listen_url), past the pooler
 #   DSYNC_PROBE    optional file on the database's disk: records the time of a synchronous
 #                  8 kB write before each run (bench/lib.sh; run.sh sets it)
 #   FINISHED       finished-row counts (default "0"): before each run the table also gets
@@ -61,6 +64,8 @@ modes=${MODES:-each split}
 finished_counts=${FINISHED:-0}
 repeat=${REPEAT:-2}
 schema=${SCHEMA:-pgjobd_bench_daemons}
+daemon_url=${DAEMON_URL:-$url}
+pooler=${POOLER:-none}
 out=${OUT:-bench/results/daemons.csv}
 [[ "$schema" =~ ^[a-z_][a-z0-9_]*$ && "$schema" != public ]] || {
   echo "daemons.sh: SCHEMA must be a plain scratch identifier, not public" >&2; exit 2; }
@@ -82,9 +87,11 @@ export PGOPTIONS="-c client_min_messages=warning"
 sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 now() { date +%s.%N; }
 
-write_config() {  # FILE WORKERS PORT
+write_config() {  # FILE WORKERS PORT [URL POOLER]
+  local to=${4:-$url} listen=""
+  if [[ "${5:-none}" == transaction ]]; then listen=", listen_url: '${url//\'/\'\'}'"; fi
   cat >"$1" <<EOF
-database: {url: '${url//\'/\'\'}', schema: $schema, migrate_on_start: false}
+database: {url: '${to//\'/\'\'}', schema: $schema, migrate_on_start: false, pooler: ${5:-none}$listen}
 worker: {concurrency: $2, queues: {default: {}}}
 metrics: {listen: '127.0.0.1:$3'}
 log: {level: warn, format: text}
@@ -122,7 +129,7 @@ for ((r = 1; r <= repeat; r++)); do
         ports=()
         for ((i = 0; i < k; i++)); do
           ports+=("$(free_port)")
-          write_config "$work/d$i.yaml" "$per" "${ports[i]}"
+          write_config "$work/d$i.yaml" "$per" "${ports[i]}" "$daemon_url" "$pooler"
         done
 
         start_db=$(sql -c "SELECT extract(epoch FROM clock_timestamp())")

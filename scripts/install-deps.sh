@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages pgjobd needs to build, test and run. Quick when they are
 # already there (one dpkg query), so every script can call it. --with-test adds what the
-# test suite's operations checks use (promtool, PyYAML) and the fuzz stage (clang-14 with
-# libFuzzer), --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart.
+# test suite's operations checks use (promtool, PyYAML), the fuzz stage (clang-14 with
+# libFuzzer) and the PgBouncer end-to-end test (pgbouncer), --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart.
 set -euo pipefail
 
 packages=(
@@ -15,7 +15,7 @@ for flag in "$@"; do
   case "$flag" in
     # promtool; compose file parsing; clang-14 for the fuzz stage, whose -fsanitize=fuzzer
     # runtime and sanitizers are in libclang-rt-14-dev (only recommended by clang-14).
-    --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev) ;;
+    --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer) ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
     --with-bench) packages+=(gnuplot-nox) ;;  # bench/run.sh renders its chart with gnuplot
   esac

@@ -60,7 +60,7 @@ std::vector<std::string> problems_of(const std::string& yaml) {
 Config everything_changed() {
   return parse_config(R"(
 database: {url: "postgresql://u@db/app", schema: jobs_1, migrate_on_start: yes,
-           synchronous_claims: true}
+           synchronous_claims: true, pooler: transaction, listen_url: "postgresql://u@db:5432/app"}
 worker: {concurrency: 32, queues: {fast: {concurrency: 8}}, max_payload_bytes: 65536}
 poll: {min_interval: 250ms, max_interval: 1m, listen_notify: off}
 retry: {base: 2s, max_delay: 1h, jitter: 0}
@@ -205,6 +205,7 @@ TEST(ConfigReloadTest, RestartOnlyKeysInTableOrder) {
   EXPECT_EQ(keys_needing_restart(Config{}, everything_changed()),
             (std::vector<std::string>{"database.url", "database.schema",
                                       "database.migrate_on_start", "database.synchronous_claims",
+                                      "database.pooler", "database.listen_url",
                                       "poll.listen_notify", "lease.duration", "metrics.listen"}));
 }
 

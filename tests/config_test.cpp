@@ -172,6 +172,8 @@ database:
   schema: jobs_1
   migrate_on_start: yes
   synchronous_claims: true
+  pooler: transaction
+  listen_url: "postgresql://pgjobd@db:5432/app"
 worker:
   concurrency: 32
   queues:
@@ -192,6 +194,8 @@ handlers:
   EXPECT_EQ(config.database.schema, "jobs_1");
   EXPECT_TRUE(config.database.migrate_on_start);
   EXPECT_TRUE(config.database.synchronous_claims);
+  EXPECT_EQ(config.database.pooler, "transaction");
+  EXPECT_EQ(config.database.listen_url, "postgresql://pgjobd@db:5432/app");
   EXPECT_EQ(config.worker.concurrency, 32);
   ASSERT_EQ(config.worker.queues.size(), 2u);  // replaces the default queue
   EXPECT_EQ(config.worker.queues.at("fast").concurrency, 8);
@@ -263,6 +267,12 @@ TEST(ConfigLoaderTest, ReportsEveryProblemInLineOrder) {
     EXPECT_EQ(std::string(e.what()),
               expected[0] + "\n" + expected[1] + "\n" + expected[2] + "\n" + expected[3]);
   }
+}
+
+TEST(ConfigLoaderTest, UnknownPoolerIsAnErrorNamingTheChoices) {
+  EXPECT_EQ(problem("database: {pooler: session}\n"),
+            "t.yaml:1: database.pooler: unknown pooler 'session' (use none, or transaction for a "
+            "transaction-pooling PgBouncer)");
 }
 
 TEST(ConfigLoaderTest, WrongTypesAreErrors) {

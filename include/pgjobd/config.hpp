@@ -23,6 +23,14 @@ struct DatabaseConfig {
   // asynchronously: faster, and no job can be lost by it, but a server crash within
   // about wal_writer_delay of a claim undoes the claim, so its job runs again.
   bool synchronous_claims = false;
+  // "none", or "transaction" when `url` leads to a transaction-pooling PgBouncer: then no
+  // statement is prepared by name (a server connection serves other clients between two
+  // transactions) and nothing is set for the session.
+  std::string pooler = "none";
+  // Where the LISTEN session connects, if not `url`: LISTEN needs a session of its own,
+  // which a transaction pooler does not give. Empty: `url`, except with a transaction
+  // pooler, where the daemon then polls (no LISTEN).
+  std::string listen_url;
 
   bool operator==(const DatabaseConfig&) const = default;
 };

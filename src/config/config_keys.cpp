@@ -63,6 +63,14 @@ constexpr ConfigKey kKeys[] = {
         "database.synchronous_claims", "false", kRestart,
         "claims wait for their WAL flush like any commit; when false a claim commits "
         "asynchronously (see [Job lifecycle](#job-lifecycle-and-delivery-guarantee))"),
+    field<&Config::database, &DatabaseConfig::pooler>(
+        "database.pooler", "none", kRestart,
+        "`transaction` when `url` leads to a transaction-pooling PgBouncer: statements are "
+        "sent unnamed, nothing is set per session (see [PgBouncer](#pgbouncer)); else `none`"),
+    field<&Config::database, &DatabaseConfig::listen_url>(
+        "database.listen_url", "", kRestart,
+        "where the LISTEN session connects, e.g. past the pooler; empty: `url`, or no LISTEN "
+        "(polling only) with `pooler: transaction`"),
     field<&Config::worker, &WorkerConfig::concurrency>(
         "worker.concurrency", "16", kLive, "most jobs running at once in this daemon, 1..10000"),
     field<&Config::worker, &WorkerConfig::queues>(

@@ -92,6 +92,9 @@ void check_database(const DatabaseConfig& database, Rules& rules) {
                 quoted(database.schema) +
                     " is not a plain identifier (letters, digits and _, not starting with a "
                     "digit, at most 63 bytes)");
+  rules.require(database.pooler == "none" || database.pooler == "transaction", "database.pooler",
+                "unknown pooler " + quoted(database.pooler) +
+                    " (use none, or transaction for a transaction-pooling PgBouncer)");
 }
 
 void check_worker(const WorkerConfig& worker, Rules& rules) {

@@ -77,8 +77,12 @@ ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& r
     throw pqxx::broken_connection(
         scrub_secrets(mask_password(e.what()), conninfo_password_candidates(config.url)));
   }
-  pqxx::nontransaction txn(*conn);
-  txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
+  // A setting for the session: behind a transaction pooler the server connection is other
+  // clients' too between our transactions, so there it is left alone.
+  if (config.pooler != "transaction") {
+    pqxx::nontransaction txn(*conn);
+    txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
+  }
   return conn;
 }
 

@@ -62,7 +62,9 @@ auto PgJobStore::guarded(const char* operation, Fn&& fn) {
 }
 
 PgJobStore::PgJobStore(DatabaseConfig config, std::string role)
-    : config_(std::move(config)), role_(std::move(role)) {}
+    : config_(std::move(config)),
+      role_(std::move(role)),
+      statements_(stmt::job_statements(quote_identifier(config_.schema))) {}
 
 PgJobStore::~PgJobStore() = default;
 
@@ -82,11 +84,25 @@ void PgJobStore::connect() {
   }
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
-    for (const auto& statement : stmt::job_statements(quote_identifier(config_.schema))) {
-      conn_->prepare(statement.name, statement.sql);
+    if (!unnamed_statements()) {
+      for (const auto& statement : statements_) conn_->prepare(statement.name, statement.sql);
     }
     return 0;
   });
+}
+
+bool PgJobStore::unnamed_statements() const { return config_.pooler == "transaction"; }
+
+// Behind a transaction pooler the next transaction may run on another server connection,
+// where a statement prepared by name does not exist (or another client's of the same name
+// does): each statement then goes as an unnamed one (PQexecParams: parsed and planned
+// every time, a cost measured in the README's PgBouncer section).
+template <typename... Args>
+pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, Args&&... args) {
+  if (!unnamed_statements()) return txn.exec_prepared(name, std::forward<Args>(args)...);
+  const auto it = std::find_if(statements_.begin(), statements_.end(),
+                               [&](const stmt::Statement& s) { return s.name == name; });
+  return txn.exec_params(it->sql, std::forward<Args>(args)...);
 }
 
 std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
@@ -101,10 +117,10 @@ std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
     const pqxx::result rows =
-        txn.exec_prepared(stmt::kClaim, text_array_literal(queues), int_array_literal(free),
-                          text_array_literal(request.types), request.limit, request.worker_id,
-                          static_cast<std::int64_t>(request.lease.count()),
-                          config_.synchronous_claims ? "" : "off", request.max_payload_bytes);
+        execute(txn, stmt::kClaim, text_array_literal(queues), int_array_literal(free),
+                text_array_literal(request.types), request.limit, request.worker_id,
+                static_cast<std::int64_t>(request.lease.count()),
+                config_.synchronous_claims ? "" : "off", request.max_payload_bytes);
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) {
@@ -150,11 +166,11 @@ CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
     CompletionReport report;
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
-    const auto rows = txn.exec_prepared(
-        delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete, int_array_literal(done_ids),
-        int_array_literal(done_attempts), int_array_literal(other_ids),
-        int_array_literal(other_attempts), text_array_literal(other_statuses),
-        text_array_literal(other_errors), int_array_literal(other_delays), worker_id);
+    const auto rows = execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete,
+                              int_array_literal(done_ids), int_array_literal(done_attempts),
+                              int_array_literal(other_ids), int_array_literal(other_attempts),
+                              text_array_literal(other_statuses), text_array_literal(other_errors),
+                              int_array_literal(other_delays), worker_id);
     report.written = rows[0][0].as<int>();
     report.stale = static_cast<int>(batch.size()) - report.written;
     return report;
@@ -180,9 +196,8 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
     // leaves unused, and libpqxx 6.4 sends no types. exec_typed uses the extended protocol,
     // so the text is exactly one statement: a `; COMMIT; ...` cannot end this transaction.
     exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
-    const auto rows =
-        txn.exec_prepared(delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone, job.id,
-                          job.attempt, worker_id);
+    const auto rows = execute(txn, delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone,
+                              job.id, job.attempt, worker_id);
     if (rows.empty()) {
       txn.abort();  // not ours any more: the statement's effects must not count
       return false;
@@ -206,8 +221,8 @@ HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows =
-        txn.exec_prepared(stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
-                          worker_id, static_cast<std::int64_t>(lease.count()));
+        execute(txn, stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
+                worker_id, static_cast<std::int64_t>(lease.count()));
     HeartbeatReport report;
     report.kept.reserve(rows.size());
     for (const auto& row : rows) {
@@ -225,8 +240,8 @@ RescueReport PgJobStore::lead_and_rescue(const std::string& worker_id, Millis le
   return guarded("rescue", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
-    const auto rows = txn.exec_prepared(
-        stmt::kLeadAndRescue, worker_id, static_cast<std::int64_t>(leadership_ttl.count()),
+    const auto rows = execute(
+        txn, stmt::kLeadAndRescue, worker_id, static_cast<std::int64_t>(leadership_ttl.count()),
         static_cast<double>(retry.base.count()), static_cast<double>(retry.max_delay.count()),
         retry.jitter, batch_size);
     return RescueReport{rows[0][0].as<bool>(), rows[0][1].as<int>(), rows[0][2].as<int>(),
@@ -239,7 +254,7 @@ void PgJobStore::resign(const std::string& worker_id) {
   guarded("resign", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
-    txn.exec_prepared(stmt::kResign, worker_id);
+    execute(txn, stmt::kResign, worker_id);
     return 0;
   });
 }
@@ -249,9 +264,8 @@ int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
   return guarded("prune", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
-    const auto rows =
-        txn.exec_prepared(stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
-                          static_cast<std::int64_t>(retention.dead.count()), batch_size);
+    const auto rows = execute(txn, stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
+                              static_cast<std::int64_t>(retention.dead.count()), batch_size);
     return rows[0][0].as<int>();
   });
 }
@@ -263,7 +277,7 @@ std::optional<std::chrono::microseconds> PgJobStore::next_due(
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows =
-        txn.exec_prepared(stmt::kNextDue, text_array_literal(queues), text_array_literal(types));
+        execute(txn, stmt::kNextDue, text_array_literal(queues), text_array_literal(types));
     if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
     // Rounded up: waking a microsecond early finds the job not yet due.
     return std::chrono::microseconds(
@@ -277,7 +291,7 @@ std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     std::vector<QueueStatsRow> out;
-    for (const auto& row : txn.exec_prepared(stmt::kQueueStats, text_array_literal(queues))) {
+    for (const auto& row : execute(txn, stmt::kQueueStats, text_array_literal(queues))) {
       out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>(), row[3].as<double>()});
     }
     return out;
@@ -290,7 +304,7 @@ std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     std::vector<std::string> out;
-    for (const auto& row : txn.exec_prepared(stmt::kPausedQueues, text_array_literal(queues))) {
+    for (const auto& row : execute(txn, stmt::kPausedQueues, text_array_literal(queues))) {
       out.emplace_back(row[0].c_str());
     }
     return out;

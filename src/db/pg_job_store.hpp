@@ -9,7 +9,13 @@
 #include <vector>
 
 #include "db/connection.hpp"
+#include "db/statements.hpp"
 #include "store/job_store.hpp"
+
+namespace pqxx {
+class result;
+class transaction_base;
+}  // namespace pqxx
 
 namespace pgjobd {
 
@@ -48,11 +54,15 @@ class PgJobStore final : public JobStore {
 
  private:
   bool connected() const;
+  bool unnamed_statements() const;  // database.pooler: transaction
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
+  template <typename... Args>
+  pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
 
   DatabaseConfig config_;
   std::string role_;
+  std::vector<stmt::Statement> statements_;
   ConnectionPtr conn_;
 };
 

@@ -28,7 +28,13 @@ class PgNotifications::Receiver final : public pqxx::notification_receiver {
 
 PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.schema) {
   try {
-    conn_ = open_connection(config, "listener");
+    // LISTEN holds a session: past a transaction pooler when database.listen_url says where.
+    DatabaseConfig session = config;
+    if (!config.listen_url.empty()) {
+      session.url = config.listen_url;
+      session.pooler = "none";
+    }
+    conn_ = open_connection(session, "listener");
     jobs_receiver_ =
         std::make_unique<Receiver>(*conn_, *this, kNotifyChannel, NotifyChannel::kJobs);
     cancel_receiver_ =

@@ -1,6 +1,6 @@
 #pragma once
 // Every SQL statement pgjobd runs against the jobs table, named and prepared once per
-// connection. `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified
+// connection (or sent unnamed each time behind a transaction pooler: database.pooler). `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified
 // tables.
 
 #include <string>
@@ -17,8 +17,9 @@ inline constexpr const char* kClaim = "pgjobd_claim";
 // those queues (not paused) and types, at most a day; NULL when there is none.
 inline constexpr const char* kNextDue = "pgjobd_next_due";
 // Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
-// released jobs the parallel arrays $3 ids, $4 attempts, $5 new status text[] ('failed',
-// 'dead' or 'pending'), $6 errors text[], $7 retry delays in ms bigint[]; $8 worker id.
+// released (and cancelled) jobs the parallel arrays $3 ids, $4 attempts, $5 new status
+// text[] ('failed', 'dead', 'pending' or 'cancelled'), $6 errors text[], $7 retry delays in
+// ms bigint[]; $8 worker id. A row with a cancel request ends cancelled unless done.
 // Returns the number of rows written.
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
@@ -29,10 +30,11 @@ inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
 // Same, deleting the row (retention.done = 0).
 inline constexpr const char* kCompleteOneDelete = "pgjobd_complete_one_delete";
 // Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns the (id,
-// attempt) of each lease renewed.
+// attempt, cancel requested) of each lease renewed.
 inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
 // Take or renew leadership and, as leader, rescue expired leases: $1 worker id, $2 TTL ms,
-// $3 retry base ms, $4 max delay ms, $5 jitter, $6 batch. Returns (leader, failed, dead).
+// $3 retry base ms, $4 max delay ms, $5 jitter, $6 batch. Returns (leader, failed, dead,
+// cancelled).
 inline constexpr const char* kLeadAndRescue = "pgjobd_lead_and_rescue";
 // Give up leadership: $1 worker id.
 inline constexpr const char* kResign = "pgjobd_resign";

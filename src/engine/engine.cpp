@@ -252,7 +252,16 @@ void Engine::Impl::start() {
   maintenance_ = std::make_unique<Maintenance>(
       config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
       [this] { return completer_->queued_jobs(); });
-  if (config_.poll.listen_notify) {
+  // A transaction pooler cannot keep a LISTEN session: without database.listen_url the
+  // daemon polls (poll.max_interval) and learns of cancels at its heartbeats.
+  const bool listen_through_pooler =
+      config_.database.pooler == "transaction" && config_.database.listen_url.empty();
+  if (config_.poll.listen_notify && listen_through_pooler) {
+    spdlog::warn(
+        "database.pooler is transaction and database.listen_url is not set: no LISTEN, new jobs "
+        "are found by polling (poll.max_interval) and cancels at the next heartbeat");
+  }
+  if (config_.poll.listen_notify && !listen_through_pooler) {
     listener_ = std::make_unique<NotifyListener>(
         *database_, [signal = claim_signal_] { signal->wake(); },
         [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_);
