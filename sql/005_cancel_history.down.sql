@@ -1,6 +1,8 @@
 -- Reverts 005_cancel_history.up.sql: the cancel and history columns and functions, and
 -- pgjobd_retry as schema v4 had it (it no longer clears a cancel request, having none).
 DROP FUNCTION IF EXISTS pgjobd_job_attempts(bigint);
+DROP FUNCTION IF EXISTS pgjobd_retry_many(bigint[]);
+DROP FUNCTION IF EXISTS pgjobd_cancel_many(bigint[], text);
 DROP FUNCTION IF EXISTS pgjobd_cancel(bigint, text);
 
 DO $migration$

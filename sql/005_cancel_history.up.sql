@@ -121,6 +121,64 @@ BEGIN
     END
     $body$ $fmt$, s);
 
+  -- Bulk forms for operators and the dashboard: each id in the array's order, one row per
+  -- id, in one transaction; an id that does not exist gives a NULL status instead of
+  -- failing the whole selection. The rules are those of pgjobd_cancel and pgjobd_retry.
+  EXECUTE format($fmt$
+    CREATE FUNCTION %1$I.pgjobd_cancel_many(ids bigint[], reason text DEFAULT NULL)
+      RETURNS TABLE (id bigint, status text) LANGUAGE plpgsql SECURITY DEFINER
+      SET search_path = pg_catalog, pg_temp AS $body$
+    #variable_conflict use_column
+    DECLARE
+      job bigint;
+    BEGIN
+      IF ids IS NULL THEN
+        RAISE EXCEPTION 'pgjobd_cancel_many: ids must not be NULL'
+          USING ERRCODE = 'null_value_not_allowed';
+      END IF;
+      FOREACH job IN ARRAY ids LOOP
+        id := job;
+        status := NULL;
+        IF job IS NOT NULL AND EXISTS (SELECT 1 FROM %1$I.jobs j WHERE j.id = job) THEN
+          status := %1$I.pgjobd_cancel(job, pgjobd_cancel_many.reason);
+        END IF;
+        RETURN NEXT;
+      END LOOP;
+    END
+    $body$ $fmt$, s);
+
+  -- previous_status is the status before (NULL: no such job); retried says whether it is
+  -- pending again. A job pgjobd_retry refuses (pending, running, done, or its unique_key
+  -- taken) is left as it is.
+  EXECUTE format($fmt$
+    CREATE FUNCTION %1$I.pgjobd_retry_many(ids bigint[])
+      RETURNS TABLE (id bigint, previous_status text, retried boolean) LANGUAGE plpgsql
+      SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    #variable_conflict use_column
+    DECLARE
+      job bigint;
+    BEGIN
+      IF ids IS NULL THEN
+        RAISE EXCEPTION 'pgjobd_retry_many: ids must not be NULL'
+          USING ERRCODE = 'null_value_not_allowed';
+      END IF;
+      FOREACH job IN ARRAY ids LOOP
+        id := job;
+        retried := false;
+        SELECT j.status INTO previous_status FROM %1$I.jobs j WHERE j.id = job;
+        IF previous_status IN ('failed', 'dead', 'cancelled') THEN
+          BEGIN
+            PERFORM %1$I.pgjobd_retry(job);
+            retried := true;
+          EXCEPTION WHEN unique_violation THEN
+            retried := false;
+          END;
+        END IF;
+        RETURN NEXT;
+      END LOOP;
+    END
+    $body$ $fmt$, s);
+
   -- Every kept attempt of a job, oldest first, with its error (from errors, matched by
   -- attempt number) when it failed, and for a done job its last, successful attempt from
   -- the row itself. A reader, not SECURITY DEFINER: the caller needs SELECT on jobs (the
@@ -156,4 +214,5 @@ BEGIN
 END
 $migration$;
 
-REVOKE EXECUTE ON FUNCTION pgjobd_cancel(bigint, text), pgjobd_job_attempts(bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgjobd_cancel(bigint, text), pgjobd_cancel_many(bigint[], text),
+  pgjobd_retry_many(bigint[]), pgjobd_job_attempts(bigint) FROM PUBLIC;

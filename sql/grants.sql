@@ -48,6 +48,8 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
   :"schema".pgjobd_cancel(bigint, text),
+  :"schema".pgjobd_cancel_many(bigint[], text),
+  :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text)
@@ -60,6 +62,8 @@ GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
   :"schema".pgjobd_cancel(bigint, text),
+  :"schema".pgjobd_cancel_many(bigint[], text),
+  :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text)
@@ -82,6 +86,8 @@ TO :"runtime_role";
     :"schema".pgjobd_enqueue_many(jsonb),
     :"schema".pgjobd_retry(bigint),
     :"schema".pgjobd_cancel(bigint, text),
+    :"schema".pgjobd_cancel_many(bigint[], text),
+    :"schema".pgjobd_retry_many(bigint[]),
     :"schema".pgjobd_job_attempts(bigint),
     :"schema".pgjobd_pause_queue(text),
     :"schema".pgjobd_resume_queue(text)

@@ -254,6 +254,34 @@ TEST(Cancel, RescueEndsAMarkedJobOfADeadDaemonCancelled) {
   EXPECT_EQ(status_of(schema, jobs[1].id), "failed");
 }
 
+// The bulk forms answer per id, in the array's order, and never fail the selection for one
+// job: an unknown id has a NULL status, a job retry refuses is left as it is.
+TEST(Cancel, BulkCancelAndRetryAnswerPerIdInOrder) {
+  TestSchema schema;
+  Session ops(schema);
+  const auto pending = insert_job(schema);
+  const auto done = insert_job(schema, ", status, attempts, finished_at", ", 'done', 1, now()");
+  const auto dead = insert_job(schema, ", status, attempts, finished_at", ", 'dead', 5, now()");
+  const std::string ids = "ARRAY[" + id_text(done) + ", 987654321, " + id_text(pending) + ", " +
+                          id_text(dead) + "]::bigint[]";
+  EXPECT_EQ(ops.column("SELECT id || ' ' || coalesce(status, '-') FROM {s}.pgjobd_cancel_many(" +
+                       ids + ", 'bulk')"),
+            (std::vector<std::string>{id_text(done) + " done", "987654321 -",
+                                      id_text(pending) + " cancelled", id_text(dead) + " dead"}));
+  EXPECT_EQ(schema.query("SELECT last_error FROM {jobs} WHERE id = " + id_text(pending)),
+            "cancelled: bulk");
+  EXPECT_EQ(ops.column("SELECT id || ' ' || coalesce(previous_status, '-') || ' ' || retried "
+                       "FROM {s}.pgjobd_retry_many(" +
+                       ids + ")"),
+            (std::vector<std::string>{id_text(done) + " done false", "987654321 - false",
+                                      id_text(pending) + " cancelled true",
+                                      id_text(dead) + " dead true"}));
+  EXPECT_EQ(schema.count("status = 'pending'"), 2);
+  EXPECT_EQ(status_of(schema, done), "done");
+  const std::string null_ids = ops.error("SELECT * FROM {s}.pgjobd_cancel_many(NULL)");
+  EXPECT_TRUE(contains(null_ids, "pgjobd_cancel_many: ids must not be NULL")) << null_ids;
+}
+
 // A retried job starts clean: the cancel of its earlier attempt does not stop the next.
 TEST(Cancel, RetryClearsTheCancelRequest) {
   TestSchema schema;

@@ -498,6 +498,8 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
           "DELETE FROM {s}.jobs", "SELECT count(*) FROM {s}.jobs", "SELECT {s}.pgjobd_retry(1)",
           "SELECT {s}.pgjobd_pause_queue('default')", "SELECT {s}.pgjobd_resume_queue('default')",
           "SELECT {s}.pgjobd_cancel(1)", "SELECT * FROM {s}.pgjobd_job_attempts(1)",
+          "SELECT * FROM {s}.pgjobd_cancel_many('{1}')",
+          "SELECT * FROM {s}.pgjobd_retry_many('{1}')",
           "SELECT {s}.pgjobd_check_job('x', 'a', '{}', 'q', 0, now(), 1, NULL)"}) {
       SCOPED_TRACE(refused);
       EXPECT_EQ(app.error(refused).substr(0, 5), "42501");
@@ -515,6 +517,10 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
               "cancelled: by the operator");
     EXPECT_EQ(ops.query("SELECT {s}.pgjobd_retry(" + dead + ")"), "cancelled");
     EXPECT_EQ(ops.query("SELECT count(*) FROM {s}.pgjobd_job_attempts(" + dead + ")"), "0");
+    EXPECT_EQ(ops.query("SELECT status FROM {s}.pgjobd_cancel_many(ARRAY[" + dead + "]::bigint[])"),
+              "cancelled");
+    EXPECT_EQ(ops.query("SELECT retried FROM {s}.pgjobd_retry_many(ARRAY[" + dead + "]::bigint[])"),
+              "t");
     EXPECT_EQ(ops.error("SELECT {s}.pgjobd_pause_queue('default')"), "");
     EXPECT_EQ(ops.query("SELECT paused FROM {s}.pgjobd_queues WHERE queue = 'default'"), "t");
     EXPECT_EQ(ops.error("SELECT {s}.pgjobd_resume_queue('default')"), "");
