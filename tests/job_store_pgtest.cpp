@@ -294,6 +294,31 @@ TEST(JobStore, DeleteDoneRemovesTheRow) {
   EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "failed");
 }
 
+// database.pooler: transaction sends every statement unnamed: each method works the same
+// (the end-to-end test runs it through a real PgBouncer).
+TEST(JobStore, EveryStatementRunsUnnamedForATransactionPooler) {
+  TestSchema schema;
+  schema.insert_jobs("a", 3);
+  DatabaseConfig db = schema.config().database;
+  db.pooler = "transaction";
+  PgJobStore store(db, "test");
+  const auto ids = ids_of(store.claim({{{"default", 3}}, {"a"}, 3, "w", Millis(60000)}));
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(store.heartbeat({{ids[0], 1}}, "w", Millis(60000)).kept.size(), 1u);
+  const auto report = store.complete({{{ids[0], 1}, Outcome::kDone, {}, Millis(0)},
+                                      {{ids[1], 1}, Outcome::kRetry, "x", Millis(60000)}},
+                                     "w", false);
+  EXPECT_EQ(report.written, 2);
+  EXPECT_TRUE(store.lead_and_rescue("w", Millis(15000), schema.config().retry, 10).leader);
+  EXPECT_FALSE(store.queue_stats({"default"}).empty());
+  EXPECT_TRUE(store.paused_queues({"default"}).empty());
+  EXPECT_EQ(store.prune(schema.config().retention, 10), 0);
+  EXPECT_TRUE(store.next_due({"default"}, {"a"}).has_value());  // the retry, a minute away
+  EXPECT_EQ(store.schema_problem(), "");
+  EXPECT_EQ(schema.query("SELECT string_agg(status, ',' ORDER BY id) FROM {jobs}"),
+            "done,failed,running");
+}
+
 TEST(JobStore, HeartbeatExtendsOnlyOwnedLeases) {
   TestSchema schema;
   schema.insert_jobs("a", 2);

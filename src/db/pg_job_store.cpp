@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <pqxx/pqxx>
+#include <stdexcept>
+#include <string_view>
 
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
@@ -100,8 +102,11 @@ bool PgJobStore::unnamed_statements() const { return config_.pooler == "transact
 template <typename... Args>
 pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, Args&&... args) {
   if (!unnamed_statements()) return txn.exec_prepared(name, std::forward<Args>(args)...);
-  const auto it = std::find_if(statements_.begin(), statements_.end(),
-                               [&](const stmt::Statement& s) { return s.name == name; });
+  // By text: the same name's literal may sit at another address in another object file.
+  const auto it = std::find_if(
+      statements_.begin(), statements_.end(),
+      [&](const stmt::Statement& s) { return std::string_view(s.name) == std::string_view(name); });
+  if (it == statements_.end()) throw std::logic_error(std::string("no statement ") + name);
   return txn.exec_params(it->sql, std::forward<Args>(args)...);
 }
 
