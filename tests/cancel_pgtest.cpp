@@ -282,8 +282,9 @@ TEST(Cancel, BulkCancelAndRetryAnswerPerIdInOrder) {
   EXPECT_TRUE(contains(null_ids, "pgjobd_cancel_many: ids must not be NULL")) << null_ids;
 }
 
-// A retried job starts clean: the cancel of its earlier attempt does not stop the next.
-TEST(Cancel, RetryClearsTheCancelRequest) {
+// A retried job starts clean: the cancel of its earlier attempt does not stop the next
+// (the claim clears the request, which belongs to the attempt it was made during).
+TEST(Cancel, ARetriedJobsNextAttemptHasNoCancelRequest) {
   TestSchema schema;
   schema.insert_jobs("a", 1);
   PgJobStore store(schema.config().database, "test");

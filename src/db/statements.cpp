@@ -27,6 +27,10 @@ namespace {
 // a NULL payload and its size, and ends dead without running. The text is rendered once,
 // in `picked`, for the claimed rows only.
 //
+// A cancel request belongs to the attempt it was made during (pgjobd_cancel marks only
+// running jobs): a new attempt starts without one, so a cancelled job that was retried is
+// not stopped again.
+//
 // A queue paused with pgjobd_pause_queue (a row of pgjobd_queues with paused) gets no slot:
 // checked here, in the claim itself, every daemon obeys at its next claim even if it
 // missed the NOTIFY, and no job is claimed between a pause and a daemon hearing of it.
@@ -54,7 +58,7 @@ WITH slots AS (
 UPDATE {jobs} j
 SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
     locked_until = now() + $6::bigint * interval '1 millisecond',
-    started_at = now(), updated_at = now()
+    started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL
 FROM picked WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.type,
           CASE WHEN octet_length(picked.body) <= $8 THEN picked.body END,
