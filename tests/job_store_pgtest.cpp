@@ -17,6 +17,7 @@
 #include "db/connection.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
+#include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -129,11 +130,7 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
       "INSERT INTO {jobs} (type, status, attempts, started_at, finished_at) "
       "SELECT 'a', 'done', 1, now(), now() FROM generate_series(1, 20000)");
   schema.exec("ANALYZE {jobs}");
-  auto conn = open_connection(schema.config().database, "test-plans");
-  pqxx::nontransaction txn(*conn);
-  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
-    txn.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);  // EXPLAINable
-  }
+  testing::StatementPlans plans(schema);
   const std::vector<std::string> executes = {
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
@@ -145,13 +142,9 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
       std::string(stmt::kCompleteOneDelete) + "(1, 1, 'w')",
       std::string(stmt::kHeartbeat) + "('{1,2}', '{1,1}', 'w', 30000)",
   };
-  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
-    txn.exec(std::string("SET plan_cache_mode = ") + mode);
+  for (const char* mode : testing::StatementPlans::kModes) {
     for (const std::string& execute : executes) {
-      std::string plan;
-      for (const auto& row : txn.exec("EXPLAIN EXECUTE " + execute)) {
-        plan += row[0].as<std::string>() + "\n";
-      }
+      const std::string plan = plans.explain(execute, mode);
       EXPECT_NE(plan.find("jobs_pkey"), std::string::npos) << mode << " " << execute << "\n"
                                                            << plan;
       EXPECT_EQ(plan.find("jobs_lease_idx"), std::string::npos) << mode << " " << execute << "\n"
@@ -480,18 +473,10 @@ TEST(JobStore, QueueStatsUseThePartialIndexes) {
   schema.exec(
       "INSERT INTO {jobs} (type, queue) SELECT 'a', 'q' || i FROM generate_series(1, 50) i");
   schema.exec("ANALYZE {jobs}");
-  auto conn = open_connection(schema.config().database, "test-plans");
-  pqxx::nontransaction txn(*conn);
-  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
-    txn.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);  // EXPLAINable
-  }
-  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
-    txn.exec(std::string("SET plan_cache_mode = ") + mode);
-    std::string plan;
-    for (const auto& row :
-         txn.exec(std::string("EXPLAIN EXECUTE ") + stmt::kQueueStats + "('{q1,q2,default}')")) {
-      plan += row[0].as<std::string>() + "\n";
-    }
+  testing::StatementPlans plans(schema);
+  for (const char* mode : testing::StatementPlans::kModes) {
+    const std::string plan =
+        plans.explain(std::string(stmt::kQueueStats) + "('{q1,q2,default}')", mode);
     EXPECT_NE(plan.find("jobs_claim_idx"), std::string::npos) << mode << "\n" << plan;
     EXPECT_NE(plan.find("jobs_lease_idx"), std::string::npos) << mode << "\n" << plan;
     EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << mode << "\n" << plan;
@@ -575,18 +560,10 @@ TEST(JobStore, NextDueProbesTheClaimIndex) {
       "SELECT 'a', 'q' || (i % 3), i % 5, now() + i * interval '1 second' "
       "FROM generate_series(1, 5000) i");
   schema.exec("ANALYZE {jobs}");
-  auto conn = open_connection(schema.config().database, "test-plans");
-  pqxx::nontransaction txn(*conn);
-  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
-    txn.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);  // EXPLAINable
-  }
-  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
-    txn.exec(std::string("SET plan_cache_mode = ") + mode);
-    std::string plan;
-    for (const auto& row :
-         txn.exec(std::string("EXPLAIN EXECUTE ") + stmt::kNextDue + "('{q0,q1,q2}', '{a}')")) {
-      plan += row[0].as<std::string>() + "\n";
-    }
+  testing::StatementPlans plans(schema);
+  for (const char* mode : testing::StatementPlans::kModes) {
+    const std::string plan =
+        plans.explain(std::string(stmt::kNextDue) + "('{q0,q1,q2}', '{a}')", mode);
     EXPECT_NE(plan.find("jobs_claim_idx"), std::string::npos) << mode << "\n" << plan;
     EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << mode << "\n" << plan;
     EXPECT_EQ(plan.find("Bitmap"), std::string::npos) << mode << "\n" << plan;  // reads all

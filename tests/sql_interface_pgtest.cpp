@@ -21,6 +21,7 @@
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "support/app_session.hpp"
+#include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -447,18 +448,11 @@ TEST(SqlInterface, ClaimWithThePauseCheckStaysOnTheClaimIndex) {
   schema.exec("INSERT INTO " + quote_identifier(schema.name()) +
               ".pgjobd_queues (queue, paused) VALUES ('q1', true)");
   schema.exec("ANALYZE {jobs}");
-  auto conn = open_connection(schema.config().database, "test-plans");
-  pqxx::nontransaction txn(*conn);
-  for (const auto& statement : stmt::job_statements(quote_identifier(schema.name()))) {
-    txn.exec(std::string("PREPARE ") + statement.name + " AS " + statement.sql);
-  }
-  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
-    txn.exec(std::string("SET plan_cache_mode = ") + mode);
-    std::string plan;
-    for (const auto& row : txn.exec(std::string("EXPLAIN EXECUTE ") + stmt::kClaim +
-                                    "('{q1,q2}', '{10,10}', '{a}', 20, 'w', 30000, '', 1000)")) {
-      plan += row[0].as<std::string>() + "\n";
-    }
+  testing::StatementPlans plans(schema);
+  for (const char* mode : testing::StatementPlans::kModes) {
+    const std::string plan = plans.explain(
+        std::string(stmt::kClaim) + "('{q1,q2}', '{10,10}', '{a}', 20, 'w', 30000, '', 1000)",
+        mode);
     EXPECT_TRUE(contains(plan, "jobs_claim_idx")) << mode << "\n" << plan;
     EXPECT_TRUE(contains(plan, "Anti Join")) << mode << "\n" << plan;
     EXPECT_TRUE(contains(plan, "pgjobd_queues")) << mode << "\n" << plan;
