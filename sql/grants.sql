@@ -11,8 +11,9 @@
 --   -v producer_role=app_producer   may only enqueue: EXECUTE on pgjobd_enqueue,
 --                                   pgjobd_enqueue_ex and pgjobd_enqueue_many; no right on
 --                                   any table
---   -v operator_role=app_operator   may enqueue, retry, pause and resume queues, and read
---                                   jobs and pgjobd_queues
+--   -v operator_role=app_operator   may enqueue, retry, pause and resume queues, create,
+--                                   change, delete, pause and resume schedules, and read
+--                                   jobs, pgjobd_queues and pgjobd_schedules
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
@@ -36,6 +37,8 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_leader TO :"runtime_rol
 GRANT SELECT ON :"schema".pgjobd_migrations TO :"runtime_role";
 -- The claim skips paused queues; the statistics report them (pgjobd_queue_paused).
 GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
+-- Recurring jobs: read and fire schedules, reconcile the YAML's into the table.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_role";
 
 -- Only roles granted below may call the SQL interface (the migration revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
@@ -47,7 +50,12 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
   :"schema".pgjobd_pause_queue(text),
-  :"schema".pgjobd_resume_queue(text)
+  :"schema".pgjobd_resume_queue(text),
+  :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,
+                                   text, text, interval),
+  :"schema".pgjobd_schedule_delete(text),
+  :"schema".pgjobd_schedule_pause(text),
+  :"schema".pgjobd_schedule_resume(text)
 FROM PUBLIC;
 -- The CLI's enqueue, retry, pause and resume call the functions with the daemon's URL.
 GRANT EXECUTE ON FUNCTION
@@ -76,7 +84,13 @@ TO :"runtime_role";
     :"schema".pgjobd_enqueue_many(jsonb),
     :"schema".pgjobd_retry(bigint),
     :"schema".pgjobd_pause_queue(text),
-    :"schema".pgjobd_resume_queue(text)
+    :"schema".pgjobd_resume_queue(text),
+    :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,
+                                     text, text, interval),
+    :"schema".pgjobd_schedule_delete(text),
+    :"schema".pgjobd_schedule_pause(text),
+    :"schema".pgjobd_schedule_resume(text)
   TO :"operator_role";
-  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues TO :"operator_role";
+  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules
+    TO :"operator_role";
 \endif
