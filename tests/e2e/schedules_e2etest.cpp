@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -205,6 +206,41 @@ TEST(SchedulesE2E, TheCliPrintsTheNextTicksAndListsEverySchedule) {
   const CliResult unknown = run_cli({"schedules", "-c", file, "--next", "1", "nope"});
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("no schedule nope"), std::string::npos) << unknown.err;
+}
+
+}  // namespace
+}  // namespace pgjobd::testing
+
+namespace pgjobd::testing {
+namespace {
+
+TEST(SchedulesE2E, SighupAddsChangesAndRemovesScheduleAndARemovedOneStopsFiring) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.handler("ping", "{builtin: noop}")
+      .set("schedules", "{old: {every: 1s, type: ping}, kept: {every: 1h, type: ping}}");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "old").size() >= 2; }, 10s));
+
+  yaml.set("schedules", "{new: {every: 1s, type: ping}, kept: {every: 1h, type: other}}");
+  {
+    std::ofstream out(daemon.config_path(), std::ios::trunc);
+    out << yaml.text();
+  }
+  daemon.signal(SIGHUP);
+  ASSERT_TRUE(daemon.wait_for_log("schedules from the config: 1 added, 1 changed, 1 removed"))
+      << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "new").size() >= 2; }, 10s));
+  // "old" is gone from the table, and its last job is older than the new one's first two.
+  EXPECT_EQ(schema.query("SELECT string_agg(name || ':' || type, ',' ORDER BY name) FROM \"" +
+                         schema.name() + "\".pgjobd_schedules"),
+            "kept:other,new:ping");
+  const std::vector<std::int64_t> old_ticks = ticks_of(schema, "old");
+  const std::vector<std::int64_t> new_ticks = ticks_of(schema, "new");
+  EXPECT_LT(old_ticks.back(), new_ticks[1]);
+  stop_daemon(daemon);
+  EXPECT_EQ(ticks_of(schema, "old"), old_ticks);
 }
 
 }  // namespace
