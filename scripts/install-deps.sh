@@ -10,6 +10,7 @@ packages=(
   libpqxx-dev libspdlog-dev prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libcurl4-openssl-dev
   postgresql-15 postgresql-client-15 curl procps
+  libhowardhinnant-date-dev tzdata  # IANA time zones for schedules (src/schedule)
 )
 for flag in "$@"; do
   case "$flag" in

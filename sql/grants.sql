@@ -12,8 +12,9 @@
 --                                   pgjobd_enqueue_ex and pgjobd_enqueue_many; no right on
 --                                   any table
 --   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
---                                   and read jobs (pgjobd_job_attempts too) and
---                                   pgjobd_queues
+--                                   create, change, delete, pause and resume schedules,
+--                                   and read jobs (pgjobd_job_attempts too),
+--                                   pgjobd_queues and pgjobd_schedules
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
@@ -37,6 +38,8 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_leader TO :"runtime_rol
 GRANT SELECT ON :"schema".pgjobd_migrations TO :"runtime_role";
 -- The claim skips paused queues; the statistics report them (pgjobd_queue_paused).
 GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
+-- Recurring jobs: read and fire schedules, reconcile the YAML's into the table.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_role";
 
 -- Only roles granted below may call the SQL interface (the migration revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
@@ -52,7 +55,12 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
-  :"schema".pgjobd_resume_queue(text)
+  :"schema".pgjobd_resume_queue(text),
+  :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,
+                                   text, text, interval),
+  :"schema".pgjobd_schedule_delete(text),
+  :"schema".pgjobd_schedule_pause(text),
+  :"schema".pgjobd_schedule_resume(text)
 FROM PUBLIC;
 -- The CLI's enqueue, cancel, retry, pause and resume call the functions with the daemon's
 -- URL.
@@ -90,7 +98,13 @@ TO :"runtime_role";
     :"schema".pgjobd_retry_many(bigint[]),
     :"schema".pgjobd_job_attempts(bigint),
     :"schema".pgjobd_pause_queue(text),
-    :"schema".pgjobd_resume_queue(text)
+    :"schema".pgjobd_resume_queue(text),
+    :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,
+                                     text, text, interval),
+    :"schema".pgjobd_schedule_delete(text),
+    :"schema".pgjobd_schedule_pause(text),
+    :"schema".pgjobd_schedule_resume(text)
   TO :"operator_role";
-  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues TO :"operator_role";
+  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules
+    TO :"operator_role";
 \endif

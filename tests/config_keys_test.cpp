@@ -106,8 +106,9 @@ TEST(ConfigKeysTest, DeclaredDefaultsAreTheStructsDefaults) {
     std::vector<std::string> parts = split(key.name);
     std::string leaf = parts.back();
     parts.pop_back();
-    // A handler needs a kind; a queue needs nothing.
+    // A handler needs a kind, a schedule its timing and type; a queue needs nothing.
     std::string sibling = parts.size() == 2 && parts[0] == "handlers" ? "exec: [/bin/true]" : "";
+    if (parts.size() == 2 && parts[0] == "schedules") sibling = "every: 1m\n    type: t";
     std::string without = nested_yaml(parts, sibling);
     std::string with = without + std::string(2 * parts.size(), ' ') + leaf + ": " +
                        std::string(key.default_text) + "\n";

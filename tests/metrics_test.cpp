@@ -281,3 +281,30 @@ TEST(MetricsTest, QueuePausedGaugeCoversServedQueuesOnly) {
 
 }  // namespace
 }  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+TEST(MetricsScheduleTest, FiresAreCountedByScheduleAndResultWithBoundedNames) {
+  Metrics metrics({"default"}, {"a"});
+  metrics.schedule_fires("nightly", "fired", 1);
+  metrics.schedule_fires("nightly", "missed", 3);
+  metrics.schedule_fires("nightly", "skipped_overlap", 0);  // nothing to count
+  for (std::size_t i = 0; i <= Metrics::kMaxScheduleLabels; ++i) {
+    metrics.schedule_fires("s" + std::to_string(i), "fired", 1);
+  }
+  metrics.set_schedule_overdue(12);
+  const std::string text = scrape(metrics);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_schedule_fires_total{result="fired",schedule="nightly"} 1)"))
+      << text;
+  EXPECT_TRUE(
+      has_line(text, R"(pgjobd_schedule_fires_total{result="missed",schedule="nightly"} 3)"));
+  EXPECT_EQ(text.find(R"(result="skipped_overlap")"), std::string::npos);
+  // "nightly" took one of the names: the last two schedules share (other).
+  EXPECT_TRUE(
+      has_line(text, R"m(pgjobd_schedule_fires_total{result="fired",schedule="(other)"} 2)m"));
+  EXPECT_TRUE(has_line(text, "pgjobd_schedule_overdue_seconds 12"));
+}
+
+}  // namespace
+}  // namespace pgjobd

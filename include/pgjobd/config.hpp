@@ -116,6 +116,24 @@ struct HandlerConfig {
   bool operator==(const HandlerConfig&) const = default;
 };
 
+// A recurring job (README "Recurring jobs"): each tick of `cron` or `every` inserts one job.
+struct ScheduleConfig {
+  std::string cron;              // a cron line (src/schedule/cron_expression.hpp); or
+  Millis every{0};               // a fixed interval: exactly one of the two is set
+  std::string timezone = "UTC";  // IANA name the cron line is read in
+  std::string type;              // the job's type (required)
+  std::string queue = "default";
+  int priority = 0;
+  int max_attempts = 5;
+  std::string payload = "{}";  // JSON text
+  bool enabled = true;
+  std::string overlap = "allow";  // allow, or skip: no new job while the last one is live
+  std::string misfire = "skip";   // skip, all or none: what happens to missed ticks
+  Millis misfire_grace{3600000};  // skip: the latest missed tick fires if this recent
+
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
 struct Config {
   DatabaseConfig database;
   WorkerConfig worker;
@@ -126,7 +144,8 @@ struct Config {
   RetentionConfig retention;
   MetricsConfig metrics;
   LogConfig log;
-  std::map<std::string, HandlerConfig> handlers;  // job type → handler
+  std::map<std::string, HandlerConfig> handlers;    // job type → handler
+  std::map<std::string, ScheduleConfig> schedules;  // schedule name → schedule
 
   bool operator==(const Config&) const = default;
 };

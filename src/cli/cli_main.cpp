@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <iostream>
 
 #include "bench/bench.hpp"
 #include "cli/commands.hpp"
@@ -68,6 +69,18 @@ int cli_main(int argc, char** argv) {
   add_config(resume);
   resume->add_option("queue", queue, "Queue")->required();
 
+  int next_count = 0;
+  std::string schedule_name, schedule_from;
+  auto* schedules =
+      app.add_subcommand("schedules", "List the schedules with their last and next ticks");
+  add_config(schedules);
+  schedules->add_option("--next", next_count, "Print the next N ticks of schedule NAME")
+      ->check(CLI::Range(1, 100000));
+  schedules->add_option("name", schedule_name, "Schedule (with --next)");
+  schedules->add_option("--from", schedule_from,
+                        "With --next: ticks after this time (2027-03-28T01:30:00Z, or local "
+                        "2027-03-28T03:30:00 in the schedule's time zone; default now)");
+
   BenchOptions bench_options;
   bool bench_json = false, no_latency = false, no_idle = false;
   auto* bench = app.add_subcommand("bench", "Measure throughput, latency and idle cost");
@@ -114,6 +127,13 @@ int cli_main(int argc, char** argv) {
   }
   if (*pause) return run_pause(config_path, queue);
   if (*resume) return run_resume(config_path, queue);
+  if (*schedules) {
+    if ((next_count > 0) != !schedule_name.empty() || (!schedule_from.empty() && next_count == 0)) {
+      std::cerr << "usage: pgjobd schedules [-c FILE] [--next N NAME [--from TIME]]\n";
+      return kExitUsage;
+    }
+    return run_schedules(config_path, next_count, schedule_name, schedule_from);
+  }
   if (*bench) {
     bench_options.measure_latency = !no_latency;
     bench_options.measure_idle = !no_idle;

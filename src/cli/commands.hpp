@@ -24,6 +24,10 @@ int run_cancel(const std::string& config_path, std::int64_t id,
                const std::optional<std::string>& reason);
 int run_pause(const std::string& config_path, const std::string& queue);
 int run_resume(const std::string& config_path, const std::string& queue);
+// Lists every schedule with its last and next tick; with next_count > 0, prints the next
+// ticks of schedule `name` after `from` (now when empty).
+int run_schedules(const std::string& config_path, int next_count, const std::string& name,
+                  const std::string& from);
 
 struct BenchOptions;
 // config_given: -c was on the command line (else a missing default file is fine).

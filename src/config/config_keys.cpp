@@ -46,6 +46,7 @@ constexpr Reload kRestart = Reload::kRestart;
 
 using config_detail::read_handlers;
 using config_detail::read_queues;
+using config_detail::read_schedules;
 
 constexpr ConfigKey kKeys[] = {
     field<&Config::database, &DatabaseConfig::url>(
@@ -140,6 +141,32 @@ constexpr ConfigKey kKeys[] = {
              "exec only: exit codes (1..255) that make the job dead"),
     in_entry("handlers.TYPE.kill_grace", "5s", kLive,
              "exec only: time between SIGTERM and SIGKILL when the job must stop"),
+    in_entry("schedules.NAME", "", kLive,
+             "a recurring job (none by default; see [Recurring jobs](#recurring-jobs)): exactly "
+             "one of `cron`, `every`; NAME is letters, digits, `_`, `-`, `.` (at most 100)",
+             &read_schedules),
+    in_entry("schedules.NAME.cron", "", kLive,
+             "cron line: 5 fields, or 6 with leading seconds, or `@daily` and the like"),
+    in_entry("schedules.NAME.every", "", kLive,
+             "fixed interval (≥ `1s`, whole seconds): ticks at its multiples since 1970-01-01 "
+             "UTC"),
+    in_entry("schedules.NAME.timezone", "UTC", kLive,
+             "IANA time zone the cron line is read in, e.g. `Europe/Berlin`"),
+    in_entry("schedules.NAME.type", "", kLive, "the job type each tick inserts (required)"),
+    in_entry("schedules.NAME.queue", "default", kLive, "the jobs' queue"),
+    in_entry("schedules.NAME.priority", "0", kLive, "the jobs' priority, -32768..32767"),
+    in_entry("schedules.NAME.max_attempts", "5", kLive, "the jobs' max_attempts, ≥ 1"),
+    in_entry("schedules.NAME.payload", "{}", kLive,
+             "the jobs' payload (any YAML, stored as JSON); an object gains `_schedule`"),
+    in_entry("schedules.NAME.enabled", "true", kLive,
+             "false stops the ticks; enabling again never fires the ticks missed meanwhile"),
+    in_entry("schedules.NAME.overlap", "allow", kLive,
+             "`skip`: no job for a tick while the previous tick's job is still live"),
+    in_entry("schedules.NAME.misfire", "skip", kLive,
+             "missed ticks: `skip` fires the latest once, `all` each (at most 100), `none` "
+             "none"),
+    in_entry("schedules.NAME.misfire_grace", "1h", kLive,
+             "`skip`: the latest missed tick fires only if at most this late"),
 };
 
 }  // namespace

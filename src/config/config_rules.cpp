@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "config/config_stages.hpp"
+#include "schedule/cron_expression.hpp"
+#include "schedule/tick_calculator.hpp"
 #include "text/sql_statements.hpp"
 
 namespace pgjobd::config_detail {
@@ -216,6 +218,68 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
   rules.require(handler.kill_grace >= Millis(0), key + ".kill_grace", "must not be negative");
 }
 
+// Schedule names reach metric labels, log lines and the jobs' unique_key: kept plain.
+bool is_schedule_name(std::string_view name) {
+  return !name.empty() && name.size() <= 100 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (static_cast<unsigned char>(c) < 0x80 && std::isalnum(static_cast<unsigned char>(c))) ||
+           c == '_' || c == '-' || c == '.';
+  });
+}
+
+// What is wrong with `call()`'s argument: the exception's text, or "" when it is fine.
+template <typename F>
+std::string problem_of(F call) {
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return {};
+}
+
+void check_schedule(const std::string& name, const ScheduleConfig& schedule, Rules& rules) {
+  std::string key = "schedules." + name;
+  rules.require(is_schedule_name(name), key,
+                "a schedule name is 1 to 100 letters, digits, _, - or . (it names the jobs' "
+                "unique_key and a metric label)");
+  bool has_cron = !schedule.cron.empty();
+  bool has_every = schedule.every != Millis(0);
+  rules.require(has_cron != has_every, key,
+                has_cron ? "has both cron and every: give exactly one"
+                         : "no timing: give exactly one of cron or every");
+  if (has_cron) {
+    rules.require(problem_of([&] { schedule::parse_cron(schedule.cron); }).empty(), key + ".cron",
+                  problem_of([&] { schedule::parse_cron(schedule.cron); }));
+  }
+  if (has_every) {
+    rules.require(schedule.every >= Millis(1000) && schedule.every.count() % 1000 == 0,
+                  key + ".every",
+                  "must be whole seconds, at least 1s, got " + format_duration(schedule.every));
+  }
+  rules.require(problem_of([&] { schedule::check_time_zone(schedule.timezone); }).empty(),
+                key + ".timezone",
+                problem_of([&] { schedule::check_time_zone(schedule.timezone); }));
+  rules.require(!schedule.type.empty(), key + ".type",
+                "missing type (the job type each tick inserts)", key);
+  rules.require(
+      utf8_characters(schedule.type) <= kMaxTypeNameCharacters, key + ".type",
+      "job type is longer than " + std::to_string(kMaxTypeNameCharacters) + " characters");
+  rules.require(!schedule.queue.empty() && schedule.queue.size() <= kMaxQueueNameBytes,
+                key + ".queue",
+                "a queue name is 1 to " + std::to_string(kMaxQueueNameBytes) + " bytes");
+  rules.require(schedule.priority >= -32768 && schedule.priority <= 32767, key + ".priority",
+                "must be from -32768 to 32767, got " + std::to_string(schedule.priority));
+  rules.require(schedule.max_attempts >= 1, key + ".max_attempts",
+                "must be at least 1, got " + std::to_string(schedule.max_attempts));
+  rules.require(schedule.overlap == "allow" || schedule.overlap == "skip", key + ".overlap",
+                "unknown overlap " + quoted(schedule.overlap) + " (use allow or skip)");
+  rules.require(
+      schedule.misfire == "skip" || schedule.misfire == "all" || schedule.misfire == "none",
+      key + ".misfire", "unknown misfire " + quoted(schedule.misfire) + " (use skip, all or none)");
+  rules.require(schedule.misfire_grace >= Millis(0), key + ".misfire_grace",
+                "must not be negative");
+}
+
 }  // namespace
 
 void check_config(const Config& config, Diagnostics& diag) {
@@ -226,6 +290,9 @@ void check_config(const Config& config, Diagnostics& diag) {
   check_output(config, rules);
   for (const auto& [type, handler] : config.handlers) {
     check_handler(type, handler, rules);
+  }
+  for (const auto& [name, schedule] : config.schedules) {
+    check_schedule(name, schedule, rules);
   }
 }
 

@@ -6,12 +6,17 @@
 #include "db/migrator.hpp"
 #include "db/pg_job_store.hpp"
 #include "db/pg_notifications.hpp"
+#include "db/pg_schedule_store.hpp"
 #include "db/pqxx_errors.hpp"
 
 namespace pgjobd {
 
 std::unique_ptr<JobStore> PgDatabase::open_store(const std::string& role) {
   return std::make_unique<PgJobStore>(config_, role);
+}
+
+std::unique_ptr<ScheduleStore> PgDatabase::open_schedule_store(const std::string& role) {
+  return std::make_unique<PgScheduleStore>(config_, role);
 }
 
 std::unique_ptr<Notifications> PgDatabase::listen() {

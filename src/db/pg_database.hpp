@@ -14,6 +14,7 @@ class PgDatabase final : public Database {
   explicit PgDatabase(DatabaseConfig config) : config_(std::move(config)) {}
 
   std::unique_ptr<JobStore> open_store(const std::string& role) override;
+  std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;
 

@@ -348,6 +348,95 @@ constexpr const char* kRescueError = R"((CASE WHEN j.cancel_requested_at IS NOT 
       ELSE 'rescued: lease expired while ' || coalesce(left(j.locked_by, 200), '?') ||
            ' ran attempt ' || j.attempts END))";
 
+// Schedules. The table holds one row per schedule (tens, hundreds): every statement reaches
+// its row by the primary key, or reads the whole small table.
+constexpr const char* kScheduleLoadSql = R"(
+SELECT name, coalesce(cron, ''), coalesce(every_seconds, 0), timezone, type, queue, source,
+       enabled, paused, overlap, misfire, misfire_grace_seconds,
+       floor(extract(epoch FROM last_tick))::bigint,
+       floor(extract(epoch FROM next_tick))::bigint
+FROM {schedules} ORDER BY name)";
+
+// The compare-and-set. Under READ COMMITTED a second daemon that waits here for the first
+// one's row lock re-reads the row once the first commits, and its last_tick no longer
+// matches: no row, nothing written (PostgreSQL's re-check of an updated row). The timing
+// must also match what the caller computed the tick from, so a daemon that has not yet
+// seen a changed schedule cannot fire a tick of the old timing. last_tick is compared as
+// whole seconds (a row created by now() holds a fraction); `tick > last_tick` keeps it
+// growing whatever the caller asks.
+constexpr const char* kScheduleLockSql = R"(
+SELECT s.overlap = 'skip' AND s.last_job_id IS NOT NULL AND EXISTS (
+         SELECT 1 FROM {jobs} j
+         WHERE j.id = s.last_job_id AND j.status IN ('pending', 'running', 'failed'))
+FROM {schedules} s
+WHERE s.name = $1 AND floor(extract(epoch FROM s.last_tick)) = $2::bigint
+  AND to_timestamp($3::bigint) > s.last_tick
+  AND s.cron IS NOT DISTINCT FROM nullif($4::text, '')
+  AND s.every_seconds IS NOT DISTINCT FROM nullif($5::int, 0)
+  AND s.timezone = $6 AND s.enabled AND NOT s.paused
+FOR UPDATE OF s)";
+
+// The tick's job, from the row's current values. The unique_key names the schedule and the
+// tick; an object payload also gets `_schedule` {name, tick, late} (README "Recurring
+// jobs"). run_at is the tick: late ticks of `misfire: all` run in tick order.
+constexpr const char* kScheduleInsertJobSql = R"(
+WITH t AS (
+  SELECT to_char(to_timestamp($2::bigint) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS tick)
+INSERT INTO {jobs} (queue, type, payload, priority, max_attempts, unique_key, run_at)
+SELECT s.queue, s.type,
+       CASE WHEN jsonb_typeof(s.payload) = 'object'
+            THEN s.payload || jsonb_build_object('_schedule', jsonb_build_object(
+                   'name', s.name, 'tick', t.tick, 'late', $3::boolean))
+            ELSE s.payload END,
+       s.priority, s.max_attempts, 'schedule:' || s.name || ':' || t.tick,
+       to_timestamp($2::bigint)
+FROM {schedules} s, t WHERE s.name = $1
+ON CONFLICT (type, unique_key)
+  WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'failed') DO NOTHING
+RETURNING id)";
+
+constexpr const char* kScheduleAdvanceSql = R"(
+UPDATE {schedules}
+SET last_tick = to_timestamp($2::bigint),
+    next_tick = CASE WHEN $3::bigint < 0 THEN NULL ELSE to_timestamp($3::bigint) END,
+    last_job_id = CASE WHEN $4::bigint = 0 THEN last_job_id ELSE $4::bigint END,
+    updated_at = now()
+WHERE name = $1)";
+
+constexpr const char* kScheduleSqlHeldSql = R"(
+SELECT name FROM {schedules} WHERE source = 'sql' AND name = ANY($1::text[]))";
+
+// A new row starts at now(), so it never backfills; so does a changed timing and a schedule
+// enabled again. An unchanged entry writes nothing (no churn on every reload).
+constexpr const char* kScheduleUpsertYamlSql = R"(
+INSERT INTO {schedules} AS x (name, cron, every_seconds, timezone, type, queue, priority,
+    max_attempts, payload, overlap, misfire, misfire_grace_seconds, enabled, source, last_tick)
+VALUES ($1, nullif($2::text, ''), nullif($3::int, 0), $4, $5, $6, $7::smallint, $8::int,
+        $9::jsonb, $10, $11, $12::int, $13::boolean, 'yaml', date_trunc('second', now()))
+ON CONFLICT ON CONSTRAINT pgjobd_schedules_pkey DO UPDATE SET
+  cron = EXCLUDED.cron, every_seconds = EXCLUDED.every_seconds, timezone = EXCLUDED.timezone,
+  type = EXCLUDED.type, queue = EXCLUDED.queue, priority = EXCLUDED.priority,
+  max_attempts = EXCLUDED.max_attempts, payload = EXCLUDED.payload,
+  overlap = EXCLUDED.overlap, misfire = EXCLUDED.misfire,
+  misfire_grace_seconds = EXCLUDED.misfire_grace_seconds, enabled = EXCLUDED.enabled,
+  last_tick = CASE
+    WHEN (x.cron, x.every_seconds, x.timezone)
+           IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.every_seconds, EXCLUDED.timezone)
+      OR (NOT x.enabled AND EXCLUDED.enabled)
+    THEN greatest(x.last_tick, EXCLUDED.last_tick) ELSE x.last_tick END,
+  updated_at = now()
+WHERE x.source = 'yaml'
+  AND (x.cron, x.every_seconds, x.timezone, x.type, x.queue, x.priority, x.max_attempts,
+       x.payload, x.overlap, x.misfire, x.misfire_grace_seconds, x.enabled)
+      IS DISTINCT FROM
+      (EXCLUDED.cron, EXCLUDED.every_seconds, EXCLUDED.timezone, EXCLUDED.type,
+       EXCLUDED.queue, EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.payload,
+       EXCLUDED.overlap, EXCLUDED.misfire, EXCLUDED.misfire_grace_seconds, EXCLUDED.enabled)
+RETURNING xmax = 0)";
+
+constexpr const char* kScheduleDeleteYamlSql = R"(
+DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) RETURNING name)";
+
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
        pos = text.find(placeholder, pos + value.size())) {
@@ -360,6 +449,7 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{jobs}", schema + ".jobs");
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
   replace_all(text, "{queues}", schema + ".pgjobd_queues");
+  replace_all(text, "{schedules}", schema + ".pgjobd_schedules");
   replace_all(text, "{recent_errors}", kRecentErrors);
   replace_all(text, "{recent_attempts}", kRecentAttempts);
   replace_all(text, "{attempt_entry}", kAttemptEntry);
@@ -388,6 +478,18 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kPrune, with_table(kPruneSql, schema)},
       {kQueueStats, with_table(kQueueStatsSql, schema)},
       {kPausedQueues, with_table(kPausedQueuesSql, schema)},
+  };
+}
+
+std::vector<Statement> schedule_statements(const std::string& schema) {
+  return {
+      {kScheduleLoad, with_table(kScheduleLoadSql, schema)},
+      {kScheduleLock, with_table(kScheduleLockSql, schema)},
+      {kScheduleInsertJob, with_table(kScheduleInsertJobSql, schema)},
+      {kScheduleAdvance, with_table(kScheduleAdvanceSql, schema)},
+      {kScheduleSqlHeld, with_table(kScheduleSqlHeldSql, schema)},
+      {kScheduleUpsertYaml, with_table(kScheduleUpsertYamlSql, schema)},
+      {kScheduleDeleteYaml, with_table(kScheduleDeleteYamlSql, schema)},
   };
 }
 

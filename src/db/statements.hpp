@@ -47,6 +47,30 @@ inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 // The queues of $1 (text[]) paused with pgjobd_pause_queue.
 inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
 
+// Schedules (README "Recurring jobs"). Times travel as whole seconds since the epoch.
+// Load every schedule: name, cron, every_seconds, timezone, type, queue, source, enabled,
+// paused, overlap, misfire, misfire_grace_seconds, last_tick, next_tick (NULL or seconds).
+inline constexpr const char* kScheduleLoad = "pgjobd_schedule_load";
+// Fire, step 1, the compare-and-set's lock: $1 name, $2 expected last_tick, $3 tick,
+// $4 cron ('' = none), $5 every_seconds (0 = none), $6 timezone. One row (true when the
+// previous tick's job is still live and overlap is skip) when the row is as expected;
+// none otherwise. Locks the row until the transaction ends.
+inline constexpr const char* kScheduleLock = "pgjobd_schedule_lock";
+// Fire, step 2: insert the tick's job from the row: $1 name, $2 tick, $3 late. Returns
+// the job's id (no row if a live job holds its unique_key).
+inline constexpr const char* kScheduleInsertJob = "pgjobd_schedule_insert_job";
+// Fire, step 3: $1 name, $2 tick, $3 next tick (-1 = unknown), $4 job id (0 = none).
+inline constexpr const char* kScheduleAdvance = "pgjobd_schedule_advance";
+// Reconcile: the names of $1 (text[]) held by schedules of source 'sql'.
+inline constexpr const char* kScheduleSqlHeld = "pgjobd_schedule_sql_held";
+// Reconcile: insert or update one YAML schedule: $1 name, $2 cron, $3 every_seconds,
+// $4 timezone, $5 type, $6 queue, $7 priority, $8 max_attempts, $9 payload (JSON text),
+// $10 overlap, $11 misfire, $12 misfire_grace_seconds, $13 enabled. Returns one row
+// (true = inserted) when something changed.
+inline constexpr const char* kScheduleUpsertYaml = "pgjobd_schedule_upsert_yaml";
+// Reconcile: delete the YAML schedules not named in $1 (text[]). Returns their names.
+inline constexpr const char* kScheduleDeleteYaml = "pgjobd_schedule_delete_yaml";
+
 struct Statement {
   const char* name;
   std::string sql;
@@ -55,5 +79,8 @@ struct Statement {
 // All statements for a schema (already quoted): {jobs}, {leader} and {queues} name its
 // tables.
 std::vector<Statement> job_statements(const std::string& schema);
+
+// The schedule statements for a schema (already quoted).
+std::vector<Statement> schedule_statements(const std::string& schema);
 
 }  // namespace pgjobd::stmt

@@ -28,6 +28,7 @@
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
 #include "metrics/metrics.hpp"
+#include "schedule/scheduler.hpp"
 #include "store/reconnect_backoff.hpp"
 
 extern char** environ;
@@ -150,6 +151,7 @@ class Engine::Impl {
   // After the maintenance, which a cancel notification wakes: destroyed before it.
   std::unique_ptr<NotifyListener> listener_;
   std::unique_ptr<LeaseGuard> lease_guard_;
+  std::unique_ptr<schedule::Scheduler> scheduler_;
 };
 
 HandlerTable Engine::Impl::build_handlers(const Config& config) const {
@@ -270,12 +272,20 @@ void Engine::Impl::start() {
       *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
       std::min<Millis>(config_.lease.duration / 10, Millis(2000)));
 
+  // Every daemon runs a scheduler, configured schedules or not: schedules made with SQL
+  // fire too, and the table's compare-and-set, not leadership, decides who fires a tick.
+  scheduler_ = std::make_unique<schedule::Scheduler>(
+      database_->open_schedule_store("scheduler"), metrics_.get(),
+      schedule::SchedulerSettings{timings_.schedule_refresh, Millis(2000)});
+  scheduler_->set_yaml(config_.schedules);
+
   completer_->start();
   pool_->start();
   maintenance_->start();
   lease_guard_->start();
   fetcher_->start();
   if (listener_) listener_->start();
+  scheduler_->start();
   health_.clear("engine");
   spdlog::info("pgjobd ready");
 }
@@ -325,6 +335,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   maintenance_->set_queues(keys_of(applied.worker.queues));
   maintenance_->set_retention(applied.retention);
   completer_->set_delete_done(applied.retention.done.count() == 0);
+  scheduler_->set_yaml(applied.schedules);  // reconciled by the scheduler's thread
   {
     std::lock_guard lock(config_mutex_);
     config_ = applied;
@@ -361,6 +372,7 @@ void Engine::Impl::drain() {
   // Soft stop: nothing new is claimed; running jobs go on.
   if (listener_) listener_->stop();
   fetcher_->stop();
+  scheduler_->stop();  // no new ticks: the other daemons, or the next start, fire them
 
   bool idle = pool_->wait_idle(Clock::now() + config.shutdown.timeout);
   if (!idle) {

@@ -19,6 +19,8 @@ struct EngineTimings {
   Millis watchdog_slack{60000};
   // The fetcher's longest single wait while the pool is full (Fetcher::Options).
   Millis progress_slice{1000};
+  // How often an idle scheduler reads the schedules table (schedule::SchedulerSettings).
+  Millis schedule_refresh{30000};
 };
 
 Engine make_engine(Config config, std::shared_ptr<Database> database);

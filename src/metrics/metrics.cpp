@@ -37,8 +37,8 @@ const prometheus::Histogram::BucketBoundaries kBatchBuckets = {1,  2,   4,   8, 
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
 // instead of as a series nobody documented.
 const std::set<std::string, std::less<>> kDbOperations = {
-    "claim", "complete", "connect", "heartbeat",    "listen",
-    "prune", "rescue",   "resign",  "schema check", "stats"};
+    "claim",  "complete", "connect",      "heartbeat", "listen",  "prune",
+    "rescue", "resign",   "schema check", "stats",     "schedule"};
 
 const std::string kOther = Metrics::kOtherLabel;
 
@@ -92,6 +92,19 @@ struct Metrics::State {
           .Name("pgjobd_queue_paused")
           .Help("1 if the queue is paused (pgjobd_pause_queue), else 0, by served queue.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& schedule_fires =
+      prometheus::BuildCounter()
+          .Name("pgjobd_schedule_fires_total")
+          .Help(
+              "Schedule ticks this daemon handled, by schedule and result (fired, "
+              "skipped_overlap, missed).")
+          .Register(*registry);
+  prometheus::Gauge& schedule_overdue =
+      prometheus::BuildGauge()
+          .Name("pgjobd_schedule_overdue_seconds")
+          .Help("How long the most overdue active schedule's due tick has waited; 0 if none.")
+          .Register(*registry)
+          .Add({});
   prometheus::Gauge& workers_busy = prometheus::BuildGauge()
                                         .Name("pgjobd_workers_busy")
                                         .Help("Workers running a job right now.")
@@ -168,6 +181,8 @@ struct Metrics::State {
   std::map<std::pair<std::string, std::string>, JobChildren> overflow_jobs;
   std::map<std::string, prometheus::Histogram*> overflow_queue_wait;
   std::map<std::string, prometheus::Counter*> db_error_children;
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*> schedule_fire_children;
+  std::set<std::string, std::less<>> schedule_labels;
 
   // Gauges that are set wholesale, for the queues served now only (a reload that drops a
   // queue removes its series). Within them every series ever set stays (at 0) so scrapes
@@ -403,5 +418,20 @@ void Metrics::db_error(const std::string& operation) {
   if (child == nullptr) child = &state_->db_errors.Add({{"operation", label}});
   child->Increment();
 }
+
+void Metrics::schedule_fires(const std::string& schedule, const std::string& result, int count) {
+  if (count <= 0) return;
+  std::lock_guard lock(state_->labels_mutex);
+  std::set<std::string, std::less<>>& names = state_->schedule_labels;
+  if (!names.contains(schedule) && names.size() < kMaxScheduleLabels) names.insert(schedule);
+  const std::string& label = names.contains(schedule) ? schedule : kOther;
+  auto& child = state_->schedule_fire_children[{label, result}];
+  if (child == nullptr) {
+    child = &state_->schedule_fires.Add({{"schedule", label}, {"result", result}});
+  }
+  child->Increment(count);
+}
+
+void Metrics::set_schedule_overdue(double seconds) { state_->schedule_overdue.Set(seconds); }
 
 }  // namespace pgjobd

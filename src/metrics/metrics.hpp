@@ -73,6 +73,14 @@ class Metrics {
   // kOtherLabel.
   void db_error(const std::string& operation);
   void config_reload(bool applied);  // pgjobd_config_reloads_total{result}
+  // pgjobd_schedule_fires_total{schedule,result}: result "fired", "skipped_overlap" or
+  // "missed". Schedules made with SQL are named by the table, so only the first
+  // kMaxScheduleLabels names get a series of their own; later ones count as kOtherLabel.
+  static constexpr std::size_t kMaxScheduleLabels = 200;
+  void schedule_fires(const std::string& schedule, const std::string& result, int count);
+  // pgjobd_schedule_overdue_seconds: how far behind its due tick the most overdue active
+  // schedule is (0 when none is behind).
+  void set_schedule_overdue(double seconds);
 
  private:
   struct State;

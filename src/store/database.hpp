@@ -9,6 +9,7 @@
 
 #include "store/db_error.hpp"
 #include "store/job_store.hpp"
+#include "store/schedule_store.hpp"
 
 namespace pgjobd {
 
@@ -41,6 +42,8 @@ class Database {
   // A store whose connection carries `role` in pg_stat_activity ("fetcher"). Connects on
   // first use, so this never blocks.
   virtual std::unique_ptr<JobStore> open_store(const std::string& role) = 0;
+  // The schedules table over a connection of its own, opened on first use.
+  virtual std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) = 0;
   // Connects and LISTENs. Throws DbError.
   virtual std::unique_ptr<Notifications> listen() = 0;
   // One attempt: applies pending migrations when `migrate`, then checks the schema.

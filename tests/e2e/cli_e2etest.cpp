@@ -138,7 +138,7 @@ TEST(CliE2E, HelpAndVersion) {
   const CliResult help = run_cli({"--help"});
   EXPECT_EQ(help.exit_code, 0);
   for (const char* command : {"run", "migrate", "check-config", "enqueue", "stats", "retry",
-                              "cancel", "pause", "resume"}) {
+                              "cancel", "pause", "resume", "schedules"}) {
     EXPECT_TRUE(contains(help.out, command)) << command << " missing from --help:\n" << help.out;
   }
   const CliResult version = run_cli({"--version"});

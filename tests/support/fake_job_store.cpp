@@ -578,6 +578,10 @@ std::unique_ptr<Notifications> FakeDatabase::listen() {
   return std::make_unique<FakeNotifications>(table_);
 }
 
+std::unique_ptr<ScheduleStore> FakeDatabase::open_schedule_store(const std::string& /*role*/) {
+  return std::make_unique<FakeScheduleStore>(schedules_);
+}
+
 SchemaReport FakeDatabase::prepare_schema(bool /*migrate*/) { return {1, 1, ""}; }
 
 void FakeDatabase::notify(NotifyChannel channel) {

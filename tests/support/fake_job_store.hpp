@@ -26,6 +26,7 @@
 #include "store/database.hpp"
 #include "store/job_store.hpp"
 #include "support/engine_printers.hpp"
+#include "support/fake_schedule_store.hpp"
 
 namespace pgjobd::testing {
 
@@ -211,11 +212,15 @@ class FakeJobStore final : public JobStore {
 // triggers with notify().
 class FakeDatabase final : public Database {
  public:
-  FakeDatabase() : table_(std::make_shared<FakeJobTable>()) {}
+  FakeDatabase()
+      : table_(std::make_shared<FakeJobTable>()),
+        schedules_(std::make_shared<FakeScheduleTable>()) {}
 
   FakeJobTable& table() { return *table_; }
+  FakeScheduleTable& schedules() { return *schedules_; }
 
   std::unique_ptr<JobStore> open_store(const std::string& role) override;
+  std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;
 
@@ -225,6 +230,7 @@ class FakeDatabase final : public Database {
 
  private:
   const std::shared_ptr<FakeJobTable> table_;
+  const std::shared_ptr<FakeScheduleTable> schedules_;
 };
 
 }  // namespace pgjobd::testing

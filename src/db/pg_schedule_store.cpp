@@ -1,0 +1,139 @@
+// PgScheduleStore: loading, firing (the compare-and-set transaction) and reconciling
+// schedules with the prepared statements of statements.cpp.
+#include "db/pg_schedule_store.hpp"
+
+#include <pqxx/pqxx>
+
+#include "db/pqxx_errors.hpp"
+#include "db/sql_text.hpp"
+#include "db/statements.hpp"
+
+namespace pgjobd {
+namespace {
+
+MisfirePolicy misfire_of(const std::string& text) {
+  if (text == "all") return MisfirePolicy::kAll;
+  if (text == "none") return MisfirePolicy::kNone;
+  return MisfirePolicy::kSkip;
+}
+
+std::int64_t seconds_of(TickTime t) { return t.time_since_epoch().count(); }
+
+}  // namespace
+
+PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
+    : config_(std::move(config)), role_(std::move(role)) {}
+
+PgScheduleStore::~PgScheduleStore() = default;
+
+template <typename Fn>
+auto PgScheduleStore::guarded(const char* operation, Fn&& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    conn_.reset();  // reopened on next use; a failed session's state is unknown
+    rethrow_as_db_error(operation);
+  }
+}
+
+void PgScheduleStore::connect() {
+  if (conn_ && conn_->is_open()) return;
+  guarded("connect", [&] {
+    conn_ = open_connection(config_, role_);
+    for (const auto& statement : stmt::schedule_statements(quote_identifier(config_.schema))) {
+      conn_->prepare(statement.name, statement.sql);
+    }
+    return 0;
+  });
+}
+
+std::vector<ScheduleRow> PgScheduleStore::load_schedules() {
+  connect();
+  return guarded("load schedules", [&] {
+    pqxx::nontransaction txn(*conn_);
+    const pqxx::result rows = txn.exec_prepared(stmt::kScheduleLoad);
+    std::vector<ScheduleRow> out;
+    out.reserve(rows.size());
+    for (const auto& row : rows) {
+      ScheduleRow s;
+      s.name = row[0].c_str();
+      s.timing.cron = row[1].c_str();
+      s.timing.every_seconds = row[2].as<std::int64_t>();
+      s.timing.timezone = row[3].c_str();
+      s.type = row[4].c_str();
+      s.queue = row[5].c_str();
+      s.source = row[6].c_str();
+      s.enabled = row[7].as<bool>();
+      s.paused = row[8].as<bool>();
+      s.overlap_skip = std::string(row[9].c_str()) == "skip";
+      s.misfire = misfire_of(row[10].c_str());
+      s.misfire_grace = std::chrono::seconds(row[11].as<std::int64_t>());
+      s.last_tick = TickTime(std::chrono::seconds(row[12].as<std::int64_t>()));
+      if (!row[13].is_null()) {
+        s.next_tick = TickTime(std::chrono::seconds(row[13].as<std::int64_t>()));
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+FireResult PgScheduleStore::fire(const FireRequest& request) {
+  connect();
+  return guarded("fire schedule", [&] {
+    pqxx::work txn(*conn_);
+    const pqxx::result locked =
+        txn.exec_prepared(stmt::kScheduleLock, request.name, seconds_of(request.expected_last_tick),
+                          seconds_of(request.tick), request.timing.cron,
+                          request.timing.every_seconds, request.timing.timezone);
+    if (locked.empty()) return FireResult::kLost;  // the transaction rolls back: no writes
+    const bool busy = locked[0][0].as<bool>();
+    FireResult result = FireResult::kAdvanced;
+    std::int64_t job_id = 0;
+    if (request.insert_job && busy) {
+      result = FireResult::kSkippedOverlap;
+    } else if (request.insert_job) {
+      const pqxx::result inserted = txn.exec_prepared(stmt::kScheduleInsertJob, request.name,
+                                                      seconds_of(request.tick), request.late);
+      if (!inserted.empty()) job_id = inserted[0][0].as<std::int64_t>();
+      result = FireResult::kFired;
+    }
+    txn.exec_prepared(stmt::kScheduleAdvance, request.name, seconds_of(request.tick),
+                      request.next_tick ? seconds_of(*request.next_tick) : std::int64_t{-1},
+                      job_id);
+    txn.commit();
+    return result;
+  });
+}
+
+ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleConfig>& schedules) {
+  connect();
+  return guarded("reconcile schedules", [&] {
+    ReconcileReport report;
+    std::vector<std::string> names;
+    names.reserve(schedules.size());
+    for (const auto& entry : schedules) names.push_back(entry.first);
+    pqxx::work txn(*conn_);
+    for (const auto& row : txn.exec_prepared(stmt::kScheduleSqlHeld, text_array_literal(names))) {
+      report.held_by_sql.emplace_back(row[0].c_str());
+    }
+    for (const auto& [name, s] : schedules) {
+      if (std::find(report.held_by_sql.begin(), report.held_by_sql.end(), name) !=
+          report.held_by_sql.end()) {
+        continue;
+      }
+      const std::int64_t every = s.every.count() / 1000;
+      const std::int64_t grace = (s.misfire_grace.count() + 999) / 1000;
+      const pqxx::result changed = txn.exec_prepared(
+          stmt::kScheduleUpsertYaml, name, s.cron, every, s.timezone, s.type, s.queue, s.priority,
+          s.max_attempts, s.payload, s.overlap, s.misfire, grace, s.enabled);
+      if (!changed.empty()) ++(changed[0][0].as<bool>() ? report.added : report.changed);
+    }
+    report.removed = static_cast<int>(
+        txn.exec_prepared(stmt::kScheduleDeleteYaml, text_array_literal(names)).size());
+    txn.commit();
+    return report;
+  });
+}
+
+}  // namespace pgjobd

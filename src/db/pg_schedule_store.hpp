@@ -1,0 +1,33 @@
+#pragma once
+// ScheduleStore over one PostgreSQL connection: the schedule statements of statements.cpp.
+// The connection is dropped on error and reopened on the next call.
+
+#include <string>
+
+#include "db/connection.hpp"
+#include "store/schedule_store.hpp"
+
+namespace pgjobd {
+
+class PgScheduleStore final : public ScheduleStore {
+ public:
+  PgScheduleStore(DatabaseConfig config, std::string role);
+  ~PgScheduleStore() override;
+  PgScheduleStore(const PgScheduleStore&) = delete;
+  PgScheduleStore& operator=(const PgScheduleStore&) = delete;
+
+  std::vector<ScheduleRow> load_schedules() override;
+  FireResult fire(const FireRequest& request) override;
+  ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) override;
+
+ private:
+  void connect();
+  template <typename Fn>
+  auto guarded(const char* operation, Fn&& fn);
+
+  DatabaseConfig config_;
+  std::string role_;
+  ConnectionPtr conn_;
+};
+
+}  // namespace pgjobd

@@ -1,0 +1,166 @@
+// The scheduler's loop: reconcile, refresh, fire, sleep until the next tick.
+#include "schedule/scheduler.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "metrics/metrics.hpp"
+#include "schedule/tick_plan.hpp"
+
+namespace pgjobd::schedule {
+namespace {
+
+TickCalculator calculator_for(const ScheduleTiming& timing) {
+  if (timing.cron.empty()) return TickCalculator::every(Seconds(timing.every_seconds));
+  return TickCalculator::cron(timing.cron, timing.timezone);
+}
+
+TickTime seconds_of(WallClock::time_point t) { return std::chrono::floor<Seconds>(t); }
+
+}  // namespace
+
+Scheduler::Scheduler(std::unique_ptr<ScheduleStore> store, Metrics* metrics,
+                     SchedulerSettings settings)
+    : store_(std::move(store)), metrics_(metrics), settings_(settings) {}
+
+Scheduler::~Scheduler() { thread_.stop(); }
+
+void Scheduler::set_yaml(std::map<std::string, ScheduleConfig> schedules) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_yaml_ = std::move(schedules);
+    woken_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Scheduler::start() {
+  thread_.start([this](const std::stop_token& stop) { loop(stop); });
+}
+
+void Scheduler::request_stop() { thread_.request_stop(); }
+
+void Scheduler::join() { thread_.join(); }
+
+void Scheduler::loop(const std::stop_token& stop) {
+  while (!stop.stop_requested()) {
+    const WallClock::time_point next = run_once(WallClock::now());
+    std::unique_lock lock(mutex_);
+    wake_.wait_until(lock, stop, next, [&] { return woken_; });
+    woken_ = false;
+  }
+}
+
+void Scheduler::refresh(WallClock::time_point now) {
+  std::vector<Entry> entries;
+  for (ScheduleRow& row : store_->load_schedules()) {
+    Entry entry{std::move(row), std::nullopt};
+    try {
+      entry.calculator = calculator_for(entry.row.timing);
+    } catch (const std::invalid_argument& e) {
+      // A schedule made with SQL whose cron line the parser refuses: said once per name.
+      if (reported_invalid_.insert(entry.row.name).second) {
+        spdlog::error("schedule {}: not fired: {}", entry.row.name, e.what());
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  entries_ = std::move(entries);
+  refreshed_at_ = now;
+  stale_ = false;
+}
+
+void Scheduler::fire_due(Entry& entry, TickTime now) {
+  ScheduleRow& row = entry.row;
+  const TickPlan plan =
+      plan_ticks(*entry.calculator, row.misfire, row.misfire_grace, row.last_tick, now);
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const TickStep& step = plan.steps[i];
+    FireRequest request;
+    request.name = row.name;
+    request.timing = row.timing;
+    request.expected_last_tick = row.last_tick;
+    request.tick = step.tick;
+    request.next_tick = i + 1 < plan.steps.size() ? plan.steps[i + 1].tick : plan.next_tick;
+    request.insert_job = step.insert_job;
+    request.late = step.late;
+    const FireResult result = store_->fire(request);
+    if (result == FireResult::kLost) {
+      stale_ = true;  // another daemon was first, or the row changed: read it again
+      return;
+    }
+    row.last_tick = step.tick;
+    if (i == 0 && plan.missed > 0) {
+      spdlog::warn("schedule {}: {} missed tick(s) not fired (misfire policy)", row.name,
+                   plan.missed);
+      if (metrics_ != nullptr) metrics_->schedule_fires(row.name, "missed", plan.missed);
+    }
+    if (result == FireResult::kFired) {
+      spdlog::debug("schedule {}: fired tick {}{}", row.name, format_utc(step.tick),
+                    step.late ? " (late)" : "");
+      if (metrics_ != nullptr) metrics_->schedule_fires(row.name, "fired", 1);
+    } else if (result == FireResult::kSkippedOverlap) {
+      spdlog::info("schedule {}: tick {} skipped: the previous tick's job is still live", row.name,
+                   format_utc(step.tick));
+      if (metrics_ != nullptr) metrics_->schedule_fires(row.name, "skipped_overlap", 1);
+    }
+  }
+}
+
+WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
+  const TickTime now_seconds = seconds_of(now);
+  WallClock::time_point next = now + settings_.refresh;
+  bool failed = false;
+  try {
+    std::optional<std::map<std::string, ScheduleConfig>> yaml;
+    {
+      std::lock_guard lock(mutex_);
+      yaml = pending_yaml_;
+    }
+    if (yaml) {
+      const ReconcileReport report = store_->reconcile(*yaml);
+      {
+        std::lock_guard lock(mutex_);
+        if (pending_yaml_ == yaml) pending_yaml_.reset();  // else a newer one came meanwhile
+      }
+      if (report.added + report.changed + report.removed > 0) {
+        spdlog::info("schedules from the config: {} added, {} changed, {} removed", report.added,
+                     report.changed, report.removed);
+      }
+      for (const std::string& name : report.held_by_sql) {
+        spdlog::warn(
+            "schedule {} in the config is ignored: a schedule of that name was made "
+            "with SQL (pgjobd_schedule_upsert)",
+            name);
+      }
+      stale_ = true;
+    }
+    if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
+    for (Entry& entry : entries_) {
+      if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds);
+      if (stale_) break;  // the rest are read again first
+    }
+    if (stale_) refresh(now);
+    next = *refreshed_at_ + settings_.refresh;
+  } catch (const DbError& e) {
+    spdlog::warn("schedules: {}; trying again in {}ms", e.what(), settings_.retry.count());
+    if (metrics_ != nullptr) metrics_->db_error("schedule");
+    next = now + settings_.retry;
+    failed = true;
+  }
+  // Sleep until the earliest next tick, and say how late the most overdue one is.
+  Seconds overdue{0};
+  for (const Entry& entry : entries_) {
+    if (!entry.row.active() || !entry.calculator) continue;
+    const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
+    if (!tick) continue;
+    if (*tick <= now_seconds) overdue = std::max(overdue, now_seconds - *tick);
+    // After an error the next pass waits for `retry`, due ticks or not.
+    if (!failed) next = std::min(next, std::max<WallClock::time_point>(*tick, now));
+  }
+  if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(overdue.count()));
+  return next;
+}
+
+}  // namespace pgjobd::schedule

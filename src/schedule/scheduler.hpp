@@ -1,0 +1,82 @@
+#pragma once
+// The scheduler: one thread per daemon that reconciles the YAML's schedules into the table
+// (at start and on SIGHUP), sleeps until the next tick of any schedule, and fires the due
+// ticks through the store's compare-and-set. Every daemon runs one and they race for each
+// tick; the table decides, so correctness does not depend on leadership. Idle, it reads
+// the table once per `refresh` (schedules made with SQL show up within it).
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "engine/service.hpp"
+#include "schedule/tick_calculator.hpp"
+#include "store/schedule_store.hpp"
+
+namespace pgjobd {
+
+class Metrics;
+
+namespace schedule {
+
+using WallClock = std::chrono::system_clock;
+
+struct SchedulerSettings {
+  // How often the table is read when no tick is due: an idle daemon's only query.
+  std::chrono::milliseconds refresh{30000};
+  // Wait after a database error before the next pass.
+  std::chrono::milliseconds retry{2000};
+};
+
+class Scheduler final : public Service {
+ public:
+  // `metrics` may be null (tests).
+  Scheduler(std::unique_ptr<ScheduleStore> store, Metrics* metrics, SchedulerSettings settings);
+  ~Scheduler() override;
+
+  // The YAML's schedules: reconciled into the table at the next pass, which this wakes.
+  void set_yaml(std::map<std::string, ScheduleConfig> schedules);
+
+  void start() override;
+  void request_stop() override;
+  void join() override;
+
+  // One pass at `now`: reconcile if asked, read the table if due, fire what is due.
+  // Returns when the next pass should run. Throws nothing; errors are logged.
+  WallClock::time_point run_once(WallClock::time_point now);
+
+ private:
+  struct Entry {
+    ScheduleRow row;
+    std::optional<TickCalculator> calculator;  // none: a timing the parser refused
+  };
+
+  void refresh(WallClock::time_point now);
+  void fire_due(Entry& entry, TickTime now);
+  void loop(const std::stop_token& stop);
+
+  const std::unique_ptr<ScheduleStore> store_;
+  Metrics* const metrics_;
+  const SchedulerSettings settings_;
+
+  std::mutex mutex_;  // guards the two below: set_yaml runs on another thread
+  std::condition_variable_any wake_;
+  std::optional<std::map<std::string, ScheduleConfig>> pending_yaml_;  // until reconciled
+  bool woken_ = false;  // set_yaml ran since the loop last woke
+
+  // The loop's own state.
+  std::vector<Entry> entries_;
+  std::optional<WallClock::time_point> refreshed_at_;
+  bool stale_ = true;  // a fire was lost or the YAML changed: read the table again
+  std::set<std::string> reported_invalid_;
+
+  ServiceThread thread_;  // last: joined before the members it uses go
+};
+
+}  // namespace schedule
+}  // namespace pgjobd

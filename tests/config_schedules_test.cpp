@@ -1,0 +1,138 @@
+// The `schedules:` section: what it reads (payload as JSON), its defaults, and the
+// file:line:key problems for bad cron text, time zones and values.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "pgjobd/config.hpp"
+
+namespace pgjobd {
+namespace {
+
+std::vector<std::string> problems(const std::string& yaml) {
+  try {
+    parse_config(yaml, "t.yaml");
+    ADD_FAILURE() << "accepted:\n" << yaml;
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+std::string problem(const std::string& yaml) {
+  std::vector<std::string> found = problems(yaml);
+  EXPECT_EQ(found.size(), 1u) << ::testing::PrintToString(found);
+  return found.empty() ? "" : found.front();
+}
+
+TEST(ConfigSchedulesTest, ReadsTheIssuesExample) {
+  Config config = parse_config(R"(
+schedules:
+  nightly_report: {cron: "30 2 * * *", timezone: Europe/Berlin, type: report, payload: {kind: nightly}}
+  heartbeat:      {every: 30s, type: ping, queue: ops}
+  fast:           {cron: "*/5 * * * * *", type: ping}      # 6 fields: with seconds
+)",
+                               "t.yaml");
+  ASSERT_EQ(config.schedules.size(), 3u);
+  const ScheduleConfig& nightly = config.schedules.at("nightly_report");
+  EXPECT_EQ(nightly.cron, "30 2 * * *");
+  EXPECT_EQ(nightly.timezone, "Europe/Berlin");
+  EXPECT_EQ(nightly.type, "report");
+  EXPECT_EQ(nightly.payload, R"({"kind":"nightly"})");
+  const ScheduleConfig& heartbeat = config.schedules.at("heartbeat");
+  EXPECT_EQ(heartbeat.every, Millis(30'000));
+  EXPECT_EQ(heartbeat.queue, "ops");
+  EXPECT_EQ(heartbeat.timezone, "UTC");
+  EXPECT_EQ(heartbeat.payload, "{}");
+  EXPECT_EQ(heartbeat.misfire, "skip");
+  EXPECT_EQ(heartbeat.overlap, "allow");
+  EXPECT_TRUE(heartbeat.enabled);
+  EXPECT_EQ(config.schedules.at("fast").cron, "*/5 * * * * *");
+}
+
+TEST(ConfigSchedulesTest, PayloadBecomesJsonWithYamlCoreTypes) {
+  Config config = parse_config(R"(
+schedules:
+  s:
+    every: 1m
+    type: t
+    payload:
+      n: 12
+      x: -1.5e3
+      yes_word: yes
+      quoted: "12"
+      flag: true
+      none: ~
+      list: [a, 2, {b: "q\"uote\n"}]
+)",
+                               "t.yaml");
+  EXPECT_EQ(config.schedules.at("s").payload,
+            R"({"n":12,"x":-1.5e3,"yes_word":"yes","quoted":"12","flag":true,"none":null,)"
+            R"("list":["a",2,{"b":"q\"uote\n"}]})");
+}
+
+TEST(ConfigSchedulesTest, EveryOptionalKeyIsRead) {
+  Config config = parse_config(R"(
+schedules:
+  s: {cron: "@daily", type: t, queue: q, priority: -3, max_attempts: 2, enabled: false,
+      overlap: skip, misfire: all, misfire_grace: 5m}
+)",
+                               "t.yaml");
+  const ScheduleConfig& s = config.schedules.at("s");
+  EXPECT_EQ(s.priority, -3);
+  EXPECT_EQ(s.max_attempts, 2);
+  EXPECT_FALSE(s.enabled);
+  EXPECT_EQ(s.overlap, "skip");
+  EXPECT_EQ(s.misfire, "all");
+  EXPECT_EQ(s.misfire_grace, Millis(300'000));
+}
+
+TEST(ConfigSchedulesTest, BadCronTextIsAProblemAtItsLine) {
+  EXPECT_EQ(problem("schedules:\n  s:\n    type: t\n    cron: \"61 * * * *\"\n"),
+            "t.yaml:4: schedules.s.cron: minute field '61': 61 is out of range 0-59");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, cron: \"0 0 L * *\"}\n"),
+            "t.yaml:2: schedules.s.cron: day of month field 'L': 'L' is not a number (L, W, # "
+            "and ? are not supported)");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, cron: \"* * *\"}\n"),
+            "t.yaml:2: schedules.s.cron: expected 5 fields (minute hour day-of-month month "
+            "day-of-week) or 6 with leading seconds, got 3 in '* * *'");
+}
+
+TEST(ConfigSchedulesTest, UnknownTimeZoneIsAProblemAtItsLine) {
+  EXPECT_EQ(problem("schedules:\n  s:\n    cron: \"@hourly\"\n    type: t\n"
+                    "    timezone: Europe/Berlim\n"),
+            "t.yaml:5: schedules.s.timezone: unknown time zone 'Europe/Berlim' (use an IANA "
+            "name such as Europe/Berlin, America/New_York or UTC)");
+}
+
+TEST(ConfigSchedulesTest, TimingTypeAndValuesAreChecked) {
+  EXPECT_EQ(problem("schedules:\n  s: {type: t}\n"),
+            "t.yaml:2: schedules.s: no timing: give exactly one of cron or every");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1s, cron: \"@daily\"}\n"),
+            "t.yaml:2: schedules.s: has both cron and every: give exactly one");
+  EXPECT_EQ(problem("schedules:\n  s: {every: 1s}\n"),
+            "t.yaml:2: schedules.s: missing type (the job type each tick inserts)");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1500ms}\n"),
+            "t.yaml:2: schedules.s.every: must be whole seconds, at least 1s, got 1500ms");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1s, misfire: later}\n"),
+            "t.yaml:2: schedules.s.misfire: unknown misfire 'later' (use skip, all or none)");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1s, overlap: no}\n"),
+            "t.yaml:2: schedules.s.overlap: unknown overlap 'no' (use allow or skip)");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1s, priority: 40000}\n"),
+            "t.yaml:2: schedules.s.priority: must be from -32768 to 32767, got 40000");
+  EXPECT_EQ(problem("schedules:\n  s: {type: t, every: 1s, max_attempts: 0}\n"),
+            "t.yaml:2: schedules.s.max_attempts: must be at least 1, got 0");
+  EXPECT_EQ(problem("schedules:\n  \"a b\": {type: t, every: 1s}\n"),
+            "t.yaml:2: schedules.a b: a schedule name is 1 to 100 letters, digits, _, - or . (it "
+            "names the jobs' unique_key and a metric label)");
+}
+
+TEST(ConfigSchedulesTest, UnknownKeyIsReportedWithASuggestion) {
+  std::string found = problem("schedules:\n  s: {type: t, every: 1s, timezon: UTC}\n");
+  EXPECT_NE(found.find("t.yaml:2: schedules.s.timezon: unknown key"), std::string::npos) << found;
+  EXPECT_NE(found.find("timezone"), std::string::npos) << found;
+}
+
+}  // namespace
+}  // namespace pgjobd

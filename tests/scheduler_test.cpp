@@ -1,0 +1,144 @@
+// The scheduler over the fake store: it reconciles the YAML, sleeps until the next tick,
+// fires each tick once however many daemons race, stops firing removed schedules, and
+// survives database errors.
+#include "schedule/scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "support/fake_schedule_store.hpp"
+
+namespace pgjobd::schedule {
+namespace {
+
+using pgjobd::testing::FakeScheduleStore;
+using pgjobd::testing::FakeScheduleTable;
+using std::chrono::milliseconds;
+
+ScheduleConfig every(int seconds, const std::string& misfire = "skip") {
+  ScheduleConfig s;
+  s.every = Millis(1000LL * seconds);
+  s.type = "ping";
+  s.misfire = misfire;
+  return s;
+}
+
+// The fake reconciles at the real clock's time: the test's clock starts at the new rows'
+// last_tick, where no tick is due yet.
+WallClock::time_point reconciled_at(FakeScheduleTable& table) {
+  return table.rows().at(0).last_tick;
+}
+
+struct Daemon {
+  explicit Daemon(const std::shared_ptr<FakeScheduleTable>& table)
+      : scheduler(std::make_unique<FakeScheduleStore>(table), nullptr, SchedulerSettings{}) {}
+  Scheduler scheduler;
+};
+
+TEST(SchedulerTest, SleepsUntilTheNextTickAndFiresIt) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon daemon(table);
+  daemon.scheduler.set_yaml({{"beat", every(10)}});
+  daemon.scheduler.run_once(WallClock::now());
+  ASSERT_EQ(table->rows().size(), 1u);
+  const WallClock::time_point t0 = reconciled_at(*table);
+  const WallClock::time_point wake = daemon.scheduler.run_once(t0);
+  const TickTime first(
+      std::chrono::floor<Seconds>(t0).time_since_epoch() / Seconds(10) * Seconds(10) + Seconds(10));
+  EXPECT_EQ(wake, WallClock::time_point(first));
+  EXPECT_TRUE(table->jobs().empty());
+  daemon.scheduler.run_once(wake);
+  ASSERT_EQ(table->jobs().size(), 1u);
+  EXPECT_EQ(table->jobs()[0].tick, first);
+  EXPECT_FALSE(table->jobs()[0].late);
+}
+
+TEST(SchedulerTest, ThreeDaemonsRacingEveryTickCreateExactlyOneJobPerTick) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon a(table);
+  Daemon b(table);
+  Daemon c(table);
+  for (Daemon* d : {&a, &b, &c}) d->scheduler.set_yaml({{"beat", every(1)}});
+  a.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  for (Daemon* d : {&b, &c}) d->scheduler.run_once(t0);
+  for (int s = 1; s <= 30; ++s) {
+    // Each daemon wakes in turn at the tick, some a little late.
+    const WallClock::time_point t = t0 + Seconds(s);
+    a.scheduler.run_once(t);
+    b.scheduler.run_once(t + milliseconds(3));
+    c.scheduler.run_once(t + milliseconds(700));
+  }
+  std::set<TickTime> ticks;
+  for (const auto& job : table->jobs()) {
+    EXPECT_TRUE(ticks.insert(job.tick).second) << "tick fired twice";
+  }
+  ASSERT_EQ(ticks.size(), 30u);
+  EXPECT_EQ(*ticks.rbegin() - *ticks.begin(), Seconds(29));  // no gap
+}
+
+TEST(SchedulerTest, ARemovedScheduleStopsFiring) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon daemon(table);
+  daemon.scheduler.set_yaml({{"beat", every(1)}, {"other", every(1)}});
+  daemon.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  daemon.scheduler.run_once(t0 + Seconds(1));
+  EXPECT_EQ(table->jobs().size(), 2u);
+  daemon.scheduler.set_yaml({{"other", every(1)}});
+  daemon.scheduler.run_once(t0 + Seconds(2));
+  daemon.scheduler.run_once(t0 + Seconds(3));
+  int beats = 0;
+  for (const auto& job : table->jobs()) beats += job.schedule == "beat" ? 1 : 0;
+  EXPECT_EQ(beats, 1);
+  EXPECT_EQ(table->jobs().size(), 4u);
+}
+
+TEST(SchedulerTest, ADatabaseErrorWaitsAndTheNextPassCatchesUpByPolicy) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon daemon(table);
+  daemon.scheduler.set_yaml({{"skip", every(1)}, {"all", every(1, "all")}});
+  daemon.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  table->set_failing(true);
+  const WallClock::time_point failed_at = t0 + Seconds(1);
+  EXPECT_EQ(daemon.scheduler.run_once(failed_at), failed_at + SchedulerSettings{}.retry);
+  table->set_failing(false);
+  daemon.scheduler.run_once(t0 + Seconds(4));
+  int skip = 0;
+  int all = 0;
+  for (const auto& job : table->jobs()) (job.schedule == "all" ? all : skip) += 1;
+  EXPECT_EQ(skip, 1);  // the latest of the 4 due ticks
+  EXPECT_EQ(all, 4);
+}
+
+TEST(SchedulerTest, AnIdleDaemonWithAHundredSchedulesReadsTheTableOncePerRefresh) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon daemon(table);
+  std::map<std::string, ScheduleConfig> yaml;
+  for (int i = 0; i < 100; ++i) {
+    ScheduleConfig rare;
+    rare.cron = "0 0 29 2 *";  // no tick within the simulated hour
+    rare.type = "report";
+    yaml["rare" + std::to_string(i)] = rare;
+  }
+  daemon.scheduler.set_yaml(yaml);
+  WallClock::time_point now = daemon.scheduler.run_once(WallClock::now());  // reconcile, load
+  const int calls = table->calls();
+  // A simulated idle hour: each pass is one load, one per refresh.
+  const WallClock::time_point end = now + std::chrono::hours(1);
+  int passes = 0;
+  while (now < end) {
+    const WallClock::time_point next = daemon.scheduler.run_once(now);
+    ASSERT_GT(next, now);
+    now = next;
+    ++passes;
+  }
+  const double per_second = (table->calls() - calls) / 3600.0;
+  EXPECT_LE(per_second, 0.5);
+  EXPECT_EQ(table->calls() - calls, passes);
+}
+
+}  // namespace
+}  // namespace pgjobd::schedule

@@ -1,0 +1,148 @@
+// FakeScheduleTable: the schedules table's rules (compare-and-set on last_tick, overlap,
+// YAML reconciliation) over a vector.
+#include "support/fake_schedule_store.hpp"
+
+#include <algorithm>
+
+namespace pgjobd::testing {
+namespace {
+
+ScheduleTiming timing_of(const ScheduleConfig& s) {
+  ScheduleTiming timing;
+  timing.cron = s.cron;
+  timing.every_seconds = s.every.count() / 1000;
+  timing.timezone = s.timezone;
+  return timing;
+}
+
+}  // namespace
+
+void FakeScheduleTable::put(const ScheduleRow& row) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    if (rows_[i].name == row.name) {
+      rows_[i] = row;
+      return;
+    }
+  }
+  rows_.push_back(row);
+  last_job_.push_back(0);
+}
+
+std::vector<ScheduleRow> FakeScheduleTable::rows() {
+  std::lock_guard lock(mutex_);
+  return rows_;
+}
+
+std::vector<FakeScheduledJob> FakeScheduleTable::jobs() {
+  std::lock_guard lock(mutex_);
+  return jobs_;
+}
+
+void FakeScheduleTable::finish_jobs(const std::string& schedule) {
+  std::lock_guard lock(mutex_);
+  for (FakeScheduledJob& job : jobs_) {
+    if (job.schedule == schedule) job.live = false;
+  }
+}
+
+int FakeScheduleTable::calls() {
+  std::lock_guard lock(mutex_);
+  return calls_;
+}
+
+void FakeScheduleTable::set_failing(bool failing) {
+  std::lock_guard lock(mutex_);
+  failing_ = failing;
+}
+
+std::vector<ScheduleRow> FakeScheduleTable::load() {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  if (failing_) throw DbError("fake: connection lost", "", true);
+  return rows_;
+}
+
+FireResult FakeScheduleTable::fire(const FireRequest& request) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  if (failing_) throw DbError("fake: connection lost", "", true);
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    ScheduleRow& row = rows_[i];
+    if (row.name != request.name) continue;
+    if (row.last_tick != request.expected_last_tick || request.tick <= row.last_tick ||
+        !(row.timing == request.timing) || !row.active()) {
+      return FireResult::kLost;
+    }
+    FireResult result = FireResult::kAdvanced;
+    if (request.insert_job) {
+      if (row.overlap_skip && last_job_[i] != 0 && jobs_[last_job_[i] - 1].live) {
+        result = FireResult::kSkippedOverlap;
+      } else {
+        jobs_.push_back({row.name, request.tick, request.late, true});
+        last_job_[i] = jobs_.size();
+        result = FireResult::kFired;
+      }
+    }
+    row.last_tick = request.tick;
+    row.next_tick = request.next_tick;
+    return result;
+  }
+  return FireResult::kLost;
+}
+
+ReconcileReport FakeScheduleTable::reconcile(const std::map<std::string, ScheduleConfig>& schedules,
+                                             TickTime now) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  if (failing_) throw DbError("fake: connection lost", "", true);
+  ReconcileReport report;
+  for (const auto& [name, s] : schedules) {
+    auto it = std::find_if(rows_.begin(), rows_.end(),
+                           [&](const ScheduleRow& r) { return r.name == name; });
+    if (it != rows_.end() && it->source == "sql") {
+      report.held_by_sql.push_back(name);
+      continue;
+    }
+    ScheduleRow row;
+    if (it != rows_.end()) row = *it;
+    bool added = it == rows_.end();
+    bool retimed = !added && (!(row.timing == timing_of(s)) || (!row.enabled && s.enabled));
+    row.name = name;
+    row.timing = timing_of(s);
+    row.type = s.type;
+    row.queue = s.queue;
+    row.source = "yaml";
+    row.enabled = s.enabled;
+    row.overlap_skip = s.overlap == "skip";
+    row.misfire = s.misfire == "all"    ? MisfirePolicy::kAll
+                  : s.misfire == "none" ? MisfirePolicy::kNone
+                                        : MisfirePolicy::kSkip;
+    row.misfire_grace = std::chrono::duration_cast<std::chrono::seconds>(s.misfire_grace);
+    if (added || retimed) row.last_tick = std::max(row.last_tick, now);
+    if (added) {
+      rows_.push_back(row);
+      last_job_.push_back(0);
+      ++report.added;
+    } else {
+      *it = row;
+      ++report.changed;
+    }
+  }
+  for (std::size_t i = rows_.size(); i-- > 0;) {
+    if (rows_[i].source == "yaml" && schedules.count(rows_[i].name) == 0) {
+      rows_.erase(rows_.begin() + static_cast<std::ptrdiff_t>(i));
+      last_job_.erase(last_job_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++report.removed;
+    }
+  }
+  return report;
+}
+
+ReconcileReport FakeScheduleStore::reconcile(
+    const std::map<std::string, ScheduleConfig>& schedules) {
+  return table_->reconcile(
+      schedules, std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+}
+
+}  // namespace pgjobd::testing
