@@ -142,7 +142,7 @@ SQL
   quiesce graphile_worker._private_jobs
   local start end
   start=$(now)
-  peer graphile-worker work "$url" >"$work/worker.log" 2>&1 &
+  node "$here/peer.js" graphile-worker work "$url" >"$work/worker.log" 2>&1 &  # node itself: $! is what SIGTERM must reach
   worker_pid=$!
   wait_none_left "SELECT NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs)"
   end=$(now)
@@ -156,11 +156,11 @@ run_pgboss() {  # JOBS
   peer pg-boss setup "$url"
   peer pg-boss load "$url" "$1"
   [[ "$(sql -c "SELECT count(*) FROM pgboss.job WHERE name = 'noop' AND state = 'created'")" == "$1" ]] ||
-    { echo "peers/run.sh: pg-boss preload failed" >&2; exit 1; }
+    { echo "peers/run.sh: pg-boss preload failed: $(sql -c "SELECT string_agg(name || ' ' || state || ' ' || n, ', ') FROM (SELECT name, state, count(*) n FROM pgboss.job GROUP BY 1, 2) s")" >&2; exit 1; }
   quiesce pgboss.job
   local start end left
   start=$(now)
-  peer pg-boss work "$url" >"$work/worker.log" 2>&1 &
+  node "$here/peer.js" pg-boss work "$url" >"$work/worker.log" 2>&1 &
   worker_pid=$!
   wait_none_left "SELECT NOT EXISTS (SELECT 1 FROM pgboss.job WHERE name = 'noop' AND state IN ('created', 'retry', 'active'))"
   end=$(now)
