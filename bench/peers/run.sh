@@ -249,6 +249,6 @@ if [[ "$smoke" != 1 ]] && command -v gnuplot >/dev/null; then
     END { printf "load"; for (i = 1; i <= ns; i++) printf " %s", S[i]; print ""
       for (j = 1; j <= nl; j++) { printf "%s", L[j]; for (i = 1; i <= ns; i++) printf " %d", best[L[j] SUBSEP S[i]]; print "" } }' \
     "$out" >"$work/best.dat"
-  gnuplot -e "datafile='$work/best.dat'; outfile='${out%.csv}.png'; loadavg='$(cut -d' ' -f1-3 /proc/loadavg)'" "$here/plot.gp"
+  gnuplot -e "datafile='$work/best.dat'; outfile='${out%.csv}.png'; loadavg='$(cut -d' ' -f1-3 /proc/loadavg)'; ncol=$(($(wc -w <<<"$systems") + 1))" "$here/plot.gp"
   echo "chart: ${out%.csv}.png"
 fi
