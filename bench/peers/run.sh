@@ -3,7 +3,7 @@
 # (from npm, pinned by package-lock.json) and the bare SQL loop (pgbench), with the same
 # job counts and the same timing rule as bench/daemons.sh.
 #
-#   bench/peers/run.sh                  the real thing (about 10 minutes on 2 cores)
+#   bench/peers/run.sh                  the real thing (about 2 minutes on 2 cores, plus npm ci once)
 #   PEERS_SMOKE=1 bench/peers/run.sh    tiny job counts, one pass (tests/ops/peers_smoke_test.sh)
 #
 # It starts its own durable cluster (scripts/pg-cluster.sh, fsync and synchronous_commit
