@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Smoke run of bench/peers/run.sh (pgjobd, graphile-worker, pg-boss and the bare SQL loop
+# on one private cluster), with tiny job counts and one pass:
+#
+#   bash tests/ops/peers_smoke_test.sh PATH/TO/pgjobd
+#
+# The peers come from npm, which CI cannot reach: without bench/peers/node_modules (made by
+# `cd bench/peers && npm ci`), pgbench or node this prints a SKIP line and passes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bin=${1:?usage: peers_smoke_test.sh PATH/TO/pgjobd}
+for need in bench/peers/node_modules/graphile-worker bench/peers/node_modules/pg-boss; do
+  if [[ ! -d "$need" ]]; then
+    echo "SKIP: $need absent (run 'npm ci' in bench/peers; needs the network)"
+    exit 0
+  fi
+done
+for tool in pgbench node psql; do
+  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 0; fi
+done
+
+log=$(mktemp /tmp/pgjobd-peers-smoke.XXXXXX)
+trap 'rm -f "$log"' EXIT
+if ! PEERS_SMOKE=1 PGJOBD_BIN="$bin" timeout 55 bench/peers/run.sh >"$log" 2>&1; then
+  echo "FAIL: bench/peers/run.sh (smoke) failed:" >&2
+  tail -n 40 "$log" >&2
+  exit 1
+fi
+# One row per system and load, each with a positive rate.
+rows=$(grep -c '^peers/run.sh: 1,' "$log" || true)
+if [[ "$rows" != 10 ]]; then
+  echo "FAIL: expected 10 runs (5 systems x 2 loads), saw $rows:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+if grep '^peers/run.sh: 1,' "$log" | awk -F, '$7 + 0 <= 0 { bad = 1 } END { exit !bad }'; then
+  echo "FAIL: a run without a rate:" >&2; cat "$log" >&2; exit 1
+fi
+grep -A4 '^load ' "$log"
+echo "PASS: peers smoke (5 systems x 2 loads)"
