@@ -1,7 +1,7 @@
 #pragma once
 // Every SQL statement pgjobd runs against the jobs table, named and prepared once per
-// connection (or sent unnamed each time behind a transaction pooler: database.pooler). `{jobs}` and
-// `{leader}` in the text stand for the quoted, schema-qualified tables.
+// connection (or sent unnamed each time behind a transaction pooler: database.pooler).
+// `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified tables.
 
 #include <string>
 #include <vector>
