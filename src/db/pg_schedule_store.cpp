@@ -3,6 +3,8 @@
 #include "db/pg_schedule_store.hpp"
 
 #include <pqxx/pqxx>
+#include <stdexcept>
+#include <string_view>
 
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
@@ -22,7 +24,21 @@ std::int64_t seconds_of(TickTime t) { return t.time_since_epoch().count(); }
 }  // namespace
 
 PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
-    : config_(std::move(config)), role_(std::move(role)) {}
+    : config_(std::move(config)),
+      role_(std::move(role)),
+      statements_(stmt::schedule_statements(quote_identifier(config_.schema))) {}
+
+template <typename... Args>
+pqxx::result PgScheduleStore::execute(pqxx::transaction_base& txn, const char* name,
+                                      Args&&... args) {
+  if (config_.pooler != "transaction") return txn.exec_prepared(name, std::forward<Args>(args)...);
+  for (const auto& statement : statements_) {
+    if (std::string_view(statement.name) == std::string_view(name)) {
+      return txn.exec_params(statement.sql, std::forward<Args>(args)...);
+    }
+  }
+  throw std::logic_error(std::string("no statement ") + name);
+}
 
 PgScheduleStore::~PgScheduleStore() = default;
 
@@ -40,8 +56,8 @@ void PgScheduleStore::connect() {
   if (conn_ && conn_->is_open()) return;
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
-    for (const auto& statement : stmt::schedule_statements(quote_identifier(config_.schema))) {
-      conn_->prepare(statement.name, statement.sql);
+    if (config_.pooler != "transaction") {
+      for (const auto& statement : statements_) conn_->prepare(statement.name, statement.sql);
     }
     return 0;
   });
@@ -51,7 +67,7 @@ std::vector<ScheduleRow> PgScheduleStore::load_schedules() {
   connect();
   return guarded("load schedules", [&] {
     pqxx::nontransaction txn(*conn_);
-    const pqxx::result rows = txn.exec_prepared(stmt::kScheduleLoad);
+    const pqxx::result rows = execute(txn, stmt::kScheduleLoad);
     std::vector<ScheduleRow> out;
     out.reserve(rows.size());
     for (const auto& row : rows) {
@@ -83,9 +99,9 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
   return guarded("fire schedule", [&] {
     pqxx::work txn(*conn_);
     const pqxx::result locked =
-        txn.exec_prepared(stmt::kScheduleLock, request.name, seconds_of(request.expected_last_tick),
-                          seconds_of(request.tick), request.timing.cron,
-                          request.timing.every_seconds, request.timing.timezone);
+        execute(txn, stmt::kScheduleLock, request.name, seconds_of(request.expected_last_tick),
+                seconds_of(request.tick), request.timing.cron, request.timing.every_seconds,
+                request.timing.timezone);
     if (locked.empty()) return FireResult::kLost;  // the transaction rolls back: no writes
     const bool busy = locked[0][0].as<bool>();
     FireResult result = FireResult::kAdvanced;
@@ -93,14 +109,13 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
     if (request.insert_job && busy) {
       result = FireResult::kSkippedOverlap;
     } else if (request.insert_job) {
-      const pqxx::result inserted = txn.exec_prepared(stmt::kScheduleInsertJob, request.name,
-                                                      seconds_of(request.tick), request.late);
+      const pqxx::result inserted = execute(txn, stmt::kScheduleInsertJob, request.name,
+                                            seconds_of(request.tick), request.late);
       if (!inserted.empty()) job_id = inserted[0][0].as<std::int64_t>();
       result = FireResult::kFired;
     }
-    txn.exec_prepared(stmt::kScheduleAdvance, request.name, seconds_of(request.tick),
-                      request.next_tick ? seconds_of(*request.next_tick) : std::int64_t{-1},
-                      job_id);
+    execute(txn, stmt::kScheduleAdvance, request.name, seconds_of(request.tick),
+            request.next_tick ? seconds_of(*request.next_tick) : std::int64_t{-1}, job_id);
     txn.commit();
     return result;
   });
@@ -114,7 +129,7 @@ ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleC
     names.reserve(schedules.size());
     for (const auto& entry : schedules) names.push_back(entry.first);
     pqxx::work txn(*conn_);
-    for (const auto& row : txn.exec_prepared(stmt::kScheduleSqlHeld, text_array_literal(names))) {
+    for (const auto& row : execute(txn, stmt::kScheduleSqlHeld, text_array_literal(names))) {
       report.held_by_sql.emplace_back(row[0].c_str());
     }
     for (const auto& [name, s] : schedules) {
@@ -124,13 +139,13 @@ ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleC
       }
       const std::int64_t every = s.every.count() / 1000;
       const std::int64_t grace = (s.misfire_grace.count() + 999) / 1000;
-      const pqxx::result changed = txn.exec_prepared(
-          stmt::kScheduleUpsertYaml, name, s.cron, every, s.timezone, s.type, s.queue, s.priority,
-          s.max_attempts, s.payload, s.overlap, s.misfire, grace, s.enabled);
+      const pqxx::result changed =
+          execute(txn, stmt::kScheduleUpsertYaml, name, s.cron, every, s.timezone, s.type, s.queue,
+                  s.priority, s.max_attempts, s.payload, s.overlap, s.misfire, grace, s.enabled);
       if (!changed.empty()) ++(changed[0][0].as<bool>() ? report.added : report.changed);
     }
-    report.removed = static_cast<int>(
-        txn.exec_prepared(stmt::kScheduleDeleteYaml, text_array_literal(names)).size());
+    report.removed =
+        static_cast<int>(execute(txn, stmt::kScheduleDeleteYaml, text_array_literal(names)).size());
     txn.commit();
     return report;
   });

@@ -3,9 +3,16 @@
 // The connection is dropped on error and reopened on the next call.
 
 #include <string>
+#include <vector>
 
 #include "db/connection.hpp"
+#include "db/statements.hpp"
 #include "store/schedule_store.hpp"
+
+namespace pqxx {
+class result;
+class transaction_base;
+}  // namespace pqxx
 
 namespace pgjobd {
 
@@ -24,9 +31,14 @@ class PgScheduleStore final : public ScheduleStore {
   void connect();
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
+  // Prepared by name, or unnamed behind a transaction pooler (database.pooler), as
+  // PgJobStore does.
+  template <typename... Args>
+  pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
 
   DatabaseConfig config_;
   std::string role_;
+  std::vector<stmt::Statement> statements_;
   ConnectionPtr conn_;
 };
 
