@@ -1,0 +1,174 @@
+#pragma once
+// What the dashboard (README "Dashboard") reads and does, as one seam: src/db/pg_ui_store
+// implements it over PostgreSQL; tests/support has a fake so the web layer (src/ui/) is
+// unit-tested without a server. Every read runs under a short statement_timeout; every
+// action goes through the SQL interface's functions (pgjobd_retry_many, pgjobd_cancel_many,
+// pgjobd_pause_queue, ...) and writes one audit row in the same transaction. Methods throw
+// DbError on failure. A store is used by one thread at a time.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/db_error.hpp"
+
+namespace pgjobd::ui {
+
+// A count that stops at a bound: "10,000+" rather than a scan of millions of rows.
+struct BoundedCount {
+  std::int64_t value = 0;
+  bool at_least = false;  // value is the bound: there are more
+
+  bool operator==(const BoundedCount&) const = default;
+};
+
+struct QueueOverview {
+  std::string queue;
+  bool paused = false;
+  BoundedCount pending, running, failed, done, dead, cancelled;
+  double oldest_due_age_seconds = 0;  // 0 when nothing is due
+
+  bool operator==(const QueueOverview&) const = default;
+};
+
+// One minute of the last hour: jobs finished done, and attempts that failed (retry or dead).
+struct MinuteBucket {
+  std::int64_t minute_epoch = 0;  // start of the minute, seconds since 1970 (UTC)
+  std::int64_t done = 0;
+  std::int64_t failed = 0;
+
+  bool operator==(const MinuteBucket&) const = default;
+};
+
+// A live daemon, from the daemons table each daemon keeps fresh (dead ones age out).
+struct DaemonInfo {
+  std::string id;  // the worker id (host:pid:...) that appears in locked_by
+  std::string host;
+  std::int64_t pid = 0;
+  std::string version;
+  int concurrency = 0;
+  int busy = 0;
+  bool leader = false;
+  double started_seconds_ago = 0;
+  double seen_seconds_ago = 0;
+
+  bool operator==(const DaemonInfo&) const = default;
+};
+
+struct Overview {
+  std::vector<QueueOverview> queues;
+  std::vector<MinuteBucket> last_hour;  // oldest first, minutes with nothing included as zeros
+  std::vector<DaemonInfo> daemons;
+};
+
+struct JobFilter {
+  std::optional<std::string> status;  // pending, running, failed, done, dead, cancelled
+  std::optional<std::string> queue;
+  std::optional<std::string> type;
+  std::optional<std::int64_t> id;         // exactly this job
+  std::optional<std::int64_t> before_id;  // keyset page: ids below this one (newest first)
+  int limit = 50;                         // 1..200
+};
+
+struct JobSummary {
+  std::int64_t id = 0;
+  std::string queue, type, status;
+  int priority = 0;
+  int attempts = 0, max_attempts = 0;
+  std::string run_at, created_at;  // ISO 8601, UTC
+  std::string finished_at;         // empty while not finished
+  std::string last_error;          // first 200 characters
+
+  bool operator==(const JobSummary&) const = default;
+};
+
+struct JobPage {
+  std::vector<JobSummary> jobs;             // newest first (id descending)
+  std::optional<std::int64_t> next_before;  // the next page's before_id, if there is one
+};
+
+struct AttemptInfo {
+  int attempt = 0;
+  std::string worker;  // who ran it (locked_by)
+  std::string started_at, finished_at;
+  double seconds = 0;
+  std::string outcome;  // done, failed, dead, released, cancelled, lease_expired, running
+  std::string error;
+};
+
+struct JobDetail {
+  JobSummary summary;
+  std::optional<std::string> payload_json;  // pretty-printed; absent when not shown
+  std::string locked_by, locked_until;      // the lease holder while running
+  std::string started_at, updated_at;
+  std::string unique_key;
+  bool cancel_requested = false;
+  std::string cancel_reason;
+  std::vector<AttemptInfo> attempts;  // oldest first, the running one last
+};
+
+struct QueueInfo {
+  std::string queue;
+  bool paused = false;
+  std::string updated_at;  // when last paused or resumed, empty if never
+};
+
+// A limit from the limits table (README "Limits"), with its use now.
+struct LimitInfo {
+  std::string name;
+  std::string definition;    // human-readable: "types [a, b], key user, concurrency 3"
+  std::int64_t running = 0;  // slots held, all partitions
+  std::int64_t partitions = 0;
+};
+
+struct ScheduleInfo {
+  std::string name;
+  std::string timing;  // the cron line or "every 5m", with its time zone
+  std::string type, queue;
+  bool enabled = true, paused = false;
+  std::string last_tick, next_tick;  // ISO 8601, empty when none
+};
+
+// Who did what, written with each action.
+struct Actor {
+  std::string user;
+  std::string remote_address;
+};
+
+struct ActionResult {
+  int changed = 0;      // jobs (or queues, schedules) the action changed
+  int unchanged = 0;    // asked for but left as they were (already finished, not found)
+  std::string message;  // a sentence for the page
+};
+
+struct AuditEntry {
+  std::int64_t id = 0;
+  std::string at, user, remote_address, action, target;
+  std::vector<std::int64_t> job_ids;
+  std::string detail;
+};
+
+class UiStore {
+ public:
+  virtual ~UiStore() = default;
+
+  virtual Overview overview() = 0;
+  virtual JobPage jobs(const JobFilter& filter) = 0;
+  // with_payload false: payload_json stays empty (ui.show_payloads: false).
+  virtual std::optional<JobDetail> job(std::int64_t id, bool with_payload) = 0;
+  virtual std::vector<QueueInfo> queues() = 0;
+  virtual std::vector<LimitInfo> limits() = 0;
+  virtual std::vector<ScheduleInfo> schedules() = 0;
+  virtual std::vector<AuditEntry> audit(int limit) = 0;
+
+  virtual ActionResult retry(const std::vector<std::int64_t>& ids, const Actor& actor) = 0;
+  virtual ActionResult cancel(const std::vector<std::int64_t>& ids, const std::string& reason,
+                              const Actor& actor) = 0;
+  virtual ActionResult pause_queue(const std::string& queue, const Actor& actor) = 0;
+  virtual ActionResult resume_queue(const std::string& queue, const Actor& actor) = 0;
+  virtual ActionResult pause_schedule(const std::string& name, const Actor& actor) = 0;
+  virtual ActionResult resume_schedule(const std::string& name, const Actor& actor) = 0;
+};
+
+}  // namespace pgjobd::ui
