@@ -357,17 +357,23 @@ TEST(Limits, TheLimitedClaimReadsFewRowsNextToAMillionFinishedOnes) {
   DatabaseConfig config = schema.config().database;
   auto conn = open_connection(config, "test");
   pqxx::work txn(*conn);
-  const auto claimed = txn.exec_params(
-      "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
-      ".pgjobd_claim_limited('{default}', '{10}', '{sync}', 10, 'w', 30000, '', 1000000)");
-  EXPECT_EQ(claimed[0][0].as<int>(), 2);
+  // Seven claims: PL/pgSQL plans its statements afresh five times, then may keep a
+  // generic plan; both must stay off the finished rows.
+  int claimed = 0;
+  for (int i = 0; i < 7; ++i) {
+    claimed += txn.exec("SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
+                        ".pgjobd_claim_limited('{default}', '{10}', '{sync}', 10, 'w', 30000, "
+                        "'', 1000000)")[0][0]
+                   .as<int>();
+  }
+  EXPECT_EQ(claimed, 2) << "one per user: a's and b's first";
   const auto reads = txn.exec_params(
       "SELECT seq_scan, coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables "
       "WHERE schemaname = $1 AND relname = 'jobs'",
       schema.name());
   ASSERT_EQ(reads.size(), 1U);
   EXPECT_EQ(reads[0][0].as<int>(), 0) << "a sequential scan of jobs";
-  EXPECT_LT(reads[0][1].as<int>(), 500) << "index rows fetched";
+  EXPECT_LT(reads[0][1].as<int>(), 7 * 200) << "index rows fetched by seven claims";
   txn.abort();
 }
 
