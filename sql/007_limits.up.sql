@@ -60,8 +60,12 @@ CREATE TABLE pgjobd_limit_buckets (
 -- partition; no JSON text is empty, so it cannot collide with a value). A long value is
 -- cut and completed by its md5: an application's 1 MB field must not become a 1 MB index
 -- entry (over the btree row limit, which would fail every claim).
+--
+-- No SET search_path: that would keep the planner from inlining it into the claim (a
+-- function call per candidate row instead of an expression); it names nothing outside
+-- pg_catalog, which is searched first whatever the caller's path.
 CREATE FUNCTION pgjobd_limit_part(payload jsonb, key text) RETURNS text
-  LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN key IS NULL OR payload -> key IS NULL THEN ''
               WHEN octet_length((payload -> key)::text) <= 200 THEN (payload -> key)::text
               ELSE left((payload -> key)::text, 100) || ' md5:' || md5((payload -> key)::text)
@@ -83,13 +87,15 @@ BEGIN
   -- partitions (one per limit it matches). Within a window partitions take turns (the
   -- first due job of each partition, then the second, ...; priority still first), and a
   -- keyed partition takes at most a quarter of the claim until the partitions behind it
-  -- had their turn, so a partition with many due jobs does not starve the others. A partition's capacity is
-  -- learnt the first time one of its jobs comes up: its free slots are locked (SKIP LOCKED:
-  -- a slot another claimer is taking is not free for us), its bucket refilled and read. A
-  -- job is taken when every partition it is in has capacity and its row can be locked;
-  -- otherwise it stays, and a partition without capacity is left out of the next window
-  -- (its jobs are read past, not waited behind: no head-of-line blocking). At most six
-  -- windows per claim.
+  -- had their turn, so a partition with many due jobs does not starve the others. A
+  -- partition's capacity is learnt the first time one of its jobs comes up: its free
+  -- slots are locked (SKIP LOCKED: a slot another claimer is taking is not free for us),
+  -- its bucket refilled and read. A job is chosen when every partition it is in has
+  -- capacity, and taken if its row can be locked (the window's chosen rows are locked in
+  -- one statement; a row another claimer holds gives its reservation back); otherwise it
+  -- stays, and a partition without capacity is left out of the next window (its jobs are
+  -- read past, not waited behind: no head-of-line blocking). At most six windows per
+  -- claim.
   --
   -- Returns the claimed jobs, then one row per limit that held a due job back (id NULL):
   -- the limit, 'concurrency' or 'rate', and for rate the seconds until its next token,
@@ -142,6 +148,14 @@ BEGIN
       h_limit text[] := '{}';
       h_reason text[] := '{}';
       h_wait float8[] := '{}';
+      -- This window's chosen candidates (queue index each) and their reservations (job,
+      -- partition index), until their rows are locked.
+      chosen bigint[] := '{}';
+      chosen_queue int[] := '{}';
+      r_job bigint[] := '{}';
+      r_part int[] := '{}';
+      locked_jobs bigint[];
+      n int;
       lim record;
       c record;
       pid text;
@@ -152,7 +166,7 @@ BEGIN
       round int := 0;
       seen int;
       skipped int;
-      window_size int := greatest(total, 1) * 2 + 16;
+      window_size int := greatest(total, 1) + greatest(total, 1) / 2 + 8;
       locked int[];
       free_slots int[];
       t float8;
@@ -180,7 +194,8 @@ BEGIN
                              FROM %1$I.pgjobd_limits l
                              WHERE (l.types IS NULL OR j.type = ANY (l.types))
                                AND (l.queues IS NULL OR j.queue = ANY (l.queues))
-                             ORDER BY l.name) AS parts) p
+                             ORDER BY l.name) AS parts
+                OFFSET 0) p  -- computed once per row, not once per use
               WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
                 AND j.run_at <= now() AND j.type = ANY (types)
                 AND NOT (p.parts && blocked)
@@ -325,27 +340,52 @@ BEGIN
             skipped := skipped + 1;
             CONTINUE;
           END IF;
-          PERFORM 1 FROM %1$I.jobs j
-          WHERE j.id = c.id AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-          FOR UPDATE SKIP LOCKED;
-          CONTINUE WHEN NOT FOUND;
+          -- Reserved: its row is locked with the window's others below.
           FOREACH pid IN ARRAY c.parts LOOP
             i := array_position(p_id, pid);
             p_cap[i] := p_cap[i] - 1;
             p_used[i] := p_used[i] + 1;
-            k := array_position(f_id, pid);
-            IF k IS NOT NULL THEN
-              f_id[k] := NULL;  -- given out
-              a_limit := a_limit || p_limit[i];
-              a_part := a_part || p_part[i];
-              a_slot := a_slot || f_slot[k];
-              a_job := a_job || c.id;
-            END IF;
+            r_job := r_job || c.id;
+            r_part := r_part || i;
           END LOOP;
-          claimed := claimed || c.id;
+          chosen := chosen || c.id;
+          chosen_queue := chosen_queue || qi;
           left_in_queue[qi] := left_in_queue[qi] - 1;
           taken := taken + 1;
         END LOOP;
+        -- The window's chosen rows, locked in one statement (a row another claimer took
+        -- meanwhile is skipped, and its reservation given back).
+        locked_jobs := ARRAY(
+          SELECT j.id FROM %1$I.jobs j
+          WHERE j.id = ANY (chosen) AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+          FOR UPDATE SKIP LOCKED);
+        FOR k IN 1 .. cardinality(r_job) LOOP
+          i := r_part[k];
+          IF r_job[k] = ANY (locked_jobs) THEN
+            n := array_position(f_id, p_id[i]);
+            IF n IS NOT NULL THEN
+              f_id[n] := NULL;  -- given out
+              a_limit := a_limit || p_limit[i];
+              a_part := a_part || p_part[i];
+              a_slot := a_slot || f_slot[n];
+              a_job := a_job || r_job[k];
+            END IF;
+          ELSE
+            p_cap[i] := p_cap[i] + 1;
+            p_used[i] := p_used[i] - 1;
+          END IF;
+        END LOOP;
+        FOR k IN 1 .. cardinality(chosen) LOOP
+          IF NOT (chosen[k] = ANY (locked_jobs)) THEN
+            left_in_queue[chosen_queue[k]] := left_in_queue[chosen_queue[k]] + 1;
+            taken := taken - 1;
+          END IF;
+        END LOOP;
+        claimed := claimed || locked_jobs;
+        chosen := '{}';
+        chosen_queue := '{}';
+        r_job := '{}';
+        r_part := '{}';
         EXIT WHEN taken >= total OR round >= 6;
         -- Another window if this one was cut short by partitions now left out.
         CONTINUE WHEN seen >= window_size AND skipped > 0;
