@@ -24,6 +24,9 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
+// Both, when limits exist: they also release the written attempts' limit slots.
+inline constexpr const char* kCompleteLimited = "pgjobd_complete_limited";
+inline constexpr const char* kCompleteDeleteDoneLimited = "pgjobd_complete_delete_done_limited";
 // One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
 // Returns the id when the job was still ours.
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";

@@ -131,6 +131,10 @@ class JobStore {
   // delete_done: remove done rows instead of keeping them (retention.done = 0).
   virtual CompletionReport complete(const std::vector<Completion>& batch,
                                     const std::string& worker_id, bool delete_done) = 0;
+  // The same when limits exist: it also releases the limit slots of the attempts it
+  // wrote, so claims find them free at once (README "Limits").
+  virtual CompletionReport complete_limited(const std::vector<Completion>& batch,
+                                            const std::string& worker_id, bool delete_done) = 0;
 
   // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
   // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
