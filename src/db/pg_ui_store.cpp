@@ -194,8 +194,8 @@ ui::JobPage PgUiStore::jobs(const ui::JobFilter& filter) {
       return page;
     }
     const std::int64_t before = filter.before_id.value_or(std::numeric_limits<std::int64_t>::max());
-    // Without a queue or type filter every scanned job matches: a page's worth is enough.
-    const bool filtered = filter.queue || filter.type;
+    // Without a filter every scanned job matches: a page's worth is enough.
+    const bool filtered = filter.queue || filter.type || filter.status == "done";
     const std::int64_t scan =
         filtered ? std::max<std::int64_t>(options_.page_scan, limit + 1) : limit + 1;
     std::int64_t low = 0;  // the lowest id looked at when the scan was full
