@@ -673,7 +673,15 @@ TEST_F(UiStoreBench, PagesNextToMillionsOfDoneRows) {
       100);
   EXPECT_LT(time("jobs, status=dead", [&](int) { store.jobs(where("dead")); }), 100);
   EXPECT_LT(time("jobs, status=pending", [&](int) { store.jobs(where("pending")); }), 100);
+  EXPECT_LT(time("jobs, status=done", [&](int) { store.jobs(where("done")); }), 100);
   EXPECT_LT(time("jobs, queue=mail", [&](int) { store.jobs(where({}, "mail")); }), 100);
+  // A type no job has: every page is empty, each looks at 10,000 jobs.
+  EXPECT_LT(time("jobs, type=nosuch (empty pages)",
+                 [&](int i) {
+                   store.jobs(before(where({}, {}, "nosuch"),
+                                     newest - static_cast<std::int64_t>(i) * 40000));
+                 }),
+            100);
   EXPECT_LT(time("jobs, queue=rare", [&](int) { store.jobs(where({}, "rare")); }), 100);
   EXPECT_LT(time("jobs, status=done queue=mail type=resize",
                  [&](int i) {
