@@ -54,6 +54,9 @@ class PgJobStore final : public JobStore {
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
+  void report_daemon(const DaemonReport& report) override;
+  void remove_daemon(const std::string& worker_id) override;
+  int expire_daemons() override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's
