@@ -627,8 +627,12 @@ class DashboardTest(BrowserCase):
                     texts.append(got.text)
                 self.assertLess(total, PAGE_BUDGET, f"{path} weighs {total} bytes")
                 for text in texts:
-                    for url in re.findall(r"(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s\"'<>)]*",
-                                          text):
+                    # Absolute URLs anywhere (but SVG's namespace), and protocol-relative
+                    # ones where a URL goes (attributes, CSS url()).
+                    urls = re.findall(r"https?://[^\s\"'<>)]+", text)
+                    urls += re.findall(r"(?:\b(?:src|href|action)=[\"']?|url\([\"']?)(//[^\s\"'<>)]+)",
+                                       text, re.I)
+                    for url in urls:
                         self.assertTrue(url.startswith(("http://www.w3.org/", own)),
                                         f"external URL {url} in {path} or its assets")
 
