@@ -316,6 +316,36 @@ std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string
   });
 }
 
+void PgJobStore::report_daemon(const DaemonReport& report) {
+  connect();
+  guarded("daemon report", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    execute(txn, stmt::kDaemonReport, report.id, report.host, report.pid, report.version,
+            report.concurrency, report.busy, static_cast<std::int64_t>(report.ttl.count()));
+    return 0;
+  });
+}
+
+void PgJobStore::remove_daemon(const std::string& worker_id) {
+  connect();
+  guarded("daemon remove", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    execute(txn, stmt::kDaemonRemove, worker_id);
+    return 0;
+  });
+}
+
+int PgJobStore::expire_daemons() {
+  connect();
+  return guarded("daemon expiry", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    return execute(txn, stmt::kDaemonExpire)[0][0].as<int>();
+  });
+}
+
 std::string PgJobStore::schema_problem() {
   connect();
   return guarded("schema check", [&] {

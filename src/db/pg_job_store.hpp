@@ -46,6 +46,9 @@ class PgJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
+  void report_daemon(const DaemonReport& report) override;
+  void remove_daemon(const std::string& worker_id) override;
+  int expire_daemons() override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's

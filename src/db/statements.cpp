@@ -437,6 +437,25 @@ RETURNING xmax = 0)";
 constexpr const char* kScheduleDeleteYamlSql = R"(
 DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) RETURNING name)";
 
+// The dashboard's daemons table (sql/007_dashboard.up.sql): one upsert per heartbeat
+// interval per daemon, on a table of one row per daemon. The expiry runs on the leader
+// only; the table is tiny, so a sequential scan is what it should be.
+constexpr const char* kDaemonReportSql = R"(
+INSERT INTO {daemons} AS d (id, host, pid, version, concurrency, busy, started_at, seen_at,
+                            expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, now(), now(), now() + $7::bigint * interval '1 millisecond')
+ON CONFLICT ON CONSTRAINT pgjobd_daemons_pkey DO UPDATE
+SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
+    concurrency = EXCLUDED.concurrency, busy = EXCLUDED.busy, seen_at = EXCLUDED.seen_at,
+    expires_at = EXCLUDED.expires_at)";
+
+constexpr const char* kDaemonRemoveSql = R"(
+DELETE FROM {daemons} WHERE id = $1)";
+
+constexpr const char* kDaemonExpireSql = R"(
+WITH gone AS (DELETE FROM {daemons} WHERE expires_at < now() RETURNING 1)
+SELECT count(*)::int FROM gone)";
+
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
        pos = text.find(placeholder, pos + value.size())) {
@@ -449,6 +468,7 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{jobs}", schema + ".jobs");
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
   replace_all(text, "{queues}", schema + ".pgjobd_queues");
+  replace_all(text, "{daemons}", schema + ".pgjobd_daemons");
   replace_all(text, "{schedules}", schema + ".pgjobd_schedules");
   replace_all(text, "{recent_errors}", kRecentErrors);
   replace_all(text, "{recent_attempts}", kRecentAttempts);
@@ -478,6 +498,9 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kPrune, with_table(kPruneSql, schema)},
       {kQueueStats, with_table(kQueueStatsSql, schema)},
       {kPausedQueues, with_table(kPausedQueuesSql, schema)},
+      {kDaemonReport, with_table(kDaemonReportSql, schema)},
+      {kDaemonRemove, with_table(kDaemonRemoveSql, schema)},
+      {kDaemonExpire, with_table(kDaemonExpireSql, schema)},
   };
 }
 

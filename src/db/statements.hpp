@@ -1,7 +1,7 @@
 #pragma once
 // Every SQL statement pgjobd runs against the jobs table, named and prepared once per
 // connection (or sent unnamed each time behind a transaction pooler: database.pooler).
-// `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified tables.
+// `{jobs}`, `{leader}`, `{daemons}` in the text stand for the quoted, schema-qualified tables.
 
 #include <string>
 #include <vector>
@@ -46,6 +46,13 @@ inline constexpr const char* kPrune = "pgjobd_prune";
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 // The queues of $1 (text[]) paused with pgjobd_pause_queue.
 inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
+// The daemons table: $1 worker id, $2 host, $3 pid, $4 version, $5 concurrency, $6 busy,
+// $7 ttl ms. Upsert, keeping started_at.
+inline constexpr const char* kDaemonReport = "pgjobd_daemon_report";
+// $1 worker id.
+inline constexpr const char* kDaemonRemove = "pgjobd_daemon_remove";
+// Deletes expired rows; returns how many (one row).
+inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 
 // Schedules (README "Recurring jobs"). Times travel as whole seconds since the epoch.
 // Load every schedule: name, cron, every_seconds, timezone, type, queue, source, enabled,

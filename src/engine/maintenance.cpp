@@ -3,9 +3,12 @@
 #include "engine/maintenance.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
+
+#include "pgjobd/version.hpp"
 
 namespace pgjobd {
 
@@ -26,6 +29,20 @@ std::vector<std::string> queue_names(const Config& config) {
   for (const auto& [name, queue] : config.worker.queues) names.push_back(name);
   return names;
 }
+DaemonReport daemon_identity(const std::string& worker_id, const Config& config) {
+  DaemonReport report;
+  report.id = worker_id;
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  report.host = host;
+  report.pid = getpid();
+  report.version = kVersion;
+  report.concurrency = config.worker.concurrency;
+  // Rows not seen for three leases are gone: as long as a lease lets a dead daemon's jobs
+  // wait, and two missed heartbeats more never hide a live daemon.
+  report.ttl = config.lease.duration * 3;
+  return report;
+}
 }  // namespace
 
 Maintenance::Maintenance(const Config& config, std::string worker_id,
@@ -40,6 +57,7 @@ Maintenance::Maintenance(const Config& config, std::string worker_id,
       store_(std::move(store)),
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
+      daemon_(daemon_identity(worker_id_, config)),
       last_renewal_(Clock::now()),
       retention_(config.retention),
       queues_(queue_names(config)) {}
@@ -98,14 +116,19 @@ void Maintenance::guarded(const char* operation, Task&& task) {
 }
 
 void Maintenance::run(const std::stop_token& stop) {
+  // The dashboard shows this daemon from its start, not from its first heartbeat interval.
+  guarded("daemon report", [&] { report_daemon(); });
   auto now = Clock::now();
   auto next_heartbeat = now + heartbeat_interval_;
   auto next_rescue = now;
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
+  auto next_daemon_expiry = now;  // once leader
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
+    // The expiry waits for the others (it runs only when one of them is due): it is the
+    // leader's upkeep of rows nobody shows, and never urgent.
     const auto next =
         std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
     wake_.wait_until(lock, stop, next, [this] { return stats_requested_ || heartbeat_requested_; });
@@ -122,6 +145,7 @@ void Maintenance::run(const std::stop_token& stop) {
     lock.unlock();
     if (now >= next_heartbeat) {
       guarded("heartbeat", [&] { heartbeat(); });
+      guarded("daemon report", [&] { report_daemon(); });
       next_heartbeat = now + heartbeat_interval_;
     }
     if (now >= next_rescue) {
@@ -137,6 +161,10 @@ void Maintenance::run(const std::stop_token& stop) {
       guarded("schema check", [&] { check_schema(); });
       next_schema_check = now + kSchemaCheckInterval;
     }
+    if (now >= next_daemon_expiry && leader_) {
+      guarded("daemon expiry", [&] { store_->expire_daemons(); });
+      next_daemon_expiry = now + kDaemonExpiryInterval;
+    }
     if (now >= next_prune && leader_) {
       guarded("prune", [&] { prune(stop); });
       next_prune = now + kPruneInterval;
@@ -145,6 +173,12 @@ void Maintenance::run(const std::stop_token& stop) {
   }
   lock.unlock();
   if (leader_) guarded("resign", [&] { store_->resign(worker_id_); });
+  guarded("daemon remove", [&] { store_->remove_daemon(worker_id_); });
+}
+
+void Maintenance::report_daemon() {
+  daemon_.busy = pool_.busy();
+  store_->report_daemon(daemon_);
 }
 
 void Maintenance::heartbeat() {

@@ -70,6 +70,17 @@ struct QueueStatsRow {
   double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
 };
 
+// This daemon, as the dashboard's daemons table shows it (README "Dashboard").
+struct DaemonReport {
+  std::string id;  // the worker id
+  std::string host;
+  std::int64_t pid = 0;
+  std::string version;
+  int concurrency = 0;
+  int busy = 0;   // jobs running now
+  Millis ttl{0};  // the row stops being shown this long after the report (3 × lease)
+};
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -122,6 +133,14 @@ class JobStore {
   // Those of `queues` that are paused (pgjobd_pause_queue), for the pgjobd_queue_paused
   // gauge. The claim itself skips paused queues; this only reports them.
   virtual std::vector<std::string> paused_queues(const std::vector<std::string>& queues) = 0;
+
+  // Upserts this daemon's row in the daemons table: seen now, shown until report.ttl from
+  // now; started_at stays that of the first report.
+  virtual void report_daemon(const DaemonReport& report) = 0;
+  // Deletes the daemon's row (a clean exit).
+  virtual void remove_daemon(const std::string& worker_id) = 0;
+  // Deletes the rows of daemons whose ttl has passed (the leader's upkeep); returns how many.
+  virtual int expire_daemons() = 0;
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;

@@ -42,8 +42,11 @@ enum class StoreMethod {
   kPausedQueues,
   kSchemaProblem,
   kNextDue,
+  kReportDaemon,
+  kRemoveDaemon,
+  kExpireDaemons,
 };
-inline constexpr std::size_t kStoreMethodCount = 11;
+inline constexpr std::size_t kStoreMethodCount = 14;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -59,6 +62,13 @@ struct FakeRow {
   // Not claimed before this time; next_due() reports it while it is in the future.
   std::chrono::steady_clock::time_point run_at{};
   std::chrono::steady_clock::time_point claimed_at{};  // by the last claim
+};
+
+// A row of the daemons table, as report_daemon() left it.
+struct FakeDaemonRow {
+  DaemonReport report;
+  std::chrono::steady_clock::time_point seen_at{};
+  int reports = 0;  // report_daemon() calls for this id
 };
 
 struct CompleteCall {
@@ -126,6 +136,11 @@ class FakeJobTable {
   std::vector<std::string> resigned() const;                   // worker ids
   std::vector<std::string> opened_roles() const;               // Database::open_store
   std::vector<std::vector<std::string>> stats_queues() const;  // queue_stats' queues, per call
+  // The daemons table: rows by worker id. expire_daemons() deletes rows whose ttl passed
+  // on the steady clock.
+  std::map<std::string, FakeDaemonRow> daemons() const;
+  // Another daemon's row, last reported `seen_ago` ago.
+  void add_daemon(const DaemonReport& report, Millis seen_ago = Millis(0));
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
   int notifications_delivered() const;  // handed to on_notify by Notifications::consume
@@ -174,6 +189,7 @@ class FakeJobTable {
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
   std::vector<std::string> resigned_;
+  std::map<std::string, FakeDaemonRow> daemons_;
   std::vector<std::string> opened_roles_;
   // Open LISTEN sessions: an eventfd each, with what was sent to it and not yet consumed.
   std::map<int, std::deque<NotifyChannel>> sessions_;
@@ -202,6 +218,9 @@ class FakeJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
+  void report_daemon(const DaemonReport& report) override;
+  void remove_daemon(const std::string& worker_id) override;
+  int expire_daemons() override;
   std::string schema_problem() override;
 
  private:
