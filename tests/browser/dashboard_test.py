@@ -155,6 +155,10 @@ class BrowserCase(unittest.TestCase):
 
     # Console messages a test expects (regular expressions), e.g. the 401 of a bad login.
     expected_console = ()
+    # Chromium's own request for /favicon.ico, answered 404, is a SEVERE console entry on
+    # every first page of an origin; test_favicon_is_no_console_error covers it alone so
+    # that the other tests test what they are about.
+    ignored_console = (r"/favicon\.ico - Failed to load resource",)
 
     def setUp(self):
         self.env = ENV
@@ -166,8 +170,8 @@ class BrowserCase(unittest.TestCase):
         self.console = []
 
     def tearDown(self):
-        severe = [e for e in self.drain_console() if e.get("level") == "SEVERE"
-                  and not any(re.search(p, e.get("message", "")) for p in self.expected_console)]
+        severe = [e for e in self.severe_now()
+                  if not any(re.search(p, e.get("message", "")) for p in self.expected_console)]
         self.assertEqual(severe, [], "console errors in the browser")
 
     # ---- browser ----
@@ -177,7 +181,8 @@ class BrowserCase(unittest.TestCase):
         return self.console
 
     def severe_now(self):
-        return [e for e in self.drain_console() if e.get("level") == "SEVERE"]
+        return [e for e in self.drain_console() if e.get("level") == "SEVERE" and not any(
+            re.search(p, e.get("message", "")) for p in self.ignored_console)]
 
     def open(self, path):
         self.driver.get(self.env.base + path)
@@ -308,6 +313,19 @@ class DashboardTest(BrowserCase):
         # The schedule.
         self.open("/schedules")
         self.one('#schedules-table tr[data-schedule="nightly_report"]')
+
+    # BUG (web layer, src/ui/): /favicon.ico answers 404 and no page names an icon, so
+    # Chromium logs "Failed to load resource: ... 404" as a console error on the first page
+    # of the dashboard. Expected: no console error (a served icon, or a 204 for the path).
+    # Marked expectedFailure until src/ui/ serves one; then this test passes, which counts
+    # as a failure (unexpected success) and the marker must go.
+    @unittest.expectedFailure
+    def test_favicon_is_no_console_error(self):
+        # The browser has asked for the icon of this origin already (and keeps the answer),
+        # so ask as it does, with the session (logged out, the answer is a 303 to /login).
+        cookie = self.client.login("alice", PASSWORDS["alice"])
+        resp = self.client.get("/favicon.ico", cookie=cookie)
+        self.assertNotEqual(resp.status, 404, "GET /favicon.ico with a session")
 
     def test_login_and_logout(self):
         self.driver.delete_all_cookies()
@@ -489,8 +507,14 @@ class DashboardTest(BrowserCase):
         self.open("/audit")
         users = [c.text.strip() for c in self.css("#audit-table .audit-user")]
         self.assertIn("alice", users)
-        targets = " ".join(c.text for c in self.css("#audit-table .audit-target"))
-        self.assertIn(str(jobs[0]), targets)
+        # A row of alice's retry naming the jobs (the target of a bulk action may be empty:
+        # its ids are in the row).
+        rows = [r.text for r in self.css("#audit-table tr")
+                if r.find_elements("css selector", ".audit-user")
+                and r.find_element("css selector", ".audit-user").text.strip() == "alice"
+                and "retry" in r.find_element("css selector", ".audit-action").text]
+        self.assertTrue(any(all(str(j) in re.findall(r"\d+", t) for j in jobs) for t in rows),
+                        f"no audit row of alice's bulk retry of {jobs}: {rows}")
 
     def test_filters_are_shareable_and_paginate(self):
         # A fresh browser session loads a filtered list directly.
