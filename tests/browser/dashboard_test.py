@@ -725,16 +725,28 @@ class ScreenshotTest(BrowserCase):
         self.db.value(f"SELECT pgjobd_retry({job})")
         self.db.wait_status(job, "done")
         self.db.enqueue("quick", "mail", {"to": "grace@example.com"})
+        for n in range(12):
+            self.db.enqueue("quick", "default", {"n": n})
+        self.db.enqueue("fail", "default", {"n": "broken"})
         running = self.db.enqueue("sleep", "reports", {"report": "quarterly"})
         self.db.wait_status(running, "running")
         try:
             self.login("alice")
+            # A 1280x900 viewport: the window is that much larger than its page.
             self.driver.set_window_size(1280, 900)
+            inner = self.driver.execute_script("return [window.innerWidth, window.innerHeight]")
+            self.driver.set_window_size(1280 + 1280 - inner[0], 900 + 900 - inner[1])
+            self.assertEqual(self.driver.execute_script(
+                "return [window.innerWidth, window.innerHeight]"), [1280, 900])
+            wait_until(lambda: self.db.value("SELECT count(*) FROM jobs WHERE queue = "
+                                             "'default' AND status = 'pending'") == "0",
+                       15, "the default queue's jobs to run")
             self.open("/")
             self.assertTrue(self.driver.save_screenshot(os.path.join(out, "overview.png")))
             self.open(f"/jobs/{job}")
             self.assertTrue(self.driver.save_screenshot(os.path.join(out, "job.png")))
         finally:
+            self.driver.set_window_size(1280, 900)
             self.db.value(f"SELECT pgjobd_cancel({running})")
 
 
