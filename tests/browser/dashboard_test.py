@@ -677,6 +677,14 @@ class AnonymousUiTest(BrowserCase):
             cls.ui.stop()
             raise
 
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            # Leave the page before its server stops: its refresh would fail to connect,
+            # a console error in whichever test runs next.
+            self.driver.get("about:blank")
+
     @classmethod
     def tearDownClass(cls):
         code = cls.ui.stop()
