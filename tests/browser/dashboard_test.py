@@ -411,7 +411,8 @@ class DashboardTest(BrowserCase):
         self.assertTrue(self.flash(), "no #flash after the cancel")
         # The handler (sleep 60) is stopped and the job ends cancelled, long before 60 s.
         self.db.wait_status(job, "cancelled", timeout=15)
-        self.assertTrue(self.db.job(job)["last_error"].startswith("cancelled"))
+        self.assertEqual(self.db.job(job)["last_error"],
+                         "cancelled: stopped from the browser test" if reason else "cancelled")
         self.reload_until(f"/jobs/{job}", "#job-status", "cancelled")
         self.one("#retry-button")  # a cancelled job may be retried
         self.assertFalse(self.css("#cancel-button"))
@@ -663,12 +664,13 @@ class DashboardTest(BrowserCase):
 
 class AnonymousUiTest(BrowserCase):
     """`pgjobd ui` (the dashboard alone) on loopback with no users: no login, everyone is
-    the operator "anonymous"; its script refreshes the page every ui.refresh (1s here)."""
+    the operator "anonymous"; its script refreshes the page every ui.refresh (1s here);
+    payloads hidden (ui.show_payloads: false)."""
 
     @classmethod
     def setUpClass(cls):
         cls.port = harness.free_port()
-        ui = f'{{listen: "127.0.0.1:{cls.port}", refresh: 1s}}'
+        ui = f'{{listen: "127.0.0.1:{cls.port}", refresh: 1s, show_payloads: false}}'
         cls.ui = harness.Daemon(BINARY, base_config(ENV.url, ENV.schema, ui), ENV.workdir,
                                 command="ui", name="ui-anonymous")
         try:
@@ -710,9 +712,13 @@ class AnonymousUiTest(BrowserCase):
         self.assertEqual(self.driver.current_url, base + "/")
         self.assertEqual(self.severe_now(), [], "console errors while refreshing")
         # An operator: the actions are there and work.
-        job = self.dead_job()
+        job = self.dead_job(payload={"secret": "do-not-show"})
         self.driver.get(f"{base}/jobs/{job}")
         self.wait_loaded()
+        # ui.show_payloads: false.
+        self.assertFalse(self.css("#job-payload"))
+        self.assertTrue(self.text("#payload-hidden"))
+        self.assertNotIn("do-not-show", self.driver.page_source)
         self.submit_and_wait(self.one("#retry-button"))
         self.db.wait_status(job, "done")
         entries = self.audit_entries("retry")
