@@ -13,6 +13,7 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libcurl4-openssl-dev
   postgresql-15 postgresql-client-15 curl procps
   libhowardhinnant-date-dev tzdata  # IANA time zones for schedules (src/schedule)
+  libcrypt-dev  # libxcrypt: crypt(3) for the dashboard's password hashes (src/ui/auth.cpp)
 )
 for flag in "$@"; do
   case "$flag" in

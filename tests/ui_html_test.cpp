@@ -203,6 +203,7 @@ TEST(UiPagesTest, ButtonsOnlyWhereTheActionApplies) {
     EXPECT_NE(html.find("<span id=\"job-status\" class=\"status status-" + s + "\">" + s + "<"),
               std::string::npos)
         << html;
+    EXPECT_NE(html.find("<tr data-attempt=\"1\">"), std::string::npos) << html;
   }
 }
 

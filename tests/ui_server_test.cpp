@@ -483,6 +483,7 @@ TEST_F(UiServerTest, AssetsAreServedWithTheirTypes) {
   EXPECT_EQ(js.header("content-type"), "text/javascript; charset=utf-8");
   EXPECT_NE(js.body.find("visibilityState"), std::string::npos);
   EXPECT_EQ(request("DELETE", "/jobs/3").status, 405);
+  EXPECT_EQ(get("/favicon.ico").status, 204) << "no login redirect for the browser's icon";
 }
 
 }  // namespace

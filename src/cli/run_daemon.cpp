@@ -117,8 +117,8 @@ int run_daemon(const std::string& config_path) {
 
   Engine engine(*config);
   ShutdownSignal shutdown;
-  // The dashboard (ui.listen), started once the engine is; the signal thread applies
-  // reloads to it, so it is reached under a lock.
+  // The dashboard (ui.listen); the signal thread applies reloads to it, so it is reached
+  // under a lock.
   std::mutex dashboard_mutex;
   std::unique_ptr<ui::UiServer> dashboard;
   const auto reload_dashboard = [&](const Config& next) {
@@ -163,22 +163,28 @@ int run_daemon(const std::string& config_path) {
   int code = kExitOk;
   try {
     systemd.status("starting: connecting to the database");
-    engine.start();
+    // The dashboard before the engine: a port in use or a store that cannot be made stops
+    // the daemon before it claims anything, and while the engine waits for an unreachable
+    // database the dashboard already says so.
     if (!config->ui.listen.empty()) {
       std::unique_ptr<ui::UiServer> started = start_dashboard(*config);
       std::lock_guard lock(dashboard_mutex);
       dashboard = std::move(started);
     }
+    engine.start();
     if (!shutdown.triggered()) systemd.ready(running_status(*config));
     // Pings keep coming through a drain; they stop only if the claim loop is wedged.
     systemd.start_watchdog([&] { return engine.responsive(); });
     shutdown.wait();
     {
-      // The drain stops the dashboard first: no new actions while jobs are finishing.
-      std::lock_guard lock(dashboard_mutex);
-      dashboard.reset();
+      // The dashboard stops alongside the drain (civetweb takes up to 2 s to notice a stop);
+      // the jthread joins however the drain ends.
+      const std::jthread stop_dashboard([&] {
+        std::lock_guard lock(dashboard_mutex);
+        dashboard.reset();
+      });
+      engine.drain();
     }
-    engine.drain();
     systemd.stop_watchdog();
     if (const int unwritten = engine.unwritten_completions(); unwritten > 0) {
       // Not a clean stop: a supervisor or script must not take it for one.

@@ -233,6 +233,14 @@ Response Dashboard::handle(const Request& request) {
                       "this dashboard answers only to a loopback host name such as 127.0.0.1");
   }
   if (is_get) {
+    if (request.path == "/favicon.ico") {
+      // Browsers ask for it on every page; there is none, and a 404 page would cost a
+      // session lookup and a log of nothing.
+      Response response;
+      response.status = 204;
+      response.content_type = "image/x-icon";
+      return response;
+    }
     if (const Asset* asset = find_asset(request.path)) {
       Response response;
       response.content_type = std::string(asset->content_type);

@@ -267,7 +267,10 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
   char seconds[32];
   for (const AttemptInfo& a : job.attempts) {
     std::snprintf(seconds, sizeof seconds, "%.3f", a.seconds);
-    main += "<tr>" + cell(std::to_string(a.attempt), "num") + cell(a.worker) + cell(a.started_at) +
+    // Header rows sit in <thead>: "#attempts-table tbody tr" (or tr[data-attempt]) counts
+    // attempts.
+    main += "<tr data-attempt=\"" + std::to_string(a.attempt) + "\">" +
+            cell(std::to_string(a.attempt), "num") + cell(a.worker) + cell(a.started_at) +
             cell(a.finished_at) + cell(seconds, "num") + cell(a.outcome, "outcome") +
             "<td class=\"error\">" + (a.error.empty() ? "" : "<pre>" + esc(a.error) + "</pre>") +
             "</td></tr>\n";

@@ -127,17 +127,10 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
     : state_(std::make_unique<State>(config, std::move(store))) {
   mg_init_library(0);
   const std::string ports = civetweb_listen(config.listen);
-  const char* options[] = {"listening_ports",
-                           ports.c_str(),
-                           "num_threads",
-                           "4",
-                           "request_timeout_ms",
-                           "10000",
-                           "enable_keep_alive",
-                           "yes",
-                           "keep_alive_timeout_ms",
-                           "5000",
-                           nullptr};
+  const char* options[] = {"listening_ports", ports.c_str(), "num_threads", "4",
+                           // A client that sends its request slowly holds one of the
+                           // four threads at most this long.
+                           "request_timeout_ms", "10000", nullptr};
   mg_callbacks callbacks{};
   callbacks.begin_request = &begin_request;
   callbacks.log_message = &log_message;
@@ -157,6 +150,7 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
 }
 
 UiServer::~UiServer() {
+  // Takes up to 2 s: civetweb's listening thread notices the stop between polls.
   mg_stop(state_->context);
   mg_exit_library();
 }
