@@ -1,8 +1,8 @@
 -- pgjobd schema: what the dashboard (README "Dashboard") reads besides jobs: the daemons
 -- that are alive, an audit trail of what operators did through it, and one index.
 
--- A row per running daemon, upserted by its maintenance loop at every heartbeat interval
--- and deleted on a clean exit. A daemon that dies without exiting leaves its row behind:
+-- A row per running daemon, upserted by its maintenance loop (at the heartbeat interval
+-- while its busy count changes, else once per lease) and deleted on a clean exit. A daemon that dies without exiting leaves its row behind:
 -- expires_at (the daemon's own 3 × lease.duration after seen_at) says when the row stops
 -- being shown, and the maintenance leader deletes expired rows. The daemon writes the
 -- expiry itself, so a reader (the dashboard, even `pgjobd ui` with another config) need

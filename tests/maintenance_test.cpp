@@ -300,7 +300,7 @@ TEST_F(MaintenanceTest, StatisticsRoundSetsThePausedGauge) {
 // rows.
 TEST_F(MaintenanceTest, KeepsItsDaemonRowFreshAndRemovesItOnStop) {
   table_.set_leader(false);
-  run_jobs(2);
+  const Attempts jobs = run_jobs(2);
   Maintenance& maintenance = start_maintenance();
   ASSERT_TRUE(table_.wait_until([&] {
     const auto rows = table_.daemons();
@@ -313,6 +313,8 @@ TEST_F(MaintenanceTest, KeepsItsDaemonRowFreshAndRemovesItOnStop) {
   EXPECT_FALSE(report.version.empty());
   EXPECT_EQ(report.busy, 2);
   EXPECT_EQ(report.ttl, Millis(900));  // 3 × the 300 ms lease
+  gate_.release(jobs[0].id);           // one job ends: the next report says so
+  EXPECT_TRUE(table_.wait_until([&] { return table_.daemons().at("worker-1").report.busy == 1; }));
   maintenance.stop();
   EXPECT_FALSE(table_.daemons().contains("worker-1"));
   EXPECT_EQ(table_.calls(StoreMethod::kExpireDaemons), 0);  // not the leader

@@ -104,6 +104,9 @@ ui::Overview PgUiStore::overview() {
     if (cached_ && Clock::now() - cached_at_ < options_.cache_ttl) return *cached_;
   }
   ui::Overview overview = read("dashboard overview", [&](pqxx::transaction_base& txn) {
+    // Another thread may have refreshed the cache while this one waited for the mutex:
+    // browsers whose refreshes coincide cost one query, not one each.
+    if (cached_ && Clock::now() - cached_at_ < options_.cache_ttl) return *cached_;
     ui::Overview out;
     for (const auto& row : txn.exec_params(sql_.overview_counts, options_.count_bound + 1)) {
       ui::QueueOverview q;
@@ -191,8 +194,8 @@ ui::JobPage PgUiStore::jobs(const ui::JobFilter& filter) {
       return page;
     }
     const std::int64_t before = filter.before_id.value_or(std::numeric_limits<std::int64_t>::max());
-    // Without a queue or type filter every scanned job matches: a page's worth is enough.
-    const bool filtered = filter.queue || filter.type;
+    // Without a filter every scanned job matches: a page's worth is enough.
+    const bool filtered = filter.queue || filter.type || filter.status == "done";
     const std::int64_t scan =
         filtered ? std::max<std::int64_t>(options_.page_scan, limit + 1) : limit + 1;
     std::int64_t low = 0;  // the lowest id looked at when the scan was full
@@ -319,9 +322,9 @@ ui::ActionResult PgUiStore::retry(const std::vector<std::int64_t>& ids, const ui
                    " left as they were (not failed, dead or cancelled, gone, or a live job "
                    "holds their unique key)";
     }
-    txn.exec_params(sql_.audit_insert, actor.user, actor.remote_address, "retry",
-                    ids.size() == 1 ? std::to_string(ids[0]) : "", int_array_literal(ids),
-                    r.message);
+    txn.exec_params(
+        sql_.audit_insert, sanitize_text(actor.user), sanitize_text(actor.remote_address), "retry",
+        ids.size() == 1 ? std::to_string(ids[0]) : "", int_array_literal(ids), r.message);
     return r;
   });
   std::lock_guard lock(mutex_);
@@ -360,7 +363,8 @@ ui::ActionResult PgUiStore::cancel(const std::vector<std::int64_t>& ids, const s
     if (r.unchanged > 0) {
       r.message += "; " + std::to_string(r.unchanged) + " already finished or gone";
     }
-    txn.exec_params(sql_.audit_insert, actor.user, actor.remote_address, "cancel",
+    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
+                    sanitize_text(actor.remote_address), "cancel",
                     ids.size() == 1 ? std::to_string(ids[0]) : "", id_array,
                     reason.empty() ? r.message : r.message + "; reason: " + sanitize_text(reason));
     return r;
@@ -381,8 +385,8 @@ ui::ActionResult PgUiStore::queue_action(const std::string& queue, bool pause,
     ++(paused != pause ? r.changed : r.unchanged);
     r.message = "Queue " + queue + (pause ? " paused" : " resumed");
     if (r.unchanged > 0) r.message += pause ? " (it already was)" : " (it was not paused)";
-    txn.exec_params(sql_.audit_insert, actor.user, actor.remote_address, action, queue, "{}",
-                    r.message);
+    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
+                    sanitize_text(actor.remote_address), action, queue, "{}", r.message);
     sent_ += 3;
     return r;
   });
@@ -417,8 +421,8 @@ ui::ActionResult PgUiStore::schedule_action(const std::string& name, bool pause,
     ++(was[0][0].as<bool>() != pause ? r.changed : r.unchanged);
     r.message = "Schedule " + name + (pause ? " paused" : " resumed");
     if (r.unchanged > 0) r.message += pause ? " (it already was)" : " (it was not paused)";
-    txn.exec_params(sql_.audit_insert, actor.user, actor.remote_address, action, name, "{}",
-                    r.message);
+    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
+                    sanitize_text(actor.remote_address), action, name, "{}", r.message);
     sent_ += 2;
     return r;
   });

@@ -40,9 +40,9 @@ struct UiStoreOptions {
   // Counts stop here (ui::BoundedCount). Done counts come from the newest count_bound + 1
   // done rows (no index holds done rows by queue): beyond that, "at least".
   std::int64_t count_bound = 10000;
-  // A job list page that done jobs may match (no status filter, or done) looks at this many
-  // jobs at most, newest first; one with a rare queue or type may then hold fewer jobs
-  // than asked for, or none, and still have a next page (ui_statements.cpp says why).
+  // A job list page that done jobs may match (status done, or none with a queue or type)
+  // looks at this many jobs at most, newest first; one with a rare queue or type may then hold
+  // fewer jobs than asked for, or none, and still have a next page (ui_statements.cpp says why).
   std::int64_t page_scan = 10000;
 };
 

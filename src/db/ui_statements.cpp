@@ -129,26 +129,27 @@ std::string list_branch(const char* status) {
 //   queue) the newest $5 rows from the partial index that holds them, then the newest $5
 //   of those. Exact, and each branch a short backward range scan.
 // - done, or any status: no index holds done rows by queue or type, so the page looks at
-//   the newest $6 jobs below $4 (the primary key backwards: `scan`) and keeps those that
-//   match. When the scan is full, the jobs below it were not looked at: the page ends at
-//   the scan's lowest id (returned first in every row, 0 when the scan was not full), and
-//   the next page starts there. A page with a rare queue or type may hold fewer jobs than
-//   asked for, even none, and still have a next page; none reads more than $6 rows.
+//   the newest $6 jobs below $4 (the primary key backwards: `scan`; the status is tested
+//   after, so that done rows made rare by retention cannot make it read the whole table)
+//   and keeps those that match. When the scan is full, the jobs below it were not looked at: the
+//   page ends at the scan's lowest id (returned first in every row, 0 when the scan was not full),
+//   and the next page starts there. A page with a rare queue or type may hold fewer jobs than asked
+//   for, even none, and still have a next page; none reads more than $6 rows.
 std::string jobs_sql() {
   std::string sql = std::string("WITH RECURSIVE ") + known_queues(false) + R"(, chosen AS (
   SELECT $2::text AS queue WHERE $2::text IS NOT NULL AND $1::text <> 'done'
   UNION ALL
   SELECT queue FROM known WHERE $2::text IS NULL AND $1::text <> 'done'
 ), scan AS MATERIALIZED (
-  SELECT j.id, j.queue, j.type FROM {jobs} j
+  SELECT j.id, j.queue, j.type, j.status FROM {jobs} j
   WHERE ($1::text IS NULL OR $1::text = 'done') AND j.id < $4
-    AND ($1::text IS NULL OR j.status = 'done')
   ORDER BY j.id DESC LIMIT $6
 ), edge AS (
   SELECT CASE WHEN count(*) >= $6 THEN min(s.id) ELSE 0 END AS low FROM scan s
 ), picked AS (
   SELECT s.id FROM scan s
-  WHERE ($2::text IS NULL OR s.queue = $2) AND ($3::text IS NULL OR s.type = $3)
+  WHERE ($1::text IS NULL OR s.status = 'done') AND ($2::text IS NULL OR s.queue = $2)
+    AND ($3::text IS NULL OR s.type = $3)
   UNION ALL
   SELECT x.id FROM chosen c CROSS JOIN LATERAL (
 )";

@@ -3,9 +3,9 @@
 // maintenance leadership (a row with a TTL), and as leader the rescue of jobs whose owner
 // stopped heartbeating and retention pruning; on every daemon the queue statistics and
 // schema check behind the metrics and /readyz, and this daemon's row in the dashboard's
-// daemons table (kept fresh at the heartbeat interval, expired ones deleted by the leader,
-// its own deleted on a clean exit). Each statement is safe even when two
-// daemons believe they lead (SKIP LOCKED, fenced updates).
+// daemons table (reported at the heartbeat interval while its busy count changes, else once
+// per lease; expired ones deleted by the leader, its own deleted on a clean exit). Each statement
+// is safe even when two daemons believe they lead (SKIP LOCKED, fenced updates).
 
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,8 @@ class Maintenance final : public Service {
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds rescue_interval_;
   DaemonReport daemon_;  // maintenance thread only (busy changes at each report)
+  // Maintenance thread only; none before the first report.
+  std::optional<std::chrono::steady_clock::time_point> last_daemon_report_;
   bool leader_ = false;  // maintenance thread only
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
