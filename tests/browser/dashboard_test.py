@@ -155,10 +155,6 @@ class BrowserCase(unittest.TestCase):
 
     # Console messages a test expects (regular expressions), e.g. the 401 of a bad login.
     expected_console = ()
-    # Chromium's own request for /favicon.ico, answered 404, is a SEVERE console entry on
-    # every first page of an origin; test_favicon_is_no_console_error covers it alone so
-    # that the other tests test what they are about.
-    ignored_console = (r"/favicon\.ico - Failed to load resource",)
 
     def setUp(self):
         self.env = ENV
@@ -181,8 +177,7 @@ class BrowserCase(unittest.TestCase):
         return self.console
 
     def severe_now(self):
-        return [e for e in self.drain_console() if e.get("level") == "SEVERE" and not any(
-            re.search(p, e.get("message", "")) for p in self.ignored_console)]
+        return [e for e in self.drain_console() if e.get("level") == "SEVERE"]
 
     def open(self, path):
         self.driver.get(self.env.base + path)
@@ -318,15 +313,10 @@ class DashboardTest(BrowserCase):
         self.open("/schedules")
         self.one('#schedules-table tr[data-schedule="nightly_report"]')
 
-    # BUG (web layer, src/ui/): /favicon.ico answers 404 and no page names an icon, so
-    # Chromium logs "Failed to load resource: ... 404" as a console error on the first page
-    # of the dashboard. Expected: no console error (a served icon, or a 204 for the path).
-    # Marked expectedFailure until src/ui/ serves one; then this test passes, which counts
-    # as a failure (unexpected success) and the marker must go.
-    @unittest.expectedFailure
     def test_favicon_is_no_console_error(self):
-        # The browser has asked for the icon of this origin already (and keeps the answer),
-        # so ask as it does, with the session (logged out, the answer is a 303 to /login).
+        # Chromium asks every origin for /favicon.ico by itself and logs a 404 as a console
+        # error. The browser here has asked already (and keeps the answer), so ask as it
+        # does, with the session (logged out, the answer is a 303 to /login).
         cookie = self.client.login("alice", PASSWORDS["alice"])
         resp = self.client.get("/favicon.ico", cookie=cookie)
         self.assertNotEqual(resp.status, 404, "GET /favicon.ico with a session")
@@ -528,6 +518,17 @@ class DashboardTest(BrowserCase):
         ids = {int(r.get_attribute("data-job-id")) for r in self.css("#jobs-table tr[data-job-id]")}
         dead = {int(r[0]) for r in self.db.rows("SELECT id FROM jobs WHERE status = 'dead'")}
         self.assertEqual(ids, dead)
+        # id and type filters, loaded directly too.
+        one = self.env.seed_dead[0]
+        self.open(f"/jobs?id={one}")
+        self.assertEqual([r.get_attribute("data-job-id")
+                          for r in self.css("#jobs-table tr[data-job-id]")], [str(one)])
+        self.open("/jobs?type=fail&status=dead")
+        fails = {int(r[0]) for r in self.db.rows(
+            "SELECT id FROM jobs WHERE type = 'fail' AND status = 'dead'")}
+        self.assertEqual({int(r.get_attribute("data-job-id"))
+                          for r in self.css("#jobs-table tr[data-job-id]")}, fails)
+        self.open("/jobs?status=dead")
         status_field = self.one('#jobs-filter [name="status"]')
         self.assertEqual(status_field.get_attribute("value"), "dead")
         self.assertEqual(self.one("#jobs-filter").get_attribute("method").lower(), "get")

@@ -146,6 +146,14 @@ def password_hash(binary, password):
     return out
 
 
+def _die_with_parent():
+    """In the child before exec: SIGTERM when the test process dies (a ctest timeout kills
+    it), so no daemon outlives the suite."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class Daemon:
     """`pgjobd <command> -c <file>` with its output in files; stop() drains it."""
 
@@ -157,7 +165,8 @@ class Daemon:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([binary, command, "-c", self.config_path],
                                      stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=child_env())
+                                     stderr=subprocess.STDOUT, env=child_env(),
+                                     preexec_fn=_die_with_parent)
 
     def log(self):
         with open(self.log_path, errors="replace") as f:
