@@ -272,6 +272,9 @@ class Client:
         resp = self.post("/login", [("user", user), ("password", password)])
         if resp.status != 303:
             raise AssertionError(f"POST /login as {user}: {resp.status}, not 303")
+        if urllib.parse.urlsplit(resp.header("location") or "").path != "/":
+            raise AssertionError(f"POST /login as {user}: 303 to {resp.header('location')!r}, "
+                                 "not to /")
         for value in resp.all_headers("set-cookie"):
             m = re.match(r"\s*pgjobd_session=([^;]*)", value)
             if m:
