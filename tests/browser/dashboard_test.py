@@ -205,13 +205,21 @@ class BrowserCase(unittest.TestCase):
         return self.one(selector).text.strip()
 
     def submit_and_wait(self, element):
-        """Clicks a submit button and waits for the page it leads to."""
-        from selenium.webdriver.support import expected_conditions
-        from selenium.webdriver.support.ui import WebDriverWait
-        old = self.driver.find_element("tag name", "html")
+        """Clicks a submit button (or link) and waits for the page it leads to: a mark set
+        on the old page's window is gone and the new one has loaded. (Selenium's
+        staleness_of can meet chromedriver's "Node ... does not belong to the document"
+        mid-navigation; a script call then is simply tried again.)"""
+        from selenium.common.exceptions import WebDriverException
+        self.driver.execute_script("window.__pgjobdOldPage = true")
         element.click()
-        WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(old))
-        self.wait_loaded()
+
+        def arrived():
+            try:
+                return self.driver.execute_script(
+                    "return window.__pgjobdOldPage !== true && document.readyState === 'complete'")
+            except WebDriverException:
+                return False
+        wait_until(arrived, 15, "the page a click leads to")
 
     def login(self, user):
         self.driver.delete_all_cookies()
