@@ -367,9 +367,10 @@ TEST_F(UiServerTest, NotFoundBadRequestAndDatabaseDown) {
 
 TEST_F(UiServerTest, PageWithTwoHundredJobsStaysUnder150KB) {
   for (int i = 100; i < 400; ++i) {
-    JobDetail job = FakeUiStore::make_job(i, "a_rather_long_job_type_name_for_sizing", "failed");
-    job.summary.last_error = std::string(200, 'e');
-    job.summary.queue = "some-queue-name";
+    // The worst a row can be: every text at its longest, all of it escaped six-fold.
+    JobDetail job = FakeUiStore::make_job(i, std::string(200, '"'), "failed");
+    job.summary.last_error = std::string(200, '"');
+    job.summary.queue = std::string(200, '"');
     fake_->job_data.push_back(job);
   }
   const std::string session = login("alice", "alice-secret");
@@ -383,6 +384,29 @@ TEST_F(UiServerTest, PageWithTwoHundredJobsStaysUnder150KB) {
       page.body.size() + get("/ui/app.css").body.size() + get("/ui/app.js").body.size();
   EXPECT_LT(total, 150u * 1024) << "page + css + js";
   EXPECT_GT(get("/ui/app.js").body.size(), 100u);
+}
+
+TEST_F(UiServerTest, JobPageStaysUnder150KBWithAHugePayloadAndManyAttempts) {
+  JobDetail job = FakeUiStore::make_job(77, "big", "failed");
+  job.payload_json = "\"" + std::string(1024 * 1024, 'p') + "\"";
+  job.attempts.clear();
+  for (int i = 1; i <= 300; ++i) {
+    AttemptInfo attempt;
+    attempt.attempt = i;
+    attempt.error = std::string(10000, '<');
+    job.attempts.push_back(attempt);
+  }
+  fake_->job_data.push_back(job);
+  const std::string session = login("alice", "alice-secret");
+  HttpResult page = get("/jobs/77", session);
+  ASSERT_EQ(page.status, 200);
+  const std::size_t total =
+      page.body.size() + get("/ui/app.css").body.size() + get("/ui/app.js").body.size();
+  EXPECT_LT(total, 150u * 1024);
+  EXPECT_NE(page.body.find("(1,048,578 bytes in all)"), std::string::npos);
+  EXPECT_NE(page.body.find("<tr data-attempt=\"300\">"), std::string::npos) << "latest shown";
+  EXPECT_EQ(page.body.find("<tr data-attempt=\"280\">"), std::string::npos);
+  EXPECT_NE(page.body.find("The last 20 of 300 attempts."), std::string::npos);
 }
 
 TEST_F(UiServerTest, HiddenPayloads) {

@@ -12,6 +12,32 @@ namespace {
 
 std::string esc(const std::string& text) { return html_escape(text); }
 
+// Pages stay under 150 KB whatever a job holds: payloads may be megabytes, a job may have
+// thousands of attempts, and escaping can make text six times longer ('"' → "&quot;").
+// These bound each part as it appears in the page, escaped.
+constexpr std::size_t kMaxPayloadShown = 48 * 1024;
+constexpr std::size_t kMaxErrorShown = 1000;
+constexpr std::size_t kMaxAttemptsShown = 20;
+constexpr std::size_t kMaxDetailShown = 500;
+// The jobs list shows up to 200 rows: its cells get a little each (the job page has all).
+constexpr std::size_t kMaxListTypeShown = 100;
+constexpr std::size_t kMaxListQueueShown = 60;
+constexpr std::size_t kMaxListErrorShown = 100;
+
+// `text` escaped, cut to at most `limit` bytes of HTML (never inside an entity or a UTF-8
+// sequence), with a note of the full size when cut.
+std::string esc_short(const std::string& text, std::size_t limit) {
+  std::string html = html_escape(text);
+  if (html.size() <= limit) return html;
+  std::size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(html[end]) & 0xC0) == 0x80) --end;
+  const std::size_t amp = html.rfind('&', end);
+  if (amp != std::string::npos && html.find(';', amp) >= end) end = amp;
+  html.resize(end);
+  return html + " … (" + format_thousands(static_cast<std::int64_t>(text.size())) +
+         " bytes in all)";
+}
+
 std::string cell(const std::string& text, const std::string& css_class = "") {
   return (css_class.empty() ? "<td>" : "<td class=\"" + css_class + "\">") + esc(text) + "</td>";
 }
@@ -185,12 +211,14 @@ std::string render_jobs(const PageContext& context, const JobFilter& filter, con
       main += R"(<input type="checkbox" name="id" value=")" + id;
       main += "\" aria-label=\"select job " + id + "\">";
     }
-    main += "</td><td class=\"num\">" + job_link(job.id) + "</td>" + cell(job.queue) +
-            cell(job.type, "type") + "<td class=\"job-status\">" + status_badge(job.status) +
-            "</td>" +
+    main += "</td><td class=\"num\">" + job_link(job.id) + "</td>" + "<td>" +
+            esc_short(job.queue, kMaxListQueueShown) + "</td><td class=\"type\">" +
+            esc_short(job.type, kMaxListTypeShown) + "</td>" + "<td class=\"job-status\">" +
+            status_badge(job.status) + "</td>" +
             cell(std::to_string(job.attempts) + " / " + std::to_string(job.max_attempts), "num") +
             cell(std::to_string(job.priority), "num") + cell(job.run_at) + cell(job.created_at) +
-            cell(job.last_error, "error") + "</tr>\n";
+            "<td class=\"error\">" + esc_short(job.last_error, kMaxListErrorShown) + "</td>" +
+            "</tr>\n";
   }
   if (page.jobs.empty()) {
     main += "<tr><td colspan=\"10\" class=\"empty\">No jobs match.</td></tr>\n";
@@ -256,7 +284,8 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
   }
   main += "<h2>Payload</h2>";
   if (show_payloads && job.payload_json) {
-    main += "<pre id=\"job-payload\">" + esc(*job.payload_json) + "</pre>\n";
+    main +=
+        "<pre id=\"job-payload\">" + esc_short(*job.payload_json, kMaxPayloadShown) + "</pre>\n";
   } else {
     main += "<p id=\"payload-hidden\">Payloads are hidden (ui.show_payloads: false).</p>\n";
   }
@@ -265,17 +294,26 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
       "<th>Started</th><th>Finished</th><th>Seconds</th><th>Outcome</th><th>Error</th></tr>"
       "</thead><tbody>\n";
   char seconds[32];
-  for (const AttemptInfo& a : job.attempts) {
+  // The latest attempts are the ones worth reading.
+  const std::size_t skipped =
+      job.attempts.size() > kMaxAttemptsShown ? job.attempts.size() - kMaxAttemptsShown : 0;
+  for (std::size_t i = skipped; i < job.attempts.size(); ++i) {
+    const AttemptInfo& a = job.attempts[i];
     std::snprintf(seconds, sizeof seconds, "%.3f", a.seconds);
     // Header rows sit in <thead>: "#attempts-table tbody tr" (or tr[data-attempt]) counts
     // attempts.
     main += "<tr data-attempt=\"" + std::to_string(a.attempt) + "\">" +
             cell(std::to_string(a.attempt), "num") + cell(a.worker) + cell(a.started_at) +
             cell(a.finished_at) + cell(seconds, "num") + cell(a.outcome, "outcome") +
-            "<td class=\"error\">" + (a.error.empty() ? "" : "<pre>" + esc(a.error) + "</pre>") +
+            "<td class=\"error\">" +
+            (a.error.empty() ? "" : "<pre>" + esc_short(a.error, kMaxErrorShown) + "</pre>") +
             "</td></tr>\n";
   }
   main += "</tbody></table>\n";
+  if (skipped > 0) {
+    main += "<p class=\"empty\">The last " + std::to_string(kMaxAttemptsShown) + " of " +
+            format_thousands(static_cast<std::int64_t>(job.attempts.size())) + " attempts.</p>\n";
+  }
   return layout(&context, "job", "Job " + id, main);
 }
 
@@ -357,7 +395,8 @@ std::string render_audit(const PageContext& context, const std::vector<AuditEntr
       jobs += " … (" + format_thousands(std::int64_t(e.job_ids.size())) + ")";
     main += "<tr data-audit-id=\"" + std::to_string(e.id) + "\">" + cell(e.at) +
             cell(e.user, "audit-user") + cell(e.remote_address) + cell(e.action, "audit-action") +
-            cell(e.target, "audit-target") + "<td>" + jobs + "</td>" + cell(e.detail) + "</tr>\n";
+            cell(e.target, "audit-target") + "<td>" + jobs + "</td>" + "<td>" +
+            esc_short(e.detail, kMaxDetailShown) + "</td>" + "</tr>\n";
   }
   if (entries.empty()) main += "<tr><td colspan=\"7\" class=\"empty\">Nothing yet.</td></tr>\n";
   main += "</tbody></table>\n";
