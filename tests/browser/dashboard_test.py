@@ -645,7 +645,12 @@ class DashboardTest(BrowserCase):
         cookie = self.client.login("alice", PASSWORDS["alice"])
         job = self.env.seed_dead[2]
         own = self.env.base
-        for path in ("/login", "/", "/jobs", f"/jobs/{job}", "/queues", "/schedules", "/audit"):
+        # A job that holds a lot: a 600 KB payload (no handler has its type: it stays
+        # pending) and a long error. Its page stays within the budget all the same.
+        heavy = self.db.enqueue("unhandled", "q_heavy", {"blob": "x" * 600_000})
+        self.db.value(f"UPDATE jobs SET last_error = repeat('e', 8000) WHERE id = {heavy}")
+        for path in ("/login", "/", "/jobs", f"/jobs/{job}", "/queues", "/schedules", "/audit",
+                     f"/jobs/{heavy}", "/jobs?queue=q_heavy"):
             with self.subTest(path=path):
                 resp = self.client.get(path, cookie=None if path == "/login" else cookie)
                 self.assertEqual(resp.status, 200)

@@ -78,10 +78,11 @@ class Database:
 
     def _psql(self, sql, search_path):
         env = child_env({"PGOPTIONS": f"-c search_path={search_path}"} if search_path else {})
+        # The statement on stdin: a command-line argument is limited to 128 KiB.
         done = subprocess.run(
             ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-qAt", "-F", "\t", "-d", self.url,
-             "-c", sql],
-            env=env, capture_output=True, text=True, timeout=30)
+             "-f", "-"],
+            input=sql, env=env, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise RuntimeError(f"psql failed ({done.returncode}) on {sql!r}: {done.stderr}")
         return done.stdout
