@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The dashboard in a real browser (issue 14; /work/ui-contract.md is the contract).
+"""The dashboard (README "Dashboard", issue 14) in a real browser.
 
     /usr/bin/python3 tests/browser/dashboard_test.py --pgjobd build/release/pgjobd [-v] [-k NAME]
 
@@ -8,8 +8,8 @@ which ctest reports as skipped. Works in a fresh schema of its own, runs `pgjobd
 writes a config with `ui.listen` on a free loopback port and two users (alice, operator;
 bob, read_only; hashes from `pgjobd ui-passwd --password-stdin`), starts `pgjobd run` with
 exec handlers and drives headless Chromium (chromium-driver, python3-selenium) through the
-pages and actions. Selects elements only by the contract's ids, classes and data
-attributes. Every wait is a condition with a deadline (harness.wait_until), never a sleep.
+pages and actions. Selects elements only by the ids, classes and data attributes that
+the web layer promises for its pages (#job-status, tr[data-job-id], .pause-button, ...). Every wait is a condition with a deadline (harness.wait_until), never a sleep.
 
 PGJOBD_SCREENSHOTS_DIR=docs/screenshots also writes overview.png and job.png (1280x900).
 """
