@@ -9,7 +9,8 @@ writes a config with `ui.listen` on a free loopback port and two users (alice, o
 bob, read_only; hashes from `pgjobd ui-passwd --password-stdin`), starts `pgjobd run` with
 exec handlers and drives headless Chromium (chromium-driver, python3-selenium) through the
 pages and actions. Selects elements only by the ids, classes and data attributes that
-the web layer promises for its pages (#job-status, tr[data-job-id], .pause-button, ...). Every wait is a condition with a deadline (harness.wait_until), never a sleep.
+the web layer promises for its pages (#job-status, tr[data-job-id], .pause-button, ...).
+Every wait is a condition with a deadline (harness.wait_until), never a sleep.
 
 PGJOBD_SCREENSHOTS_DIR=docs/screenshots also writes overview.png and job.png (1280x900).
 """
@@ -677,8 +678,9 @@ class DashboardTest(BrowserCase):
                     # Absolute URLs anywhere (but SVG's namespace), and protocol-relative
                     # ones where a URL goes (attributes, CSS url()).
                     urls = re.findall(r"https?://[^\s\"'<>)]+", text)
-                    urls += re.findall(r"(?:\b(?:src|href|action)=[\"']?|url\([\"']?)(//[^\s\"'<>)]+)",
-                                       text, re.I)
+                    urls += re.findall(
+                        r"(?:\b(?:src|href|action)=[\"']?|url\([\"']?)(//[^\s\"'<>)]+)",
+                        text, re.I)
                     for url in urls:
                         self.assertTrue(url.startswith(("http://www.w3.org/", own)),
                                         f"external URL {url} in {path} or its assets")
