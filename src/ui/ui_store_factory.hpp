@@ -11,7 +11,9 @@
 namespace pgjobd::ui {
 
 // A store reading `database` whose every query gives up after `statement_timeout`.
-// Throws DbError when it cannot be made.
+// `pgjobd run` makes it before the engine waits for the database, so it should connect on
+// first use (and reconnect after a failure, each method throwing DbError meanwhile) rather
+// than need the server now: a throw here stops the daemon from starting.
 std::unique_ptr<UiStore> make_pg_ui_store(const DatabaseConfig& database, Millis statement_timeout);
 
 }  // namespace pgjobd::ui
