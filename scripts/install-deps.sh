@@ -2,7 +2,9 @@
 # Installs the Debian 12 packages pgjobd needs to build, test and run. Quick when they are
 # already there (one dpkg query), so every script can call it. --with-test adds what the
 # test suite's operations checks use (promtool, PyYAML), the fuzz stage (clang-14 with
-# libFuzzer) and the PgBouncer end-to-end test (pgbouncer), --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart.
+# libFuzzer), the PgBouncer end-to-end test (pgbouncer) and the dashboard's browser tests
+# (tests/browser: headless chromium, chromium-driver, python3-selenium), --with-tools the
+# linters, --with-bench gnuplot for bench/run.sh's chart.
 set -euo pipefail
 
 packages=(
@@ -11,12 +13,15 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libcurl4-openssl-dev
   postgresql-15 postgresql-client-15 curl procps
   libhowardhinnant-date-dev tzdata  # IANA time zones for schedules (src/schedule)
+  libcrypt-dev  # libxcrypt: crypt(3) for the dashboard's password hashes (src/ui/auth.cpp)
 )
 for flag in "$@"; do
   case "$flag" in
     # promtool; compose file parsing; clang-14 for the fuzz stage, whose -fsanitize=fuzzer
     # runtime and sanitizers are in libclang-rt-14-dev (only recommended by clang-14).
-    --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer) ;;
+    # chromium, chromium-driver and python3-selenium: tests/browser (Debian's /usr/bin/python3).
+    --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
+                            chromium chromium-driver python3-selenium) ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
     --with-bench) packages+=(gnuplot-nox) ;;  # bench/run.sh renders its chart with gnuplot
   esac

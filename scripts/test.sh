@@ -5,8 +5,9 @@
 #      fails fastest;
 #   0b. fuzz: builds the libFuzzer targets of tests/fuzz (clang-14) and runs each briefly
 #      over its corpus; like lint it needs no database;
-#   1. every test (unit, integration, end-to-end) on the release build;
-#   2. every test again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   1. every test (unit, integration, end-to-end, the dashboard in headless Chromium) on the
+#      release build;
+#   2. every test again but the browser's under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the concurrency tests under ThreadSanitizer.
 # The server is stopped however the tests end. PGJOBD_TEST_STAGES=release limits the stages
 # (e.g. "release asan") for a quicker local loop.
@@ -93,13 +94,14 @@ for stage in $stages; do
     ctest --test-dir build/release --output-on-failure
     ;;
   asan)
-    echo "== ASan+UBSan build: all tests"
+    echo "== ASan+UBSan build: all tests but the browser's"
     build debug-asan
-    # The daemons started by the end-to-end tests inherit these.
+    # The daemons started by the end-to-end tests inherit these. The browser tests
+    # (label `browser`, tests/browser) run in the release stage only.
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
       LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir build/debug-asan --output-on-failure
+      ctest --test-dir build/debug-asan --output-on-failure -LE browser
     ;;
   tsan)
     echo "== TSan build: concurrency tests"

@@ -291,6 +291,14 @@ BEGIN
                      OR (SELECT h.status = 'running' AND h.attempts = sl.attempt
                          FROM %1$I.jobs h WHERE h.id = sl.job_id) IS NOT TRUE
                   ORDER BY sl.slot);
+                -- Slots above a lowered concurrency still hold their running jobs: they
+                -- count against the new limit until those finish.
+                SELECT count(*) INTO n FROM %1$I.pgjobd_limit_slots sl
+                WHERE sl.limit_name = lim.name AND sl.part = substr(pid, length(lim.name) + 2)
+                  AND sl.slot > lim.concurrency AND sl.job_id IS NOT NULL
+                  AND (SELECT h.status = 'running' AND h.attempts = sl.attempt
+                       FROM %1$I.jobs h WHERE h.id = sl.job_id) IS TRUE;
+                free_slots := free_slots[1 : greatest(cardinality(free_slots) - n, 0)];
                 cap := cardinality(free_slots);
                 FOR k IN 1 .. cap LOOP
                   f_id := f_id || pid;

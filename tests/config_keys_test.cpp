@@ -69,6 +69,9 @@ shutdown: {timeout: 0}
 retention: {done: 0, dead: 30d}
 metrics: {listen: "[::1]:0"}
 log: {level: debug, format: json}
+ui: {listen: "127.0.0.1:0", show_payloads: false, refresh: 10s, session_ttl: 1h,
+     statement_timeout: 5s,
+     users: {alice: {password_hash: "$y$j9T$abcdefghijklmnop$0123456789", role: read_only}}}
 handlers: {ping: {builtin: noop}}
 )",
                       "changed.yaml");
@@ -207,11 +210,12 @@ TEST(ConfigReloadTest, EachKeyChangedAloneIsReloadedOrReported) {
 // The classification itself, spelled out: a key moving between live and restart is a
 // decision, which this test makes visible.
 TEST(ConfigReloadTest, RestartOnlyKeysInTableOrder) {
-  EXPECT_EQ(keys_needing_restart(Config{}, everything_changed()),
-            (std::vector<std::string>{"database.url", "database.schema",
-                                      "database.migrate_on_start", "database.synchronous_claims",
-                                      "database.pooler", "database.listen_url",
-                                      "poll.listen_notify", "lease.duration", "metrics.listen"}));
+  EXPECT_EQ(
+      keys_needing_restart(Config{}, everything_changed()),
+      (std::vector<std::string>{"database.url", "database.schema", "database.migrate_on_start",
+                                "database.synchronous_claims", "database.pooler",
+                                "database.listen_url", "poll.listen_notify", "lease.duration",
+                                "metrics.listen", "ui.listen", "ui.statement_timeout"}));
 }
 
 TEST(ConfigReloadTest, ReloadablePartTakesLiveKeysFromNextAndTheRestFromCurrent) {
@@ -222,6 +226,8 @@ TEST(ConfigReloadTest, ReloadablePartTakesLiveKeysFromNextAndTheRestFromCurrent)
   expected.poll.listen_notify = current.poll.listen_notify;
   expected.lease = current.lease;
   expected.metrics = current.metrics;
+  expected.ui.listen = current.ui.listen;
+  expected.ui.statement_timeout = current.ui.statement_timeout;
   Config applied = reloadable_part(current, next);
   EXPECT_TRUE(applied == expected);
   EXPECT_EQ(applied.worker.concurrency, 32);

@@ -218,7 +218,7 @@ TEST(ConfigLoaderTest, UnknownKeyNamesFileLineAndKeyWithSuggestion) {
 TEST(ConfigLoaderTest, UnknownKeyWithoutCloseMatchListsTheAllowedKeys) {
   EXPECT_EQ(problem("\n\nbogus: 1\n"),
             "t.yaml:3: bogus: unknown key (expected one of: database, worker, poll, retry, "
-            "lease, shutdown, retention, metrics, log, handlers, schedules, limits)");
+            "lease, shutdown, retention, metrics, log, ui, handlers, schedules, limits)");
   EXPECT_EQ(problem("worker:\n  queues:\n    mail: {priority: 3}\n"),
             "t.yaml:3: worker.queues.mail.priority: unknown key (expected one of: concurrency)");
 }

@@ -292,6 +292,13 @@ TEST(Limits, ChangingALimitsKeyStartsItsPartitionsAfreshLoweringItLetsRunningJob
   store.sync_limits({{"p", concurrency_limit({"a"}, 1)}}, "test");
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
   EXPECT_EQ(schema.count("status = 'running'"), 3) << "lowering a limit stops nothing";
+  // Slot 1 frees, but slots 2 and 3 (above the new limit) still run: nothing starts.
+  schema.exec("UPDATE {jobs} SET status = 'done' WHERE id = (SELECT min(id) FROM {jobs} "
+              "WHERE status = 'running')");
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty())
+      << "a job started beside jobs held above the lowered limit";
+  schema.exec("UPDATE {jobs} SET status = 'done' WHERE status = 'running'");
+  EXPECT_EQ(store.claim_limited(claim_of(10, {"a"})).jobs.size(), 1U);
   store.sync_limits({{"p", concurrency_limit({"a"}, 1, "user")}}, "test");
   EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_slots")), "0");
 }

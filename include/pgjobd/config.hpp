@@ -96,6 +96,28 @@ struct MetricsConfig {
   bool operator==(const MetricsConfig&) const = default;
 };
 
+// A dashboard user (README "Dashboard"): a crypt(3) hash, never the password itself.
+struct UiUserConfig {
+  std::string password_hash;  // e.g. "$y$j9T$..." from `pgjobd ui-passwd`
+  std::string role;           // "operator" (may act) or "read_only" (may only look)
+
+  bool operator==(const UiUserConfig&) const = default;
+};
+
+// The web dashboard (README "Dashboard"), off unless `listen` is set.
+struct UiConfig {
+  // host:port of the dashboard; empty disables it. A non-loopback address needs users.
+  std::string listen;
+  bool show_payloads = true;               // job pages show payloads (they may hold secrets)
+  Millis refresh{5000};                    // pages refresh themselves this often while visible
+  Millis session_ttl{12LL * 3600 * 1000};  // a login lasts this long
+  Millis statement_timeout{2000};          // every dashboard query gives up after this
+  // name → user. None: no login, which only a loopback `listen` allows.
+  std::map<std::string, UiUserConfig> users;
+
+  bool operator==(const UiConfig&) const = default;
+};
+
 struct LogConfig {
   std::string level = "info";   // trace, debug, info, warn, error, critical, off
   std::string format = "text";  // text or json
@@ -164,6 +186,7 @@ struct Config {
   RetentionConfig retention;
   MetricsConfig metrics;
   LogConfig log;
+  UiConfig ui;
   std::map<std::string, HandlerConfig> handlers;    // job type → handler
   std::map<std::string, ScheduleConfig> schedules;  // schedule name → schedule
   // limit name → limit. Absent (no `limits:` section): this daemon writes no definitions

@@ -81,6 +81,14 @@ int cli_main(int argc, char** argv) {
                         "With --next: ticks after this time (2027-03-28T01:30:00Z, or local "
                         "2027-03-28T03:30:00 in the schedule's time zone; default now)");
 
+  auto* ui = app.add_subcommand("ui", "Serve only the web dashboard (ui.listen), no workers");
+  add_config(ui);
+  bool password_stdin = false;
+  auto* ui_passwd =
+      app.add_subcommand("ui-passwd", "Print a password hash for ui.users (yescrypt)");
+  ui_passwd->add_flag("--password-stdin", password_stdin,
+                      "Read the password from the first line of stdin instead of the terminal");
+
   BenchOptions bench_options;
   bool bench_json = false, no_latency = false, no_idle = false;
   auto* bench = app.add_subcommand("bench", "Measure throughput, latency and idle cost");
@@ -134,6 +142,8 @@ int cli_main(int argc, char** argv) {
     }
     return run_schedules(config_path, next_count, schedule_name, schedule_from);
   }
+  if (*ui) return run_ui(config_path);
+  if (*ui_passwd) return run_ui_passwd(password_stdin);
   if (*bench) {
     bench_options.measure_latency = !no_latency;
     bench_options.measure_idle = !no_idle;

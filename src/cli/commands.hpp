@@ -3,12 +3,17 @@
 // 2 usage or config error.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "db/admin_session.hpp"
+#include "pgjobd/config.hpp"
 
 namespace pgjobd {
+namespace ui {
+class UiServer;
+}
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
@@ -28,6 +33,15 @@ int run_resume(const std::string& config_path, const std::string& queue);
 // ticks of schedule `name` after `from` (now when empty).
 int run_schedules(const std::string& config_path, int next_count, const std::string& name,
                   const std::string& from);
+
+// `pgjobd ui`: the dashboard alone on ui.listen, no workers; SIGHUP reloads its users.
+int run_ui(const std::string& config_path);
+// `pgjobd ui-passwd`: prints a yescrypt hash of a password read from the terminal (twice,
+// not echoed) or, with password_stdin, from the first line of stdin.
+int run_ui_passwd(bool password_stdin);
+// The dashboard of `config.ui` over the configured database, serving until destroyed.
+// Throws when the store or the listener cannot be made.
+std::unique_ptr<ui::UiServer> start_dashboard(const Config& config);
 
 struct BenchOptions;
 // config_given: -c was on the command line (else a missing default file is fine).

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -23,6 +25,7 @@
 #include "log/secrets.hpp"
 #include "pgjobd/engine.hpp"
 #include "systemd/sd_notify.hpp"
+#include "ui/ui_server.hpp"
 
 namespace pgjobd {
 namespace {
@@ -69,7 +72,8 @@ class ShutdownSignal {
 // SIGHUP: re-read the file; apply what can change live; keep the old config in force when
 // the new one is invalid.
 // Returns the status line for systemd.
-std::string reload_config(const std::string& path, Engine& engine) {
+std::string reload_config(const std::string& path, Engine& engine,
+                          const std::function<void(const Config&)>& applied) {
   spdlog::info("SIGHUP received: reloading {}", path);
   Config next;
   try {
@@ -89,6 +93,7 @@ std::string reload_config(const std::string& path, Engine& engine) {
     return "reload rejected; running with the previous config";
   }
   setup_logging(next.log);
+  applied(next);
   spdlog::info("configuration reloaded: {} worker(s), {} handler(s)", next.worker.concurrency,
                next.handlers.size());
   return running_status(next);
@@ -112,6 +117,14 @@ int run_daemon(const std::string& config_path) {
 
   Engine engine(*config);
   ShutdownSignal shutdown;
+  // The dashboard (ui.listen); the signal thread applies reloads to it, so it is reached
+  // under a lock.
+  std::mutex dashboard_mutex;
+  std::unique_ptr<ui::UiServer> dashboard;
+  const auto reload_dashboard = [&](const Config& next) {
+    std::lock_guard lock(dashboard_mutex);
+    if (dashboard) dashboard->apply(next.ui);
+  };
   std::atomic<bool> finished{false};
   std::thread signal_thread([&] {
     int stops = 0;
@@ -122,7 +135,7 @@ int run_daemon(const std::string& config_path) {
       if (sig == SIGHUP) {
         systemd.reloading("reloading " + config_path);
         // systemd keeps the unit "reloading" until READY=1, whatever the outcome.
-        systemd.ready(reload_config(config_path, engine));
+        systemd.ready(reload_config(config_path, engine, reload_dashboard));
         continue;
       }
       ++stops;
@@ -150,12 +163,28 @@ int run_daemon(const std::string& config_path) {
   int code = kExitOk;
   try {
     systemd.status("starting: connecting to the database");
+    // The dashboard before the engine: a port in use or a store that cannot be made stops
+    // the daemon before it claims anything, and while the engine waits for an unreachable
+    // database the dashboard already says so.
+    if (!config->ui.listen.empty()) {
+      std::unique_ptr<ui::UiServer> started = start_dashboard(*config);
+      std::lock_guard lock(dashboard_mutex);
+      dashboard = std::move(started);
+    }
     engine.start();
     if (!shutdown.triggered()) systemd.ready(running_status(*config));
     // Pings keep coming through a drain; they stop only if the claim loop is wedged.
     systemd.start_watchdog([&] { return engine.responsive(); });
     shutdown.wait();
-    engine.drain();
+    {
+      // The dashboard stops alongside the drain (civetweb takes up to 2 s to notice a stop);
+      // the jthread joins however the drain ends.
+      const std::jthread stop_dashboard([&] {
+        std::lock_guard lock(dashboard_mutex);
+        dashboard.reset();
+      });
+      engine.drain();
+    }
     systemd.stop_watchdog();
     if (const int unwritten = engine.unwritten_completions(); unwritten > 0) {
       // Not a clean stop: a supervisor or script must not take it for one.

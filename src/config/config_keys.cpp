@@ -48,6 +48,7 @@ using config_detail::read_handlers;
 using config_detail::read_limits;
 using config_detail::read_queues;
 using config_detail::read_schedules;
+using config_detail::read_ui_users;
 
 constexpr ConfigKey kKeys[] = {
     field<&Config::database, &DatabaseConfig::url>(
@@ -126,6 +127,32 @@ constexpr ConfigKey kKeys[] = {
         "environment variable wins"),
     field<&Config::log, &LogConfig::format>("log.format", "text", kLive,
                                             "`text`, or `json` (one object per line)"),
+    field<&Config::ui, &UiConfig::listen>(
+        "ui.listen", "", kRestart,
+        "`host:port` of the web dashboard (see [Dashboard](#dashboard)); `\"\"` (the default) "
+        "disables it; a non-loopback address needs `users`"),
+    field<&Config::ui, &UiConfig::show_payloads>(
+        "ui.show_payloads", "true", kLive,
+        "job pages show payloads; false hides them (they may hold personal data or secrets)"),
+    field<&Config::ui, &UiConfig::refresh>(
+        "ui.refresh", "5s", kLive,
+        "pages reload themselves this often while the browser tab is visible (≥ `1s`)"),
+    field<&Config::ui, &UiConfig::session_ttl>("ui.session_ttl", "12h", kLive,
+                                               "a login lasts this long (≥ `1m`)"),
+    field<&Config::ui, &UiConfig::statement_timeout>(
+        "ui.statement_timeout", "2s", kRestart,
+        "every dashboard query is cancelled after this (> 0); the page then says the "
+        "database is unavailable"),
+    field<&Config::ui, &UiConfig::users>(
+        "ui.users", "{}", kLive,
+        "dashboard users; none: no login, everyone acts as `anonymous` operator, allowed only "
+        "on a loopback `listen`",
+        &read_ui_users),
+    in_entry("ui.users.NAME.password_hash", "", kLive,
+             "crypt(3) hash of the password (yescrypt `$y$...` from `pgjobd ui-passwd`); "
+             "required"),
+    in_entry("ui.users.NAME.role", "", kLive,
+             "`operator` (may retry, cancel, pause, resume) or `read_only`; required"),
     in_entry("handlers.TYPE", "", kLive,
              "the handler for jobs of this type (none by default): exactly one of `exec`, "
              "`http`, `sql`, `builtin`",

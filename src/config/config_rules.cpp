@@ -312,6 +312,58 @@ void check_limit(const std::string& name, const LimitConfig& limit, Rules& rules
                 "a payload field name of at most 200 bytes, without control characters");
 }
 
+// 127.0.0.0/8, ::1 and localhost: only this machine can connect, so a dashboard there may
+// go without users (anyone who can reach it can reach the database's own port too).
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
+}
+
+// What crypt(3) writes: "$id$" (yescrypt "$y$", bcrypt "$2b$", sha512crypt "$6$", ...) then
+// the setting and hash in its alphabet. Checked here so that a password pasted in place of
+// its hash is refused at start rather than turning every login away.
+bool is_crypt_hash(std::string_view hash) {
+  if (hash.size() < 10 || hash.front() != '$') return false;
+  if (std::count(hash.begin(), hash.end(), '$') < 3) return false;
+  return std::all_of(hash.begin(), hash.end(), [](char c) {
+    return (static_cast<unsigned char>(c) < 0x80 && std::isalnum(static_cast<unsigned char>(c))) ||
+           c == '.' || c == '/' || c == '$' || c == '=' || c == ',' || c == '-';
+  });
+}
+
+bool is_user_name(std::string_view name) {
+  return !name.empty() && name.size() <= 100 && std::all_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) > 0x20 && c != 0x7f;
+  });
+}
+
+void check_ui(const UiConfig& ui, Rules& rules) {
+  std::string listen = listen_problem(ui.listen);
+  rules.require(listen.empty(), "ui.listen", listen);
+  if (listen.empty() && !ui.listen.empty()) {
+    std::string_view host = std::string_view(ui.listen).substr(0, ui.listen.rfind(':'));
+    rules.require(!ui.users.empty() || is_loopback_host(host), "ui.users",
+                  "the dashboard listens on " + quoted(ui.listen) +
+                      ", which is not a loopback address: configure at least one user in "
+                      "ui.users (pgjobd ui-passwd makes the password_hash)",
+                  "ui.listen");
+  }
+  rules.require(ui.refresh >= Millis(1000), "ui.refresh",
+                "must be at least 1s, got " + format_duration(ui.refresh));
+  rules.require(ui.session_ttl >= Millis(60000), "ui.session_ttl",
+                "must be at least 1m, got " + format_duration(ui.session_ttl));
+  rules.require(ui.statement_timeout > Millis(0), "ui.statement_timeout", "must be more than 0");
+  for (const auto& [name, user] : ui.users) {
+    std::string key = "ui.users." + name;
+    rules.require(is_user_name(name), key,
+                  "a user name is 1 to 100 printable characters without spaces");
+    rules.require(user.role == "operator" || user.role == "read_only", key + ".role",
+                  "unknown role " + quoted(user.role) + " (use operator or read_only)");
+    rules.require(is_crypt_hash(user.password_hash), key + ".password_hash",
+                  "not a crypt(3) hash such as $y$j9T$...: store the output of `pgjobd "
+                  "ui-passwd`, never the password itself");
+  }
+}
+
 }  // namespace
 
 void check_config(const Config& config, Diagnostics& diag) {
@@ -320,6 +372,7 @@ void check_config(const Config& config, Diagnostics& diag) {
   check_worker(config.worker, rules);
   check_timing(config, rules);
   check_output(config, rules);
+  check_ui(config.ui, rules);
   for (const auto& [type, handler] : config.handlers) {
     check_handler(type, handler, rules);
   }

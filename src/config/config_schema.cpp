@@ -92,6 +92,25 @@ void read_queues(YamlSection& worker, std::string_view key, Config& config) {
   }
 }
 
+void read_ui_users(YamlSection& ui, std::string_view key, Config& config) {
+  YamlSection users = ui.section(key);
+  if (!users.present()) return;
+  for (const YamlSection::Entry& entry : users.entries()) {
+    YamlSection user(entry.value, users.path_of(entry.key), entry.key_line, users.diag());
+    UiUserConfig& out = config.ui.users[entry.key];
+    if (user.is_map() && user.find("password_hash") == nullptr) {
+      user.diag().add(user.line(), user.path_of("password_hash"),
+                      "missing (make one with `pgjobd ui-passwd`)");
+    }
+    if (user.is_map() && user.find("role") == nullptr) {
+      user.diag().add(user.line(), user.path_of("role"), "missing (operator or read_only)");
+    }
+    user.read("password_hash", out.password_hash);
+    user.read("role", out.role);
+    user.report_unknown_keys();
+  }
+}
+
 void read_handlers(YamlSection& handlers, std::string_view /*key: TYPE*/, Config& config) {
   for (const YamlSection::Entry& entry : handlers.entries()) {
     YamlSection handler(entry.value, handlers.path_of(entry.key), entry.key_line, handlers.diag());

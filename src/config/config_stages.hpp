@@ -20,6 +20,8 @@ class YamlSection;
 // (every queue and its settings) and every entry of `handlers` (`key` is "TYPE").
 void read_queues(YamlSection& worker, std::string_view key, Config& config);
 void read_handlers(YamlSection& handlers, std::string_view key, Config& config);
+// Every entry of `ui.users` (`key` is "users"), each user's hash and role.
+void read_ui_users(YamlSection& ui, std::string_view key, Config& config);
 // Every entry of `schedules` (`key` is "NAME"), its payload turned into JSON text.
 void read_schedules(YamlSection& schedules, std::string_view key, Config& config);
 

@@ -1,0 +1,176 @@
+// Escaping and formatting for the dashboard's pages.
+#include "ui/html.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+namespace pgjobd::ui {
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0 if it is not one. Overlong
+// forms and surrogates are invalid too: browsers would otherwise read them differently.
+std::size_t utf8_sequence(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t length = 0;
+  unsigned char min_second = 0x80, max_second = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) min_second = 0xA0;
+    if (lead == 0xED) max_second = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) min_second = 0x90;
+    if (lead == 0xF4) max_second = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < min_second || byte(i + 1) > max_second) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      const std::size_t length = utf8_sequence(text, i);
+      if (length == 0) {
+        out += kReplacement;
+        ++i;
+      } else {
+        out.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '\n':
+      case '\t':
+      case '\r':
+        out += c;
+        break;
+      default:
+        if (u < 0x20 || u == 0x7F) {
+          out += kReplacement;
+        } else {
+          out += c;
+        }
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::string format_thousands(std::int64_t value) {
+  const bool negative = value < 0;
+  // Through unsigned so that INT64_MIN has a magnitude too.
+  std::uint64_t magnitude =
+      negative ? ~static_cast<std::uint64_t>(value) + 1 : static_cast<std::uint64_t>(value);
+  std::string digits = std::to_string(magnitude);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string format_count(const BoundedCount& count) {
+  return format_thousands(count.value) + (count.at_least ? "+" : "");
+}
+
+std::string format_age(double seconds) {
+  if (!(seconds > 0)) return "0s";  // NaN too
+  const auto total = static_cast<std::int64_t>(std::llround(std::min(seconds, 1e15)));
+  const std::int64_t days = total / 86400, hours = total % 86400 / 3600,
+                     minutes = total % 3600 / 60, secs = total % 60;
+  if (days > 0) return format_thousands(days) + "d " + std::to_string(hours) + "h";
+  if (hours > 0) return std::to_string(hours) + "h " + std::to_string(minutes) + "m";
+  if (minutes > 0) return std::to_string(minutes) + "m " + std::to_string(secs) + "s";
+  return std::to_string(secs) + "s";
+}
+
+std::string url_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x80 && std::isalnum(u) != 0) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    }
+  }
+  return out;
+}
+
+std::string url_decode(std::string_view text) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 &&
+               hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> parse_form(std::string_view text) {
+  std::map<std::string, std::vector<std::string>> fields;
+  while (!text.empty()) {
+    const std::size_t amp = text.find('&');
+    std::string_view pair = text.substr(0, amp);
+    text = amp == std::string_view::npos ? std::string_view() : text.substr(amp + 1);
+    if (pair.empty()) continue;
+    const std::size_t eq = pair.find('=');
+    std::string name = url_decode(pair.substr(0, eq));
+    std::string value = eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1));
+    fields[name].push_back(std::move(value));
+  }
+  return fields;
+}
+
+}  // namespace pgjobd::ui

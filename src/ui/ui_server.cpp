@@ -1,0 +1,162 @@
+// civetweb glue for the dashboard: a context of its own (not the /metrics Exposer's), every
+// request handled in begin_request and passed to the Dashboard as a Request.
+#include "ui/ui_server.hpp"
+
+#include <civetweb.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ui/dashboard.hpp"
+
+namespace pgjobd::ui {
+
+struct UiServer::State {
+  explicit State(const UiConfig& config, std::unique_ptr<UiStore> store)
+      : dashboard(config, std::move(store)) {}
+  Dashboard dashboard;
+  mg_context* context = nullptr;
+  int port = 0;
+};
+
+namespace {
+
+// Sent with every answer: no framing by other sites, nothing loaded from elsewhere, no
+// content sniffing, and Referer only to this dashboard itself (the POST check reads it).
+void add_security_headers(mg_connection* conn) {
+  mg_response_header_add(conn, "Content-Security-Policy",
+                         "default-src 'self'; frame-ancestors 'none'; form-action 'self'; "
+                         "base-uri 'none'",
+                         -1);
+  mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
+  mg_response_header_add(conn, "X-Frame-Options", "DENY", -1);
+  mg_response_header_add(conn, "Referrer-Policy", "same-origin", -1);
+}
+
+void send(mg_connection* conn, const Response& response, bool head) {
+  mg_response_header_start(conn, response.status);
+  add_security_headers(conn);
+  mg_response_header_add(conn, "Content-Type", response.content_type.c_str(), -1);
+  bool cache_set = false;
+  for (const auto& [name, value] : response.headers) {
+    mg_response_header_add(conn, name.c_str(), value.c_str(), -1);
+    cache_set = cache_set || name == "Cache-Control";
+  }
+  if (!cache_set) mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  mg_response_header_add(conn, "Content-Length", std::to_string(response.body.size()).c_str(), -1);
+  mg_response_header_send(conn);
+  if (!head) mg_write(conn, response.body.data(), response.body.size());
+}
+
+std::optional<std::string> header(mg_connection* conn, const char* name) {
+  const char* value = mg_get_header(conn, name);
+  return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+}
+
+// Reads the body up to Dashboard::kMaxBody; false when it is longer.
+bool read_body(mg_connection* conn, std::string& body) {
+  char buffer[8192];
+  while (true) {
+    const int got = mg_read(conn, buffer, sizeof buffer);
+    if (got <= 0) return true;
+    if (body.size() + static_cast<std::size_t>(got) > Dashboard::kMaxBody) return false;
+    body.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+int begin_request(mg_connection* conn) {
+  auto* state = static_cast<UiServer::State*>(mg_get_user_data(mg_get_context(conn)));
+  const mg_request_info* info = mg_get_request_info(conn);
+  Request request;
+  request.method = info->request_method != nullptr ? info->request_method : "";
+  // The decoded path before civetweb's clean-up, so that a queue name with "/" or ".."
+  // in it reaches the route as it is.
+  const char* path = info->local_uri_raw != nullptr ? info->local_uri_raw : info->local_uri;
+  request.path = path != nullptr ? path : "";
+  request.query = info->query_string != nullptr ? info->query_string : "";
+  request.host = header(conn, "Host").value_or("");
+  request.origin = header(conn, "Origin");
+  request.referer = header(conn, "Referer");
+  request.remote_address = info->remote_addr;
+  if (const char* cookies = mg_get_header(conn, "Cookie")) {
+    char value[256];
+    if (mg_get_cookie(cookies, kSessionCookie, value, sizeof value) > 0) {
+      request.session_id = value;
+    }
+  }
+  if (request.method == "POST" && !read_body(conn, request.body)) {
+    Response response;
+    response.status = 413;
+    response.content_type = "text/plain; charset=utf-8";
+    response.body = "request body too large\n";
+    send(conn, response, false);
+    return 413;
+  }
+  Response response;
+  try {
+    response = state->dashboard.handle(request);
+  } catch (const std::exception& e) {
+    // Rendering itself failed (out of memory, a random source gone): still an answer.
+    spdlog::error("dashboard: {} {}: {}", request.method, request.path, e.what());
+    response.status = 500;
+    response.content_type = "text/plain; charset=utf-8";
+    response.body = "internal error\n";
+  }
+  send(conn, response, request.method == "HEAD");
+  return response.status;
+}
+
+// civetweb's own messages (a refused connection, a bad request line) go to our log.
+int log_message(const mg_connection* /*conn*/, const char* message) {
+  spdlog::debug("dashboard http: {}", message);
+  return 1;
+}
+
+// civetweb takes numeric addresses only.
+std::string civetweb_listen(const std::string& listen) {
+  if (listen.starts_with("localhost:")) return "127.0.0.1" + listen.substr(9);
+  return listen;
+}
+
+}  // namespace
+
+UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
+    : state_(std::make_unique<State>(config, std::move(store))) {
+  mg_init_library(0);
+  const std::string ports = civetweb_listen(config.listen);
+  const char* options[] = {"listening_ports", ports.c_str(), "num_threads", "4",
+                           // A client that sends its request slowly holds one of the
+                           // four threads at most this long.
+                           "request_timeout_ms", "10000", nullptr};
+  mg_callbacks callbacks{};
+  callbacks.begin_request = &begin_request;
+  callbacks.log_message = &log_message;
+  state_->context = mg_start(&callbacks, state_.get(), options);
+  if (state_->context == nullptr) {
+    mg_exit_library();
+    throw std::runtime_error("dashboard: cannot listen on " + config.listen);
+  }
+  mg_server_port listening[4];
+  const int count = mg_get_server_ports(state_->context, 4, listening);
+  if (count < 1) {
+    mg_stop(state_->context);
+    mg_exit_library();
+    throw std::runtime_error("dashboard: cannot listen on " + config.listen + ": no port");
+  }
+  state_->port = listening[0].port;
+}
+
+UiServer::~UiServer() {
+  // Takes up to 2 s: civetweb's listening thread notices the stop between polls.
+  mg_stop(state_->context);
+  mg_exit_library();
+}
+
+int UiServer::port() const { return state_->port; }
+
+void UiServer::apply(const UiConfig& config) { state_->dashboard.apply(config); }
+
+}  // namespace pgjobd::ui
