@@ -178,6 +178,16 @@ TEST_F(UiServerTest, WrongPasswordIs401AndSetsNoCookie) {
   }
 }
 
+TEST_F(UiServerTest, RepeatedFailedLoginsAreThrottled) {
+  for (int i = 0; i < LoginThrottle::kMaxFailures; ++i) {
+    EXPECT_EQ(post("/login", "user=alice&password=guess" + std::to_string(i), "").status, 401);
+  }
+  HttpResult refused = post("/login", "user=alice&password=alice-secret", "");
+  EXPECT_EQ(refused.status, 429) << "even the right password waits out the window";
+  EXPECT_EQ(refused.header("retry-after"), "300");
+  EXPECT_EQ(refused.header("set-cookie"), "");
+}
+
 TEST_F(UiServerTest, LoginSetsAStrictHttpOnlyCookie) {
   HttpResult result = post("/login", "user=alice&password=alice-secret", "");
   ASSERT_EQ(result.status, 303) << result.body;
