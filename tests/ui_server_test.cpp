@@ -517,6 +517,10 @@ TEST_F(UiServerTest, AssetsAreServedWithTheirTypes) {
   EXPECT_EQ(js.header("content-type"), "text/javascript; charset=utf-8");
   EXPECT_NE(js.body.find("visibilityState"), std::string::npos);
   EXPECT_EQ(request("DELETE", "/jobs/3").status, 405);
+  HttpResult head = request("HEAD", "/ui/app.css");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("content-length"), std::to_string(css.body.size()));
+  EXPECT_TRUE(head.body.empty());
   EXPECT_EQ(get("/favicon.ico").status, 204) << "no login redirect for the browser's icon";
 }
 
