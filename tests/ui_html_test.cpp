@@ -138,6 +138,17 @@ TEST(UiAuthTest, SessionsExpireAndMakeRoom) {
   table.set_flash(a.id, "ignored");
 }
 
+TEST(UiAuthTest, ThrottleCountsFailuresPerAddressAndForgetsOnSuccess) {
+  LoginThrottle throttle;
+  for (int i = 0; i < LoginThrottle::kMaxFailures - 1; ++i) throttle.failed("10.0.0.1");
+  EXPECT_TRUE(throttle.allowed("10.0.0.1"));
+  throttle.failed("10.0.0.1");
+  EXPECT_FALSE(throttle.allowed("10.0.0.1"));
+  EXPECT_TRUE(throttle.allowed("10.0.0.2")) << "per address";
+  throttle.succeeded("10.0.0.1");
+  EXPECT_TRUE(throttle.allowed("10.0.0.1"));
+}
+
 TEST(UiPagesTest, HostileValuesAreEscapedOnEveryPage) {
   const std::string evil = "<script>alert(1)</script>\"'&";
   PageContext context;

@@ -178,6 +178,16 @@ TEST_F(UiServerTest, WrongPasswordIs401AndSetsNoCookie) {
   }
 }
 
+TEST_F(UiServerTest, RepeatedFailedLoginsAreThrottled) {
+  for (int i = 0; i < LoginThrottle::kMaxFailures; ++i) {
+    EXPECT_EQ(post("/login", "user=alice&password=guess" + std::to_string(i), "").status, 401);
+  }
+  HttpResult refused = post("/login", "user=alice&password=alice-secret", "");
+  EXPECT_EQ(refused.status, 429) << "even the right password waits out the window";
+  EXPECT_EQ(refused.header("retry-after"), "300");
+  EXPECT_EQ(refused.header("set-cookie"), "");
+}
+
 TEST_F(UiServerTest, LoginSetsAStrictHttpOnlyCookie) {
   HttpResult result = post("/login", "user=alice&password=alice-secret", "");
   ASSERT_EQ(result.status, 303) << result.body;
@@ -507,6 +517,10 @@ TEST_F(UiServerTest, AssetsAreServedWithTheirTypes) {
   EXPECT_EQ(js.header("content-type"), "text/javascript; charset=utf-8");
   EXPECT_NE(js.body.find("visibilityState"), std::string::npos);
   EXPECT_EQ(request("DELETE", "/jobs/3").status, 405);
+  HttpResult head = request("HEAD", "/ui/app.css");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.header("content-length"), std::to_string(css.body.size()));
+  EXPECT_TRUE(head.body.empty());
   EXPECT_EQ(get("/favicon.ico").status, 204) << "no login redirect for the browser's icon";
 }
 

@@ -141,4 +141,37 @@ std::size_t SessionTable::size() {
   return sessions_.size();
 }
 
+bool LoginThrottle::allowed(const std::string& address) {
+  std::lock_guard lock(mutex_);
+  auto found = records_.find(address);
+  if (found == records_.end()) return true;
+  if (Clock::now() - found->second.window_start >= kWindow) {
+    records_.erase(found);
+    return true;
+  }
+  return found->second.failures < kMaxFailures;
+}
+
+void LoginThrottle::failed(const std::string& address) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(mutex_);
+  // Old windows go first, so that a scan of many addresses cannot grow the map for ever.
+  if (records_.size() >= 10000) {
+    std::erase_if(records_,
+                  [&](const auto& entry) { return now - entry.second.window_start >= kWindow; });
+    if (records_.size() >= 10000) records_.clear();
+  }
+  Record& record = records_[address];
+  if (record.failures == 0 || now - record.window_start >= kWindow) {
+    record.failures = 0;
+    record.window_start = now;
+  }
+  ++record.failures;
+}
+
+void LoginThrottle::succeeded(const std::string& address) {
+  std::lock_guard lock(mutex_);
+  records_.erase(address);
+}
+
 }  // namespace pgjobd::ui

@@ -65,4 +65,27 @@ class SessionTable {
   std::size_t max_sessions_;
 };
 
+// Failed logins per client address: after kMaxFailures within kWindow, that address may
+// not try again until the window has passed. Bounds password guessing to a few tries a
+// minute instead of what yescrypt's cost alone allows. Behind a proxy every client shares
+// the proxy's address, so one guesser there locks everyone out for a while: the safer side.
+class LoginThrottle {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kMaxFailures = 10;
+  static constexpr std::chrono::minutes kWindow{5};
+
+  bool allowed(const std::string& address);
+  void failed(const std::string& address);
+  void succeeded(const std::string& address);
+
+ private:
+  struct Record {
+    int failures = 0;
+    Clock::time_point window_start;
+  };
+  std::mutex mutex_;
+  std::map<std::string, Record> records_;
+};
+
 }  // namespace pgjobd::ui

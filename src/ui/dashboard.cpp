@@ -315,6 +315,15 @@ Response Dashboard::login(const Request& request, const UiConfig& config) {
     return error_page(nullptr, config, 403, "this form must be sent from this dashboard's pages");
   }
   if (config.users.empty()) return redirect("/");
+  if (!login_throttle_.allowed(request.remote_address)) {
+    spdlog::warn("dashboard: login from {} refused: too many failed attempts",
+                 request.remote_address);
+    Response response;
+    response.status = 429;
+    response.headers.emplace_back("Retry-After", "300");
+    response.body = render_login(true, "");
+    return response;
+  }
   const Form form = parse_form(request.body);
   const std::string name = first(form, "user");
   const std::string password = first(form, "password");
@@ -328,12 +337,14 @@ Response Dashboard::login(const Request& request, const UiConfig& config) {
     verify_password(kDummy, password);
   }
   if (!ok) {
+    login_throttle_.failed(request.remote_address);
     spdlog::warn("dashboard: failed login for user '{}' from {}", name, request.remote_address);
     Response response;
     response.status = 401;
     response.body = render_login(true, name);
     return response;
   }
+  login_throttle_.succeeded(request.remote_address);
   // A fresh id at login: a session id planted before it is worth nothing after it.
   if (!request.session_id.empty()) sessions_.erase(request.session_id);
   const Session session = sessions_.create(name, config.session_ttl);

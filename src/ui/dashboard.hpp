@@ -63,6 +63,7 @@ class Dashboard {
   bool loopback_only_;  // the listen address is loopback: Host must be too
 
   SessionTable sessions_;
+  LoginThrottle login_throttle_;
 
   // UiStore is used by one thread at a time; civetweb serves on several.
   std::mutex store_mutex_;
