@@ -1,0 +1,571 @@
+// End-to-end: concurrency and rate limits across daemons (issue 13, README "Limits").
+// Every handler here is a /bin/sh script that appends a "start" line before its work and an
+// "end" line after it, each a short append (O_APPEND, one write: atomic), with its own
+// `date +%s%N`. A child records its start after its claim and its end before the daemon
+// frees the slot, so the children's intervals lie inside the slots' intervals: the overlap
+// they show is a lower bound of the real slot use, and a limit that is exceeded shows.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/daemon_process.hpp"
+#include "support/test_database.hpp"
+#include "support/wait_until.hpp"
+
+namespace pgjobd::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::int64_t kNsPerSecond = 1'000'000'000;
+
+// The clock of `date +%s%N` in the handlers.
+std::int64_t epoch_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double seconds_since(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }
+
+// A script that records its run around `body` in `file`: lines
+// "start|end <epoch ns> <job id> <attempt> <tag> <shell pid>". `tag` is shell text: "$0" is
+// the name given after the script (see named_exec), "$u" a variable that `body_prefix` set.
+std::string recorded(const std::string& file, const std::string& body,
+                     const std::string& tag = "$0", const std::string& body_prefix = "") {
+  const std::string f = shell_quote(file);
+  const std::string fields = " $PGJOBD_JOB_ID $PGJOBD_JOB_ATTEMPT " + tag + " $$";
+  return body_prefix + "echo \"start $(date +%s%N)" + fields + "\" >> " + f + "; " + body +
+         "; echo \"end $(date +%s%N)" + fields + "\" >> " + f;
+}
+
+// handlers.<type> value: `sh -c SCRIPT NAME`, so $0 is NAME in the script.
+std::string named_exec(const std::string& script, const std::string& name) {
+  return "{exec: [/bin/sh, -c, " + yaml_quote(script) + ", " + name + "]}";
+}
+
+// The payload's "user" (the job's payload is the handler's stdin), "-" when there is none.
+const std::string kReadUser = "u=$(sed -n 's/.*\"user\": *\"\\([^\"]*\\)\".*/\\1/p'); u=${u:--}; ";
+
+struct Run {
+  std::int64_t id = 0;
+  int attempt = 0;
+  std::string tag;
+  long pid = 0;
+  std::int64_t start = 0;  // epoch ns; 0 when there is no start line
+  std::int64_t end = 0;    // epoch ns; 0 when there is no end line (yet)
+};
+
+// The runs recorded in `path`, one per (job id, attempt), by start.
+std::vector<Run> read_runs(const std::string& path) {
+  std::map<std::pair<std::int64_t, int>, Run> by_attempt;
+  for (const std::string& line : read_lines(path)) {
+    std::istringstream words(line);
+    std::string kind;
+    Run fields;
+    std::int64_t ns = 0;
+    if (!(words >> kind >> ns >> fields.id >> fields.attempt >> fields.tag >> fields.pid)) {
+      ADD_FAILURE() << "unreadable line in " << path << ": " << line;
+      continue;
+    }
+    Run& run = by_attempt[{fields.id, fields.attempt}];
+    run.id = fields.id;
+    run.attempt = fields.attempt;
+    run.tag = fields.tag;
+    run.pid = fields.pid;
+    if (kind == "start") {
+      EXPECT_EQ(run.start, 0) << "two starts of job " << run.id << " attempt " << run.attempt;
+      run.start = ns;
+    } else {
+      EXPECT_EQ(run.end, 0) << "two ends of job " << run.id << " attempt " << run.attempt;
+      run.end = ns;
+    }
+  }
+  std::vector<Run> runs;
+  for (auto& [key, run] : by_attempt) runs.push_back(run);
+  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+  return runs;
+}
+
+std::vector<Run> with_tag(const std::vector<Run>& runs, const std::string& tag) {
+  std::vector<Run> out;
+  for (const Run& run : runs) {
+    if (run.tag == tag) out.push_back(run);
+  }
+  return out;
+}
+
+std::size_t count_starts(const std::string& path) {
+  std::size_t n = 0;
+  for (const std::string& line : read_lines(path)) n += line.rfind("start ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+// The most runs in progress at one time. A run without an end line counts as running until
+// `open_until`. At equal times an end comes before a start (a slot freed, then taken).
+int max_overlap(const std::vector<Run>& runs,
+                std::int64_t open_until = std::numeric_limits<std::int64_t>::max()) {
+  std::vector<std::pair<std::int64_t, int>> events;
+  for (const Run& run : runs) {
+    events.emplace_back(run.start, +1);
+    events.emplace_back(run.end != 0 ? run.end : open_until, -1);
+  }
+  std::sort(events.begin(), events.end());
+  int now = 0;
+  int most = 0;
+  for (const auto& [time, delta] : events) {
+    now += delta;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+// Samples how many jobs matching `where` the table shows running, keeping the maximum.
+class RunningSampler {
+ public:
+  RunningSampler(TestSchema& schema, std::string where)
+      : schema_(schema), where_("status = 'running' AND (" + std::move(where) + ")") {}
+  std::int64_t sample() {
+    const std::int64_t n = schema_.count(where_);
+    most_ = std::max(most_, n);
+    ++samples_;
+    return n;
+  }
+  std::int64_t most() const { return most_; }
+  int samples() const { return samples_; }
+
+ private:
+  TestSchema& schema_;
+  std::string where_;
+  std::int64_t most_ = 0;
+  int samples_ = 0;
+};
+
+void stop_all(std::vector<std::unique_ptr<DaemonProcess>>& daemons) {
+  for (auto& daemon : daemons) daemon->signal(SIGTERM);
+  for (auto& daemon : daemons) EXPECT_EQ(daemon->wait_for_exit(20s), 0) << daemon->log();
+}
+
+const char* const kPartnerLimit = "{partner_api: {types: [call_partner], concurrency: 3}}";
+
+// 60 jobs of 0.5 s under `concurrency: 3` on three daemons of 8 workers each: never more than
+// 3 at once (a per-daemon limit would allow 9), 3 at once at some point (the limit is used,
+// not just respected), and so 60 × 0.5 s / 3 = 10 s in all.
+TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
+  constexpr int kJobs = 60;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script = recorded(runs_file, "sleep 0.5");
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (const std::string name : {"d1", "d2", "d3"}) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", kPartnerLimit)
+        .handler("call_partner", named_exec(script, name));
+    daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
+  }
+  for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+
+  RunningSampler running(schema, "type = 'call_partner'");
+  const auto started = Clock::now();
+  schema.insert_jobs("call_partner", kJobs);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      60s))
+      << table_summary(schema) << "; most running at once: " << running.most();
+  const double wall = seconds_since(started);
+
+  const std::vector<Run> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
+  for (const Run& run : runs) EXPECT_NE(run.end, 0) << "job " << run.id << " has no end line";
+  const int overlap = max_overlap(runs);
+  std::map<std::string, int> per_daemon;
+  for (const Run& run : runs) ++per_daemon[run.tag];
+  std::printf(
+      "[ limits ] concurrency 3, 3 daemons × 8 workers: %d jobs of 0.5 s in %.2f s, max overlap "
+      "%d (children's timestamps), max running %lld (%d table samples); by d1/d2/d3: %d/%d/%d\n",
+      kJobs, wall, overlap, static_cast<long long>(running.most()), running.samples(),
+      per_daemon["d1"], per_daemon["d2"], per_daemon["d3"]);
+  RecordProperty("concurrency_wall_ms", std::to_string(static_cast<int>(wall * 1000)));
+  EXPECT_LE(overlap, 3) << "the limit was exceeded";
+  EXPECT_GE(overlap, 3) << "the limit was never reached";
+  EXPECT_LE(running.most(), 3) << "the table showed more than 3 running";
+  EXPECT_GE(wall, 9.0) << "60 runs of 0.5 s, 3 at a time, take at least 10 s";
+  EXPECT_LE(wall, 20.0) << "slots stay unused for long";
+  EXPECT_EQ(schema.count("attempts <> 1"), 0) << "a limited claim should not cost an attempt";
+  stop_all(daemons);
+}
+
+// 50 starts under `rate: 10/s, burst: 10` on three daemons: in every window [t, t + w] of
+// start times at most burst + rate × w starts, plus one. The one: a start time is taken by
+// the child (date, after fork and exec) some milliseconds after its claim took the token,
+// and that delay varies, so two claims 100 ms apart (one token) can be recorded a few
+// milliseconds closer; one token of slack covers a jitter of up to 1 / rate = 100 ms.
+// The first 10 start at once (a full bucket), the other 40 at 10/s: about 4 s.
+TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
+  constexpr int kJobs = 50;
+  constexpr double kRate = 10.0;
+  constexpr double kBurst = 10.0;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script = recorded(runs_file, "true");
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (const std::string name : {"d1", "d2", "d3"}) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{mail: {types: [send_email], rate: 10/s, burst: 10}}")
+        .handler("send_email", named_exec(script, name));
+    daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
+  }
+  for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+
+  const auto started = Clock::now();
+  schema.insert_jobs("send_email", kJobs);
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == kJobs; }, 40s))
+      << table_summary(schema) << "; starts so far: " << count_starts(runs_file);
+  const double wall = seconds_since(started);
+
+  const std::vector<Run> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
+  std::vector<double> starts;
+  for (const Run& run : runs) starts.push_back(seconds(run.start - runs.front().start));
+  // The worst window: the most starts above burst + rate × width.
+  double worst_excess = -kBurst;
+  std::size_t worst_i = 0;
+  std::size_t worst_j = 0;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    for (std::size_t j = i; j < starts.size(); ++j) {
+      const double excess =
+          static_cast<double>(j - i + 1) - (kBurst + kRate * (starts[j] - starts[i]));
+      if (excess > worst_excess) {
+        worst_excess = excess;
+        worst_i = i;
+        worst_j = j;
+      }
+    }
+  }
+  int most_in_a_second = 0;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const auto last = std::upper_bound(starts.begin(), starts.end(), starts[i] + 1.0);
+    most_in_a_second = std::max(most_in_a_second, static_cast<int>(last - starts.begin() - i));
+  }
+  const double span = starts.back() - starts.front();
+  std::ostringstream first_starts;
+  for (std::size_t i = 0; i < std::min<std::size_t>(starts.size(), 14); ++i)
+    first_starts << (i ? " " : "") << static_cast<int>(starts[i] * 1000);
+  std::printf(
+      "[ limits ] rate 10/s burst 10, 3 daemons: %d starts over %.2f s (wall %.2f s); worst "
+      "window %zu..%zu: %zu starts in %.3f s, %.2f above burst + rate × w; most in any 1 s: "
+      "%d; first starts (ms): %s\n",
+      kJobs, span, wall, worst_i, worst_j, worst_j - worst_i + 1, starts[worst_j] - starts[worst_i],
+      worst_excess, most_in_a_second, first_starts.str().c_str());
+  EXPECT_LE(worst_excess, 1.0) << "starts " << worst_i << ".." << worst_j << " exceed the bucket";
+  EXPECT_GE(span, 3.5) << "40 starts beyond the burst at 10/s take 4 s";
+  EXPECT_LE(span, 8.0) << "tokens stay unused for long";
+  EXPECT_EQ(schema.count("attempts <> 1"), 0) << "a throttled claim should not cost an attempt";
+  stop_all(daemons);
+}
+
+// `key: user, concurrency: 1` with 5 users × 10 jobs of 0.2 s, inserted user by user: never
+// two runs of one user at once, and the users take turns: each starts its first job within
+// about a second, before any user has finished all of its jobs.
+TEST(LimitsE2E, KeyedLimitRunsOneJobPerUserAndAllUsersProgress) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script = recorded(runs_file, "sleep 0.2", "$u", kReadUser);
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (const std::string name : {"d1", "d2"}) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{per_user: {types: [sync_user], key: user, concurrency: 1}}")
+        .handler("sync_user", named_exec(script, name));
+    daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
+  }
+  for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+
+  const auto started = Clock::now();
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'sync_user', jsonb_build_object('user', 'u' || "
+      "u, 'n', n) FROM generate_series(1, 5) u, generate_series(1, 10) n ORDER BY u, n");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 50; }, 40s))
+      << table_summary(schema);
+  const double wall = seconds_since(started);
+
+  const std::vector<Run> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), 50u);
+  const std::int64_t t0 = runs.front().start;
+  std::int64_t first_finisher = std::numeric_limits<std::int64_t>::max();
+  std::map<std::string, std::vector<Run>> per_user;
+  for (const std::string user : {"u1", "u2", "u3", "u4", "u5"}) {
+    per_user[user] = with_tag(runs, user);
+    ASSERT_EQ(per_user[user].size(), 10u) << user;
+    std::int64_t last_end = 0;
+    for (const Run& run : per_user[user]) last_end = std::max(last_end, run.end);
+    first_finisher = std::min(first_finisher, last_end);
+  }
+  std::ostringstream firsts;
+  for (auto& [user, user_runs] : per_user) {
+    const double first = seconds(user_runs.front().start - t0);
+    firsts << " " << user << "=" << static_cast<int>(first * 1000) << "ms";
+    EXPECT_EQ(max_overlap(user_runs), 1) << user << " ran two jobs at once";
+    EXPECT_LE(first, 1.0) << user << " waited for its first run";
+    EXPECT_LT(user_runs.front().start, first_finisher)
+        << user << " started only after another user had finished all of its jobs";
+  }
+  const int overlap = max_overlap(runs);
+  std::printf(
+      "[ limits ] keyed concurrency 1, 5 users × 10 jobs of 0.2 s: done in %.2f s, max overlap "
+      "%d; first start per user:%s; first user done after %.2f s\n",
+      wall, overlap, firsts.str().c_str(), seconds(first_finisher - t0));
+  EXPECT_EQ(overlap, 5) << "the five users should run side by side";
+  EXPECT_LE(wall, 15.0) << "one user at a time takes 10 s; side by side about 2-4 s";
+  stop_all(daemons);
+}
+
+// 1,000 due jobs of user "a" (concurrency 1: one runs, 999 wait) are older than a job of
+// user "b" and a job of an unlimited type: neither waits behind a's jobs.
+TEST(LimitsE2E, SaturatedPartitionDoesNotBlockOtherJobs) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  DaemonYaml yaml(schema.name());
+  yaml.set("worker", "{concurrency: 4}")
+      .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+      .set("limits", "{per_user: {types: [sync_user], key: user, concurrency: 1}}")
+      .handler("sync_user", named_exec(recorded(runs_file, "sleep 1", "$u", kReadUser), "d1"))
+      .handler("report", named_exec(recorded(runs_file, "true", "other"), "d1"));
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'sync_user', jsonb_build_object('user', 'a', "
+      "'n', n) FROM generate_series(1, 1000) n");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) >= 1; }, 15s))
+      << table_summary(schema);
+
+  const std::int64_t inserted = epoch_ns();
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) VALUES ('sync_user', '{\"user\": \"b\"}'), "
+      "('report', '{}')");
+  const auto started = [&](const std::string& tag) {
+    return !with_tag(read_runs(runs_file), tag).empty();
+  };
+  EXPECT_TRUE(wait_until([&] { return started("b") && started("other"); }, 15s))
+      << table_summary(schema);
+  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<Run> b = with_tag(runs, "b");
+  const std::vector<Run> other = with_tag(runs, "other");
+  const std::vector<Run> a = with_tag(runs, "a");
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(other.size(), 1u);
+  const double b_wait = seconds(b.front().start - inserted);
+  const double other_wait = seconds(other.front().start - inserted);
+  std::printf(
+      "[ limits ] head of line: behind 1000 jobs of a saturated user, b's job started after "
+      "%.3f s, the unlimited type's after %.3f s (%zu of a's jobs started meanwhile)\n",
+      b_wait, other_wait, a.size());
+  EXPECT_LT(b_wait, 2.0);
+  EXPECT_LT(other_wait, 2.0);
+  EXPECT_EQ(max_overlap(a, epoch_ns()), 1) << "user a ran two jobs at once";
+  EXPECT_LE(schema.count("status = 'running' AND payload->>'user' = 'a'"), 1);
+  stop_daemon(daemon);
+}
+
+// SIGKILL of the daemon holding all 3 slots: its handlers sleep 30 s (as daemon A), the
+// others' 0.5 s. After the kill the slots come back with the rescue of A's leases (2 s, then
+// a rescue pass), B and C run the limited jobs at the full limit again, and never above it:
+// neither in the table (sampled throughout) nor in the children's timestamps.
+// A SIGKILLed daemon's handlers outlive it (they are process groups of their own); the test
+// kills them at once, as a service manager stopping the daemon's cgroup would.
+TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
+  constexpr int kJobs = 12;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script =
+      recorded(runs_file, "if [ \"$0\" = A ]; then sleep 30; else sleep 0.5; fi");
+  const auto config_for = [&](const std::string& name) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("lease", "{duration: 2s}")
+        .set("limits", kPartnerLimit)
+        .handler("call_partner", named_exec(script, name));
+    return yaml.text();
+  };
+  RunningSampler running(schema, "type = 'call_partner'");
+  schema.insert_jobs("call_partner", kJobs);
+
+  DaemonProcess a(config_for("A"));
+  ASSERT_TRUE(a.wait_ready()) << a.log();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return running.sample() >= 3 && count_starts(runs_file) >= 3;
+      },
+      15s))
+      << table_summary(schema);
+  EXPECT_EQ(running.sample(), 3) << "A alone ran more than the limit";
+  const std::string a_id = schema.query("SELECT min(locked_by) FROM {jobs}");
+  ASSERT_EQ(schema.query("SELECT count(DISTINCT locked_by) FROM {jobs}"), "1");
+
+  DaemonProcess b(config_for("B"));
+  DaemonProcess c(config_for("C"));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return b.log().find("pgjobd ready") != std::string::npos &&
+               c.log().find("pgjobd ready") != std::string::npos;
+      },
+      15s))
+      << b.log() << c.log();
+  EXPECT_EQ(running.sample(), 3);
+  EXPECT_EQ(count_starts(runs_file), 3u) << "B or C ran a job while A held all the slots";
+
+  a.signal(SIGKILL);
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(a.wait_for_exit(5s), 128 + SIGKILL);
+  const std::vector<Run> a_runs = with_tag(read_runs(runs_file), "A");
+  ASSERT_EQ(a_runs.size(), 3u);
+  for (const Run& run : a_runs) ::kill(-static_cast<pid_t>(run.pid), SIGKILL);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const Run& run : a_runs) {
+          if (process_alive(static_cast<pid_t>(run.pid))) return false;
+        }
+        return true;
+      },
+      5s));
+  const std::int64_t a_children_dead = epoch_ns();
+
+  const std::string by_others = "type = 'call_partner' AND locked_by <> '" + a_id + "'";
+  RunningSampler running_elsewhere(schema, by_others);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return running_elsewhere.sample() == 3;
+      },
+      20s))
+      << table_summary(schema) << "; most running on B and C at once: " << running_elsewhere.most();
+  const double recovery = seconds_since(killed_at);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      30s))
+      << table_summary(schema);
+  const double all_done = seconds_since(killed_at);
+
+  const std::vector<Run> runs = read_runs(runs_file);
+  const int overlap = max_overlap(runs, a_children_dead);
+  std::printf(
+      "[ limits ] SIGKILL of the slot holder (lease 2s): B and C at the full limit %.2f s after "
+      "the kill, all %d done after %.2f s; max running %lld (%d samples), max overlap %d\n",
+      recovery, kJobs, all_done, static_cast<long long>(running.most()), running.samples(),
+      overlap);
+  EXPECT_LT(recovery, 10.0) << "one lease (2 s) + a rescue pass + a claim";
+  EXPECT_LE(running.most(), 3);
+  EXPECT_LE(overlap, 3);
+  EXPECT_EQ(runs.size(), static_cast<std::size_t>(kJobs + 3));
+  std::set<std::int64_t> a_jobs;
+  for (const Run& run : a_runs) a_jobs.insert(run.id);
+  for (const Run& run : runs) {
+    if (run.tag == "A") continue;
+    EXPECT_EQ(run.attempt, a_jobs.contains(run.id) ? 2 : 1) << "job " << run.id;
+  }
+  b.signal(SIGTERM);
+  c.signal(SIGTERM);
+  EXPECT_EQ(b.wait_for_exit(20s), 0) << b.log();
+  EXPECT_EQ(c.wait_for_exit(20s), 0) << c.log();
+}
+
+// SIGHUP with `concurrency: 1` changed to 2 is applied: one at a time before, two after.
+TEST(LimitsE2E, ReloadedLimitIsApplied) {
+  constexpr int kJobs = 20;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const auto config_with = [&](int concurrency) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 4}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{partner_api: {types: [call_partner], concurrency: " +
+                           std::to_string(concurrency) + "}}")
+        .handler("call_partner", named_exec(recorded(runs_file, "sleep 0.3"), "d1"));
+    return yaml.text();
+  };
+  DaemonProcess daemon(config_with(1));
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  RunningSampler running(schema, "type = 'call_partner'");
+  schema.insert_jobs("call_partner", kJobs);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") >= 3;
+      },
+      15s))
+      << table_summary(schema);
+  EXPECT_EQ(running.most(), 1);
+
+  const std::int64_t reload_sent = epoch_ns();
+  const auto reloaded_at = Clock::now();
+  std::ofstream(daemon.config_path(), std::ios::trunc) << config_with(2);
+  daemon.signal(SIGHUP);
+  ASSERT_TRUE(daemon.wait_for_log("configuration reloaded")) << daemon.log();
+  RunningSampler running_after(schema, "type = 'call_partner'");
+  ASSERT_TRUE(wait_until([&] { return running_after.sample() == 2; }, 10s))
+      << table_summary(schema);
+  const double applied = seconds_since(reloaded_at);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running_after.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      30s))
+      << table_summary(schema);
+
+  const std::vector<Run> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
+  std::vector<Run> before;
+  std::vector<Run> after;
+  for (const Run& run : runs) (run.start < reload_sent ? before : after).push_back(run);
+  std::printf(
+      "[ limits ] reload 1 → 2: 2 running %.2f s after SIGHUP; overlap %d among the %zu runs "
+      "started before, %d in all; most running after %lld\n",
+      applied, max_overlap(before), before.size(), max_overlap(runs),
+      static_cast<long long>(running_after.most()));
+  EXPECT_EQ(max_overlap(before), 1);
+  EXPECT_EQ(max_overlap(runs), 2);
+  EXPECT_LE(running_after.most(), 2);
+  EXPECT_LT(applied, 5.0);
+  stop_daemon(daemon);
+}
+
+}  // namespace
+}  // namespace pgjobd::testing
