@@ -64,7 +64,7 @@ std::string named_exec(const std::string& script, const std::string& name) {
 // The payload's "user" (the job's payload is the handler's stdin), "-" when there is none.
 const std::string kReadUser = "u=$(sed -n 's/.*\"user\": *\"\\([^\"]*\\)\".*/\\1/p'); u=${u:--}; ";
 
-struct Run {
+struct HandlerRun {
   std::int64_t id = 0;
   int attempt = 0;
   std::string tag;
@@ -74,18 +74,18 @@ struct Run {
 };
 
 // The runs recorded in `path`, one per (job id, attempt), by start.
-std::vector<Run> read_runs(const std::string& path) {
-  std::map<std::pair<std::int64_t, int>, Run> by_attempt;
+std::vector<HandlerRun> read_runs(const std::string& path) {
+  std::map<std::pair<std::int64_t, int>, HandlerRun> by_attempt;
   for (const std::string& line : read_lines(path)) {
     std::istringstream words(line);
     std::string kind;
-    Run fields;
+    HandlerRun fields;
     std::int64_t ns = 0;
     if (!(words >> kind >> ns >> fields.id >> fields.attempt >> fields.tag >> fields.pid)) {
       ADD_FAILURE() << "unreadable line in " << path << ": " << line;
       continue;
     }
-    Run& run = by_attempt[{fields.id, fields.attempt}];
+    HandlerRun& run = by_attempt[{fields.id, fields.attempt}];
     run.id = fields.id;
     run.attempt = fields.attempt;
     run.tag = fields.tag;
@@ -98,15 +98,16 @@ std::vector<Run> read_runs(const std::string& path) {
       run.end = ns;
     }
   }
-  std::vector<Run> runs;
+  std::vector<HandlerRun> runs;
   for (auto& [key, run] : by_attempt) runs.push_back(run);
-  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.start < b.start; });
+  std::sort(runs.begin(), runs.end(),
+            [](const HandlerRun& a, const HandlerRun& b) { return a.start < b.start; });
   return runs;
 }
 
-std::vector<Run> with_tag(const std::vector<Run>& runs, const std::string& tag) {
-  std::vector<Run> out;
-  for (const Run& run : runs) {
+std::vector<HandlerRun> with_tag(const std::vector<HandlerRun>& runs, const std::string& tag) {
+  std::vector<HandlerRun> out;
+  for (const HandlerRun& run : runs) {
     if (run.tag == tag) out.push_back(run);
   }
   return out;
@@ -120,10 +121,10 @@ std::size_t count_starts(const std::string& path) {
 
 // The most runs in progress at one time. A run without an end line counts as running until
 // `open_until`. At equal times an end comes before a start (a slot freed, then taken).
-int max_overlap(const std::vector<Run>& runs,
+int max_overlap(const std::vector<HandlerRun>& runs,
                 std::int64_t open_until = std::numeric_limits<std::int64_t>::max()) {
   std::vector<std::pair<std::int64_t, int>> events;
-  for (const Run& run : runs) {
+  for (const HandlerRun& run : runs) {
     events.emplace_back(run.start, +1);
     events.emplace_back(run.end != 0 ? run.end : open_until, -1);
   }
@@ -197,12 +198,13 @@ TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
       << table_summary(schema) << "; most running at once: " << running.most();
   const double wall = seconds_since(started);
 
-  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
   ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
-  for (const Run& run : runs) EXPECT_NE(run.end, 0) << "job " << run.id << " has no end line";
+  for (const HandlerRun& run : runs)
+    EXPECT_NE(run.end, 0) << "job " << run.id << " has no end line";
   const int overlap = max_overlap(runs);
   std::map<std::string, int> per_daemon;
-  for (const Run& run : runs) ++per_daemon[run.tag];
+  for (const HandlerRun& run : runs) ++per_daemon[run.tag];
   std::printf(
       "[ limits ] concurrency 3, 3 daemons × 8 workers: %d jobs of 0.5 s in %.2f s, max overlap "
       "%d (children's timestamps), max running %lld (%d table samples); by d1/d2/d3: %d/%d/%d\n",
@@ -249,10 +251,10 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
       << table_summary(schema) << "; starts so far: " << count_starts(runs_file);
   const double wall = seconds_since(started);
 
-  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
   ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
   std::vector<double> starts;
-  for (const Run& run : runs) starts.push_back(seconds(run.start - runs.front().start));
+  for (const HandlerRun& run : runs) starts.push_back(seconds(run.start - runs.front().start));
   // The worst window: the most starts above burst + rate × width.
   double worst_excess = -kBurst;
   std::size_t worst_i = 0;
@@ -317,16 +319,16 @@ TEST(LimitsE2E, KeyedLimitRunsOneJobPerUserAndAllUsersProgress) {
       << table_summary(schema);
   const double wall = seconds_since(started);
 
-  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
   ASSERT_EQ(runs.size(), 50u);
   const std::int64_t t0 = runs.front().start;
   std::int64_t first_finisher = std::numeric_limits<std::int64_t>::max();
-  std::map<std::string, std::vector<Run>> per_user;
+  std::map<std::string, std::vector<HandlerRun>> per_user;
   for (const std::string user : {"u1", "u2", "u3", "u4", "u5"}) {
     per_user[user] = with_tag(runs, user);
     ASSERT_EQ(per_user[user].size(), 10u) << user;
     std::int64_t last_end = 0;
-    for (const Run& run : per_user[user]) last_end = std::max(last_end, run.end);
+    for (const HandlerRun& run : per_user[user]) last_end = std::max(last_end, run.end);
     first_finisher = std::min(first_finisher, last_end);
   }
   std::ostringstream firsts;
@@ -377,10 +379,10 @@ TEST(LimitsE2E, SaturatedPartitionDoesNotBlockOtherJobs) {
   };
   EXPECT_TRUE(wait_until([&] { return started("b") && started("other"); }, 15s))
       << table_summary(schema);
-  const std::vector<Run> runs = read_runs(runs_file);
-  const std::vector<Run> b = with_tag(runs, "b");
-  const std::vector<Run> other = with_tag(runs, "other");
-  const std::vector<Run> a = with_tag(runs, "a");
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> b = with_tag(runs, "b");
+  const std::vector<HandlerRun> other = with_tag(runs, "other");
+  const std::vector<HandlerRun> a = with_tag(runs, "a");
   ASSERT_EQ(b.size(), 1u);
   ASSERT_EQ(other.size(), 1u);
   const double b_wait = seconds(b.front().start - inserted);
@@ -450,12 +452,12 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
   a.signal(SIGKILL);
   const auto killed_at = Clock::now();
   ASSERT_EQ(a.wait_for_exit(5s), 128 + SIGKILL);
-  const std::vector<Run> a_runs = with_tag(read_runs(runs_file), "A");
+  const std::vector<HandlerRun> a_runs = with_tag(read_runs(runs_file), "A");
+  for (const HandlerRun& run : a_runs) ::kill(-static_cast<pid_t>(run.pid), SIGKILL);
   ASSERT_EQ(a_runs.size(), 3u);
-  for (const Run& run : a_runs) ::kill(-static_cast<pid_t>(run.pid), SIGKILL);
   ASSERT_TRUE(wait_until(
       [&] {
-        for (const Run& run : a_runs) {
+        for (const HandlerRun& run : a_runs) {
           if (process_alive(static_cast<pid_t>(run.pid))) return false;
         }
         return true;
@@ -482,7 +484,7 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
       << table_summary(schema);
   const double all_done = seconds_since(killed_at);
 
-  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
   const int overlap = max_overlap(runs, a_children_dead);
   std::printf(
       "[ limits ] SIGKILL of the slot holder (lease 2s): B and C at the full limit %.2f s after "
@@ -494,8 +496,8 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
   EXPECT_LE(overlap, 3);
   EXPECT_EQ(runs.size(), static_cast<std::size_t>(kJobs + 3));
   std::set<std::int64_t> a_jobs;
-  for (const Run& run : a_runs) a_jobs.insert(run.id);
-  for (const Run& run : runs) {
+  for (const HandlerRun& run : a_runs) a_jobs.insert(run.id);
+  for (const HandlerRun& run : runs) {
     if (run.tag == "A") continue;
     EXPECT_EQ(run.attempt, a_jobs.contains(run.id) ? 2 : 1) << "job " << run.id;
   }
@@ -550,11 +552,11 @@ TEST(LimitsE2E, ReloadedLimitIsApplied) {
       30s))
       << table_summary(schema);
 
-  const std::vector<Run> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
   ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
-  std::vector<Run> before;
-  std::vector<Run> after;
-  for (const Run& run : runs) (run.start < reload_sent ? before : after).push_back(run);
+  std::vector<HandlerRun> before;
+  std::vector<HandlerRun> after;
+  for (const HandlerRun& run : runs) (run.start < reload_sent ? before : after).push_back(run);
   std::printf(
       "[ limits ] reload 1 → 2: 2 running %.2f s after SIGHUP; overlap %d among the %zu runs "
       "started before, %d in all; most running after %lld\n",
