@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "db/sql_text.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 #include "support/wait_until.hpp"
@@ -265,10 +266,14 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
     yaml.set("worker", "{concurrency: 8}")
         .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
         .set("limits", "{mail: {types: [send_email], rate: 10/s, burst: 10}}")
+        .set("metrics", "{listen: \"127.0.0.1:0\"}")
         .handler("send_email", named_exec(script, name));
     daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
   }
   for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+  std::vector<int> ports;
+  for (auto& daemon : daemons) ports.push_back(daemon->metrics_port());
+  for (const int port : ports) ASSERT_GT(port, 0);
 
   const auto started = Clock::now();
   schema.insert_jobs("send_email", kJobs);
@@ -311,6 +316,22 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
   EXPECT_GE(span, 3.5) << "40 starts beyond the burst at 10/s take 4 s";
   EXPECT_LE(span, 8.0) << "tokens stay unused for long";
   EXPECT_EQ(schema.count("attempts <> 1"), 0) << "a throttled claim should not cost an attempt";
+  // Not claimed hot in a loop: a daemon held back by the rate waits for the next token
+  // (100 ms here) or a freed worker, not for its 10 ms minimum poll interval. 50 held-back
+  // claims per second and daemon is half what a 10 ms loop would make (and far below a
+  // loop without any wait).
+  double throttled = 0;
+  for (const int port : ports) {
+    const HttpResponse metrics = http_get(port, "/metrics");
+    ASSERT_EQ(metrics.status, 200) << metrics.error;
+    throttled += metric_value(metrics.body, "pgjobd_limit_throttled_total",
+                              {{"limit", "mail"}, {"reason", "rate"}})
+                     .value_or(0);
+  }
+  std::printf("[ limits ] rate: %.0f throttled claims in all 3 daemons over %.2f s (%.1f/s each)\n",
+              throttled, wall, throttled / wall / 3);
+  EXPECT_GT(throttled, 0) << "pgjobd_limit_throttled_total{limit=mail,reason=rate}";
+  EXPECT_LE(throttled / wall / 3, 50.0) << "throttled claims per second and daemon";
   stop_all(daemons);
 }
 
@@ -589,6 +610,58 @@ TEST(LimitsE2E, ReloadedLimitIsApplied) {
   EXPECT_LE(running_after.most(), 2);
   EXPECT_LT(applied, 5.0);
   stop_daemon(daemon);
+}
+
+// Two daemons with different `limits:` sections: both warn (the later one replaced the
+// other's definition; the other finds the database's differs from its section), and both
+// apply the one in the database, the later one's: 2 at once across them, never X's 1 nor
+// 2 each.
+TEST(LimitsE2E, DifferingSectionsAreWarnedAboutAndAllDaemonsApplyTheDatabases) {
+  constexpr int kJobs = 12;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const auto config_with = [&](int concurrency, const std::string& name) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 4}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{partner_api: {types: [call_partner], concurrency: " +
+                           std::to_string(concurrency) + "}}")
+        .handler("call_partner", named_exec(recorded(runs_file, "sleep 0.3"), name));
+    return yaml.text();
+  };
+  DaemonProcess x(config_with(1, "X"));
+  ASSERT_TRUE(x.wait_ready()) << x.log();
+  DaemonProcess y(config_with(2, "Y"));
+  ASSERT_TRUE(y.wait_ready()) << y.log();
+  EXPECT_TRUE(y.wait_for_log("limits: section", 10s)) << y.log();
+  EXPECT_TRUE(x.wait_for_log("limits: section", 10s)) << x.log();
+  EXPECT_EQ(
+      schema.query("SELECT concurrency FROM " + quote_identifier(schema.name()) + ".pgjobd_limits"),
+      "2");
+
+  RunningSampler running(schema, "type = 'call_partner'");
+  schema.insert_jobs("call_partner", kJobs);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      30s))
+      << table_summary(schema);
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
+  std::printf(
+      "[ limits ] differing sections (1 and 2): max overlap %d (X alone %d, Y alone %d), max "
+      "running %lld\n",
+      max_overlap(runs), max_overlap(with_tag(runs, "X")), max_overlap(with_tag(runs, "Y")),
+      static_cast<long long>(running.most()));
+  EXPECT_EQ(max_overlap(runs), 2);
+  EXPECT_LE(running.most(), 2);
+  x.signal(SIGTERM);
+  y.signal(SIGTERM);
+  EXPECT_EQ(x.wait_for_exit(20s), 0) << x.log();
+  EXPECT_EQ(y.wait_for_exit(20s), 0) << y.log();
 }
 
 }  // namespace
