@@ -190,6 +190,15 @@ void stop_all(std::vector<std::unique_ptr<DaemonProcess>>& daemons) {
   for (auto& daemon : daemons) EXPECT_EQ(daemon->wait_for_exit(20s), 0) << daemon->log();
 }
 
+// pgjobd_limit_throttled_total{limit, reason} of the daemon serving /metrics on `port`.
+double throttled_claims(int port, const std::string& limit, const std::string& reason) {
+  const HttpResponse metrics = http_get(port, "/metrics");
+  EXPECT_EQ(metrics.status, 200) << metrics.error;
+  return metric_value(metrics.body, "pgjobd_limit_throttled_total",
+                      {{"limit", limit}, {"reason", reason}})
+      .value_or(0);
+}
+
 const char* const kPartnerLimit = "{partner_api: {types: [call_partner], concurrency: 3}}";
 
 // 60 jobs of 0.5 s under `concurrency: 3` on three daemons of 8 workers each: never more than
@@ -207,10 +216,14 @@ TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
     yaml.set("worker", "{concurrency: 8}")
         .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
         .set("limits", kPartnerLimit)
+        .set("metrics", "{listen: \"127.0.0.1:0\"}")
         .handler("call_partner", named_exec(script, name));
     daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
   }
   for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+  std::vector<int> ports;
+  for (auto& daemon : daemons) ports.push_back(daemon->metrics_port());
+  for (const int port : ports) ASSERT_GT(port, 0);
 
   RunningSampler running(schema, "type = 'call_partner'");
   const auto started = Clock::now();
@@ -237,6 +250,13 @@ TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
       kJobs, wall, overlap, static_cast<long long>(running.most()), running.samples(),
       per_daemon["d1"], per_daemon["d2"], per_daemon["d3"]);
   RecordProperty("concurrency_wall_ms", std::to_string(static_cast<int>(wall * 1000)));
+  // One daemon may run most jobs (it claims again as soon as its job ends), but each was
+  // held back by the shared limit: each tried, with 8 free workers, and found 3 running.
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    const double held_back = throttled_claims(ports[i], "partner_api", "concurrency");
+    std::printf("[ limits ] d%zu: %.0f claims held back by partner_api\n", i + 1, held_back);
+    EXPECT_GT(held_back, 0) << "d" << i + 1;
+  }
   EXPECT_LE(overlap, 3) << "the limit was exceeded";
   EXPECT_GE(overlap, 3) << "the limit was never reached";
   EXPECT_LE(running.most(), 3) << "the table showed more than 3 running";
@@ -321,13 +341,7 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
   // claims per second and daemon is half what a 10 ms loop would make (and far below a
   // loop without any wait).
   double throttled = 0;
-  for (const int port : ports) {
-    const HttpResponse metrics = http_get(port, "/metrics");
-    ASSERT_EQ(metrics.status, 200) << metrics.error;
-    throttled += metric_value(metrics.body, "pgjobd_limit_throttled_total",
-                              {{"limit", "mail"}, {"reason", "rate"}})
-                     .value_or(0);
-  }
+  for (const int port : ports) throttled += throttled_claims(port, "mail", "rate");
   std::printf("[ limits ] rate: %.0f throttled claims in all 3 daemons over %.2f s (%.1f/s each)\n",
               throttled, wall, throttled / wall / 3);
   EXPECT_GT(throttled, 0) << "pgjobd_limit_throttled_total{limit=mail,reason=rate}";
