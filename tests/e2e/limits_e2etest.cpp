@@ -626,6 +626,85 @@ TEST(LimitsE2E, ReloadedLimitIsApplied) {
   stop_daemon(daemon);
 }
 
+// SIGHUP lowering `concurrency: 2` to 1 while two jobs run: both may finish (nothing is
+// stopped), but no job starts until fewer than 1 run, i.e. not when the first of the two
+// ends while the second still runs. J1 runs 1.5 s, J2 4 s (they take slots 1 and 2), the
+// reload is in the database well before J1 ends; J3..J5 must wait for J2.
+TEST(LimitsE2E, LoweredLimitStartsNothingUntilTheRunningJobsAreBelowIt) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string read_sleep = "s=$(sed -n 's/.*\"sleep\": *\\([0-9.]*\\).*/\\1/p'); ";
+  const auto config_with = [&](int concurrency) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 4}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{partner_api: {types: [call_partner], concurrency: " +
+                           std::to_string(concurrency) + "}}")
+        .handler("call_partner",
+                 named_exec(recorded(runs_file, "sleep $s", "$0", read_sleep), "d1"));
+    return yaml.text();
+  };
+  DaemonProcess daemon(config_with(2));
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  const std::string limits_table = quote_identifier(schema.name()) + ".pgjobd_limits";
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'call_partner', jsonb_build_object('sleep', "
+      "s) FROM unnest(ARRAY[1.5, 4, 0.3, 0.3, 0.3]) WITH ORDINALITY AS x(s, n) ORDER BY n");
+  const std::string j1 = schema.query("SELECT id FROM {jobs} WHERE payload->>'sleep' = '1.5'");
+  const std::string j2 = schema.query("SELECT id FROM {jobs} WHERE payload->>'sleep' = '4'");
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) >= 2; }, 15s))
+      << table_summary(schema);
+  std::set<std::string> first_two;
+  for (const HandlerRun& run : read_runs(runs_file)) first_two.insert(std::to_string(run.id));
+  ASSERT_EQ(first_two, (std::set<std::string>{j1, j2}));
+
+  std::ofstream(daemon.config_path(), std::ios::trunc) << config_with(1);
+  daemon.signal(SIGHUP);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return schema.query("SELECT concurrency FROM " + limits_table +
+                            " WHERE name = 'partner_api'") == "1";
+      },
+      10s))
+      << daemon.log();
+  const std::int64_t lowered = epoch_ns();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 5; }, 30s))
+      << table_summary(schema);
+
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), 5u);
+  const auto run_of = [&](const std::string& id) {
+    for (const HandlerRun& run : runs) {
+      if (std::to_string(run.id) == id) return run;
+    }
+    return HandlerRun{};
+  };
+  const HandlerRun first = run_of(j1);
+  const HandlerRun second = run_of(j2);
+  ASSERT_GT(first.end, lowered) << "the reload was not in the database before J1 ended: "
+                                   "nothing to see";
+  std::ostringstream starts;
+  int started_beside_another = 0;
+  for (const HandlerRun& run : runs) {
+    if (run.id == first.id || run.id == second.id) continue;
+    int others = 0;
+    for (const HandlerRun& other : runs) {
+      if (other.id != run.id && other.start <= run.start && run.start < other.end) ++others;
+    }
+    started_beside_another += others > 0 ? 1 : 0;
+    starts << " " << run.id << "@" << static_cast<int>(seconds(run.start - second.start) * 1000)
+           << "ms(" << others << " running)";
+  }
+  std::printf(
+      "[ limits ] lowered 2 → 1 while 2 ran: J1 ended %.2f s, J2 %.2f s after J2 started; "
+      "later starts:%s\n",
+      seconds(first.end - second.start), seconds(second.end - second.start), starts.str().c_str());
+  EXPECT_EQ(started_beside_another, 0)
+      << "jobs started under concurrency 1 while another job of the limit ran";
+  stop_daemon(daemon);
+}
+
 // Two daemons with different `limits:` sections: both warn (the later one replaced the
 // other's definition; the other finds the database's differs from its section), and both
 // apply the one in the database, the later one's: 2 at once across them, never X's 1 nor
