@@ -407,6 +407,59 @@ TEST(LimitsE2E, KeyedLimitRunsOneJobPerUserAndAllUsersProgress) {
   stop_all(daemons);
 }
 
+// A job in two limits takes a slot in both: call_partner at most 3 at once, and at most one
+// per user; 4 users × 5 jobs plus 4 jobs without a "user" field (one shared partition of
+// their own, README "Limits") on two daemons.
+TEST(LimitsE2E, JobInTwoLimitsSatisfiesBoth) {
+  constexpr int kJobs = 24;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script = recorded(runs_file, "sleep 0.3", "$u", kReadUser);
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (const std::string name : {"d1", "d2"}) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits",
+             "{partner_api: {types: [call_partner], concurrency: 3}, per_user: {types: "
+             "[call_partner], key: user, concurrency: 1}}")
+        .handler("call_partner", named_exec(script, name));
+    daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
+  }
+  for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+
+  RunningSampler running(schema, "type = 'call_partner'");
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'call_partner', jsonb_build_object('user', 'u' "
+      "|| u, 'n', n) FROM generate_series(1, 4) u, generate_series(1, 5) n ORDER BY u, n");
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'call_partner', jsonb_build_object('n', n) "
+      "FROM generate_series(1, 4) n");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      30s))
+      << table_summary(schema);
+
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kJobs));
+  std::ostringstream per_user;
+  for (const std::string user : {"u1", "u2", "u3", "u4", "-"}) {
+    const std::vector<HandlerRun> mine = with_tag(runs, user);
+    EXPECT_EQ(mine.size(), user == "-" ? 4u : 5u) << user;
+    per_user << " " << user << "=" << max_overlap(mine);
+    EXPECT_EQ(max_overlap(mine), 1) << "partition " << user << " ran two jobs at once";
+  }
+  std::printf("[ limits ] two limits: max overlap %d, max running %lld; per user:%s\n",
+              max_overlap(runs), static_cast<long long>(running.most()), per_user.str().c_str());
+  EXPECT_EQ(max_overlap(runs), 3);
+  EXPECT_LE(running.most(), 3);
+  stop_all(daemons);
+}
+
 // 1,000 due jobs of user "a" (concurrency 1: one runs, 999 wait) are older than a job of
 // user "b" and a job of an unlimited type: neither waits behind a's jobs.
 TEST(LimitsE2E, SaturatedPartitionDoesNotBlockOtherJobs) {
