@@ -349,6 +349,60 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
   stop_all(daemons);
 }
 
+// A limit by queue (`queues: [mail]`, rate 10/s, burst 1) counts every start, retries as
+// much as first attempts (README "Limits"): 15 jobs in queue mail that fail once each make
+// 30 starts, never more than burst + rate × w in a window (+1, as in the rate test), so
+// about 3 s; 8 jobs of the same type in queue default are not limited and start at once.
+TEST(LimitsE2E, RateLimitByQueueCountsRetries) {
+  constexpr double kRate = 10.0;
+  constexpr double kBurst = 1.0;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script =
+      recorded(runs_file,
+               "rc=0; if [ \"$PGJOBD_JOB_QUEUE\" = mail ] && [ $PGJOBD_JOB_ATTEMPT = 1 ]; "
+               "then rc=1; fi",
+               "$PGJOBD_JOB_QUEUE");
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (const std::string name : {"d1", "d2"}) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 8, queues: {default: {}, mail: {}}}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("limits", "{outbox: {queues: [mail], rate: 10/s, burst: 1}}")
+        .handler("send_sms",
+                 "{exec: [/bin/sh, -c, " + yaml_quote(script + "; exit $rc") + ", " + name + "]}");
+    daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
+  }
+  for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
+  schema.insert_jobs("send_sms", 15, "mail");
+  schema.insert_jobs("send_sms", 8, "default");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 23; }, 30s))
+      << table_summary(schema);
+  EXPECT_EQ(schema.count("queue = 'mail' AND attempts = 2"), 15);
+  EXPECT_EQ(schema.count("queue = 'default' AND attempts = 1"), 8);
+
+  const std::vector<HandlerRun> runs = read_runs(runs_file);
+  const std::vector<HandlerRun> mail = with_tag(runs, "mail");
+  const std::vector<HandlerRun> other = with_tag(runs, "default");
+  ASSERT_EQ(mail.size(), 30u);
+  ASSERT_EQ(other.size(), 8u);
+  std::vector<double> starts;
+  for (const HandlerRun& run : mail) starts.push_back(seconds(run.start - mail.front().start));
+  const Window worst = worst_window(starts, kRate, kBurst);
+  const double span = starts.back() - starts.front();
+  const double other_span = seconds(other.back().start - other.front().start);
+  std::printf(
+      "[ limits ] rate by queue with retries: 30 starts (15 first, 15 retries) over %.2f s, "
+      "worst window %s; 8 unlimited starts over %.3f s\n",
+      span, worst.describe().c_str(), other_span);
+  EXPECT_LE(worst.excess, 1.0) << worst.describe();
+  EXPECT_GE(span, 2.5) << "29 starts beyond a burst of 1 at 10/s take 2.9 s";
+  EXPECT_LE(span, 6.0);
+  EXPECT_LT(other_span, 1.0) << "queue default is not limited";
+  stop_all(daemons);
+}
+
 // `key: user, concurrency: 1` with 5 users × 10 jobs of 0.2 s, inserted user by user: never
 // two runs of one user at once, and the users take turns: each starts its first job within
 // about a second, before any user has finished all of its jobs.
