@@ -14,7 +14,7 @@
 --   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
 --                                   create, change, delete, pause and resume schedules,
 --                                   and read jobs (pgjobd_job_attempts too),
---                                   pgjobd_queues and pgjobd_schedules
+--                                   pgjobd_queues, pgjobd_schedules and the limits
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
@@ -40,6 +40,13 @@ GRANT SELECT ON :"schema".pgjobd_migrations TO :"runtime_role";
 GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
 -- Recurring jobs: read and fire schedules, reconcile the YAML's into the table.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_role";
+-- Limits: write the YAML's definitions, take slots and tokens in the claim, clean up.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots,
+  :"schema".pgjobd_limit_buckets TO :"runtime_role";
+GRANT EXECUTE ON FUNCTION
+  :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint),
+  :"schema".pgjobd_limits_sync(jsonb, text)
+TO :"runtime_role";
 
 -- Only roles granted below may call the SQL interface (the migration revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
@@ -105,6 +112,6 @@ TO :"runtime_role";
     :"schema".pgjobd_schedule_pause(text),
     :"schema".pgjobd_schedule_resume(text)
   TO :"operator_role";
-  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules
-    TO :"operator_role";
+  GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules,
+    :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots TO :"operator_role";
 \endif

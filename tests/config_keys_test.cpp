@@ -109,6 +109,10 @@ TEST(ConfigKeysTest, DeclaredDefaultsAreTheStructsDefaults) {
     // A handler needs a kind, a schedule its timing and type; a queue needs nothing.
     std::string sibling = parts.size() == 2 && parts[0] == "handlers" ? "exec: [/bin/true]" : "";
     if (parts.size() == 2 && parts[0] == "schedules") sibling = "every: 1m\n    type: t";
+    // A limit matches and limits something, with keys other than the one written.
+    if (parts.size() == 2 && parts[0] == "limits") {
+      sibling = leaf == "types" ? "queues: [q]\n    rate: 1/s" : "types: [t]\n    rate: 1/s";
+    }
     std::string without = nested_yaml(parts, sibling);
     std::string with = without + std::string(2 * parts.size(), ' ') + leaf + ": " +
                        std::string(key.default_text) + "\n";

@@ -6,25 +6,13 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
+#include "support/config_problems.hpp"
 
 namespace pgjobd {
 namespace {
 
-std::vector<std::string> problems(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-    ADD_FAILURE() << "accepted:\n" << yaml;
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
-std::string problem(const std::string& yaml) {
-  std::vector<std::string> found = problems(yaml);
-  EXPECT_EQ(found.size(), 1u) << ::testing::PrintToString(found);
-  return found.empty() ? "" : found.front();
-}
+using testing::problem;
+using testing::problems;
 
 TEST(ConfigSchedulesTest, ReadsTheIssuesExample) {
   Config config = parse_config(R"(

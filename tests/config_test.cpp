@@ -12,29 +12,15 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
+#include "support/config_problems.hpp"
 
 namespace pgjobd {
 namespace {
 
 using Kind = HandlerConfig::Kind;
 
-// The problems parse_config reports for `yaml`, or a test failure if it accepts it.
-std::vector<std::string> problems(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-    ADD_FAILURE() << "accepted:\n" << yaml;
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
-// The single problem reported for `yaml`.
-std::string problem(const std::string& yaml) {
-  std::vector<std::string> found = problems(yaml);
-  EXPECT_EQ(found.size(), 1u) << ::testing::PrintToString(found);
-  return found.empty() ? "" : found.front();
-}
+using testing::problem;
+using testing::problems;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -232,7 +218,7 @@ TEST(ConfigLoaderTest, UnknownKeyNamesFileLineAndKeyWithSuggestion) {
 TEST(ConfigLoaderTest, UnknownKeyWithoutCloseMatchListsTheAllowedKeys) {
   EXPECT_EQ(problem("\n\nbogus: 1\n"),
             "t.yaml:3: bogus: unknown key (expected one of: database, worker, poll, retry, "
-            "lease, shutdown, retention, metrics, log, handlers, schedules)");
+            "lease, shutdown, retention, metrics, log, handlers, schedules, limits)");
   EXPECT_EQ(problem("worker:\n  queues:\n    mail: {priority: 3}\n"),
             "t.yaml:3: worker.queues.mail.priority: unknown key (expected one of: concurrency)");
 }

@@ -4,6 +4,7 @@
 // config/pgjobd.yaml and the README document them for operators.
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -134,6 +135,25 @@ struct ScheduleConfig {
   bool operator==(const ScheduleConfig&) const = default;
 };
 
+// A concurrency and/or rate limit shared by every daemon (README "Limits"). The daemons
+// keep the definitions in the database (pgjobd_limits) and count in it, so the limit holds
+// across all of them.
+struct LimitConfig {
+  std::vector<std::string> types;   // job types it applies to; empty = any (queues then set)
+  std::vector<std::string> queues;  // queues it applies to; empty = any (types then set)
+  // A top-level payload field: each value is a partition with the limit of its own. Jobs
+  // without the field share one partition. Empty: one partition for all matching jobs.
+  std::string key;
+  int concurrency = 0;  // most running at once per partition; 0 = no concurrency limit
+  // Starts per second on average (token bucket per partition), as written: "10/s", "60/m",
+  // "100/h"; empty = no rate limit. rate_per_second is its value.
+  std::string rate;
+  double rate_per_second = 0;
+  int burst = 1;  // tokens a partition can save up: starts allowed at once after a pause
+
+  bool operator==(const LimitConfig&) const = default;
+};
+
 struct Config {
   DatabaseConfig database;
   WorkerConfig worker;
@@ -146,6 +166,10 @@ struct Config {
   LogConfig log;
   std::map<std::string, HandlerConfig> handlers;    // job type → handler
   std::map<std::string, ScheduleConfig> schedules;  // schedule name → schedule
+  // limit name → limit. Absent (no `limits:` section): this daemon writes no definitions
+  // and applies those in the database; present, even empty, it writes its own at start
+  // and reload.
+  std::optional<std::map<std::string, LimitConfig>> limits;
 
   bool operator==(const Config&) const = default;
 };

@@ -116,6 +116,15 @@ int run_stats(const std::string& config_path, bool json) {
       }
       std::printf("\n");
     }
+    const auto limits = session.limit_stats();
+    if (!limits.empty()) {
+      std::printf("\n%-20s %10s %10s  %s\n", "limit", "running", "partitions", "definition");
+      for (const auto& limit : limits) {
+        std::printf("%-20s %10lld %10lld  %s\n", limit.name.c_str(),
+                    static_cast<long long>(limit.running), static_cast<long long>(limit.partitions),
+                    limit.definition.c_str());
+      }
+    }
     return kExitOk;
   });
 }

@@ -45,6 +45,7 @@ constexpr Reload kLive = Reload::kLive;
 constexpr Reload kRestart = Reload::kRestart;
 
 using config_detail::read_handlers;
+using config_detail::read_limits;
 using config_detail::read_queues;
 using config_detail::read_schedules;
 
@@ -167,6 +168,23 @@ constexpr ConfigKey kKeys[] = {
              "none"),
     in_entry("schedules.NAME.misfire_grace", "1h", kLive,
              "`skip`: the latest missed tick fires only if at most this late"),
+    in_entry("limits.NAME", "", kLive,
+             "a concurrency and/or rate limit over every daemon (none by default; see "
+             "[Limits](#limits)); NAME is letters, digits, `_`, `-`, `.` (at most 100)",
+             &read_limits),
+    in_entry("limits.NAME.types", "[]", kLive,
+             "job types it applies to; with `queues` too, jobs must match both"),
+    in_entry("limits.NAME.queues", "[]", kLive, "queues it applies to"),
+    in_entry("limits.NAME.key", "", kLive,
+             "top-level payload field: each value gets the limit to itself; jobs without "
+             "it share one partition"),
+    in_entry("limits.NAME.concurrency", "0", kLive,
+             "most jobs running at once per partition, across all daemons; `0` = none"),
+    in_entry("limits.NAME.rate", "", kLive,
+             "most starts per partition on average: `10/s`, `60/m`, `100/h` (retries "
+             "count)"),
+    in_entry("limits.NAME.burst", "1", kLive,
+             "starts a partition may save up and make at once (with `rate`)"),
 };
 
 }  // namespace

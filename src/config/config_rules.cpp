@@ -280,6 +280,38 @@ void check_schedule(const std::string& name, const ScheduleConfig& schedule, Rul
                 "must not be negative");
 }
 
+// A limit's name is written into the database and shown in metrics labels.
+void check_limit(const std::string& name, const LimitConfig& limit, Rules& rules) {
+  const std::string key = "limits." + name;
+  rules.require(is_schedule_name(name), key,
+                "a limit name is 1 to 100 letters, digits, _, - or . (it labels metrics)");
+  rules.require(!limit.types.empty() || !limit.queues.empty(), key,
+                "matches every job: give types, queues or both");
+  rules.require(limit.concurrency != 0 || limit.rate_per_second > 0, key,
+                "limits nothing: give concurrency, rate or both");
+  rules.require(limit.concurrency >= 0 && limit.concurrency <= 100'000, key + ".concurrency",
+                "must be from 1 to 100000, got " + std::to_string(limit.concurrency));
+  rules.require(limit.burst >= 1 && limit.burst <= 1'000'000, key + ".burst",
+                "must be from 1 to 1000000, got " + std::to_string(limit.burst));
+  rules.require(limit.burst == 1 || limit.rate_per_second > 0, key + ".burst",
+                "only valid with rate");
+  for (const std::string& type : limit.types) {
+    rules.require(!type.empty() && utf8_characters(type) <= kMaxTypeNameCharacters, key + ".types",
+                  "a job type is 1 to 200 characters, got '" + type + "'");
+  }
+  for (const std::string& queue : limit.queues) {
+    rules.require(!queue.empty() && queue.size() <= kMaxQueueNameBytes, key + ".queues",
+                  "a queue name is 1 to 200 bytes, got '" + queue + "'");
+  }
+  // A payload field name: any text would do for PostgreSQL (payload -> $n), but a name
+  // that cannot be a simple JSON key is far more likely a slip.
+  rules.require(limit.key.size() <= 200 &&
+                    std::none_of(limit.key.begin(), limit.key.end(),
+                                 [](char c) { return static_cast<unsigned char>(c) < 0x20; }),
+                key + ".key",
+                "a payload field name of at most 200 bytes, without control characters");
+}
+
 }  // namespace
 
 void check_config(const Config& config, Diagnostics& diag) {
@@ -293,6 +325,9 @@ void check_config(const Config& config, Diagnostics& diag) {
   }
   for (const auto& [name, schedule] : config.schedules) {
     check_schedule(name, schedule, rules);
+  }
+  if (config.limits) {
+    for (const auto& [name, limit] : *config.limits) check_limit(name, limit, rules);
   }
 }
 

@@ -23,6 +23,11 @@ void read_handlers(YamlSection& handlers, std::string_view key, Config& config);
 // Every entry of `schedules` (`key` is "NAME"), its payload turned into JSON text.
 void read_schedules(YamlSection& schedules, std::string_view key, Config& config);
 
+// Every entry of `limits` (`key` is "NAME"); the section's presence is kept (Config::limits).
+void read_limits(YamlSection& limits, std::string_view key, Config& config);
+// "10/s", "60/m", "100/h" as starts per second; 0 when the text is not such a rate.
+double parse_limit_rate(std::string_view text);
+
 // Checks value ranges and cross-field rules, skipping keys that already have a problem.
 void check_config(const Config& config, Diagnostics& diag);
 

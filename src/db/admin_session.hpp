@@ -35,6 +35,14 @@ struct StatsRow {
   std::int64_t count = 0;
 };
 
+// A limit (README "Limits") and its use now.
+struct LimitStatsRow {
+  std::string name;
+  std::string definition;  // "types [a, b], key user, concurrency 3, rate 10/s burst 20"
+  std::int64_t running = 0;
+  std::int64_t partitions = 0;  // partitions with a running job
+};
+
 class AdminSession {
  public:
   // Connects to config.url, tagged application_name = "pgjobd <role>", to work on
@@ -57,6 +65,8 @@ class AdminSession {
   EnqueueResult enqueue(const EnqueueRequest& request);
   // Job counts by queue and status, only the combinations that have jobs.
   std::vector<StatsRow> stats();
+  // Every limit of the database with its use, by name.
+  std::vector<LimitStatsRow> limit_stats();
   // Both return a sentence for the operator; throw std::runtime_error when nothing changed
   // (unknown id, or a status the action does not apply to).
   // retry goes through pgjobd_retry (README "SQL interface"); its errors are DbError.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string_view>
@@ -110,42 +111,165 @@ pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, 
   return txn.exec_params(it->sql, std::forward<Args>(args)...);
 }
 
+namespace {
+
+// The claim's arguments, shared by both claim statements ($1..$8 of kClaim).
+struct ClaimArguments {
+  std::string queues, free, types;
+};
+
+ClaimArguments claim_arguments(const ClaimRequest& request) {
+  std::vector<std::string> queues;
+  std::vector<std::int64_t> free;
+  for (const auto& s : request.slots) {
+    queues.push_back(s.queue);
+    free.push_back(s.free);
+  }
+  return {text_array_literal(queues), int_array_literal(free), text_array_literal(request.types)};
+}
+
+// A claimed job from the claim's columns 0..8.
+Job job_from_row(const pqxx::row& row) {
+  Job job;
+  job.id = row[0].as<std::int64_t>();
+  job.queue = row[1].c_str();
+  job.type = row[2].c_str();
+  if (row[3].is_null()) {
+    job.payload.clear();  // over request.max_payload_bytes: not read
+    job.oversized_payload_bytes = row[8].as<std::int64_t>();
+  } else {
+    job.payload = row[3].c_str();
+  }
+  job.attempt = row[4].as<int>();
+  job.max_attempts = row[5].as<int>();
+  job.priority = row[6].as<int>();
+  job.queue_wait_seconds = row[7].as<double>();
+  return job;
+}
+
+std::vector<std::string> json_text_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& item : nlohmann::json::parse(text)) out.push_back(item.get<std::string>());
+  return out;
+}
+
+}  // namespace
+
 std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
-    std::vector<std::string> queues;
-    std::vector<std::int64_t> free;
-    for (const auto& s : request.slots) {
-      queues.push_back(s.queue);
-      free.push_back(s.free);
-    }
+    const ClaimArguments args = claim_arguments(request);
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
     const pqxx::result rows =
-        execute(txn, stmt::kClaim, text_array_literal(queues), int_array_literal(free),
-                text_array_literal(request.types), request.limit, request.worker_id,
-                static_cast<std::int64_t>(request.lease.count()),
+        execute(txn, stmt::kClaim, args.queues, args.free, args.types, request.limit,
+                request.worker_id, static_cast<std::int64_t>(request.lease.count()),
                 config_.synchronous_claims ? "" : "off", request.max_payload_bytes);
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
-    for (const auto& row : rows) {
-      Job job;
-      job.id = row[0].as<std::int64_t>();
-      job.queue = row[1].c_str();
-      job.type = row[2].c_str();
-      if (row[3].is_null()) {
-        job.payload.clear();  // over request.max_payload_bytes: not read
-        job.oversized_payload_bytes = row[8].as<std::int64_t>();
-      } else {
-        job.payload = row[3].c_str();
-      }
-      job.attempt = row[4].as<int>();
-      job.max_attempts = row[5].as<int>();
-      job.priority = row[6].as<int>();
-      job.queue_wait_seconds = row[7].as<double>();
-      jobs.push_back(std::move(job));
-    }
+    for (const auto& row : rows) jobs.push_back(job_from_row(row));
     return jobs;
+  });
+}
+
+LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
+  connect();
+  return guarded("claim", [&] {
+    const ClaimArguments args = claim_arguments(request);
+    pqxx::nontransaction txn(*conn_);  // one statement (a function call): atomic on its own
+    count_round_trip();
+    const pqxx::result rows =
+        execute(txn, stmt::kClaimLimited, args.queues, args.free, args.types, request.limit,
+                request.worker_id, static_cast<std::int64_t>(request.lease.count()),
+                config_.synchronous_claims ? "" : "off", request.max_payload_bytes);
+    LimitedClaim claim;
+    claim.jobs.reserve(rows.size());
+    for (const auto& row : rows) {
+      if (!row[0].is_null()) {
+        claim.jobs.push_back(job_from_row(row));
+        continue;
+      }
+      LimitHold hold{row[9].c_str(), row[10].c_str(), std::nullopt};
+      if (!row[11].is_null()) {
+        // Rounded up: waking a microsecond early finds no token yet.
+        hold.retry_in = std::chrono::microseconds(
+            static_cast<std::int64_t>(std::ceil(std::max(row[11].as<double>(), 0.0) * 1e6)));
+      }
+      claim.held.push_back(std::move(hold));
+    }
+    return claim;
+  });
+}
+
+std::vector<LimitChange> PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                                 const std::string& writer) {
+  connect();
+  return guarded("limits sync", [&] {
+    nlohmann::json definitions = nlohmann::json::object();
+    for (const auto& [name, limit] : limits) {
+      nlohmann::json& d = definitions[name];
+      d["types"] = limit.types.empty() ? nlohmann::json() : nlohmann::json(limit.types);
+      d["queues"] = limit.queues.empty() ? nlohmann::json() : nlohmann::json(limit.queues);
+      d["key"] = limit.key.empty() ? nlohmann::json() : nlohmann::json(limit.key);
+      d["concurrency"] =
+          limit.concurrency > 0 ? nlohmann::json(limit.concurrency) : nlohmann::json();
+      d["rate_per_second"] =
+          limit.rate_per_second > 0 ? nlohmann::json(limit.rate_per_second) : nlohmann::json();
+      d["burst"] = limit.burst;
+    }
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    std::vector<LimitChange> changes;
+    for (const auto& row : execute(txn, stmt::kLimitsSync, definitions.dump(), writer)) {
+      changes.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str()});
+    }
+    return changes;
+  });
+}
+
+std::vector<LimitDefinition> PgJobStore::load_limits() {
+  connect();
+  return guarded("limits load", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    std::vector<LimitDefinition> out;
+    for (const auto& row : execute(txn, stmt::kLimitsLoad)) {
+      LimitDefinition d;
+      d.name = row[0].c_str();
+      d.limit.types = json_text_list(row[1].c_str());
+      d.limit.queues = json_text_list(row[2].c_str());
+      d.limit.key = row[3].c_str();
+      d.limit.concurrency = row[4].as<int>();
+      d.limit.rate_per_second = row[5].as<double>();
+      d.limit.burst = row[6].as<int>();
+      d.written_by = row[7].c_str();
+      out.push_back(std::move(d));
+    }
+    return out;
+  });
+}
+
+std::vector<LimitUsage> PgJobStore::limit_usage() {
+  connect();
+  return guarded("limits usage", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    std::vector<LimitUsage> out;
+    for (const auto& row : execute(txn, stmt::kLimitUsage)) {
+      out.push_back({row[0].c_str(), row[1].as<std::int64_t>(), row[2].as<std::int64_t>()});
+    }
+    return out;
+  });
+}
+
+int PgJobStore::collect_limit_garbage(Millis idle, int batch_size) {
+  connect();
+  return guarded("limits cleanup", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    const auto rows =
+        execute(txn, stmt::kLimitGarbage, static_cast<std::int64_t>(idle.count()), batch_size);
+    return rows[0][0].as<int>();
   });
 }
 

@@ -32,6 +32,7 @@ class PgJobStore final : public JobStore {
   void connect();
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  LimitedClaim claim_limited(const ClaimRequest& request) override;
   std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
@@ -46,6 +47,11 @@ class PgJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
+  std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                       const std::string& writer) override;
+  std::vector<LimitDefinition> load_limits() override;
+  std::vector<LimitUsage> limit_usage() override;
+  int collect_limit_garbage(Millis idle, int batch_size) override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's

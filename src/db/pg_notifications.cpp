@@ -39,9 +39,12 @@ PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.
         std::make_unique<Receiver>(*conn_, *this, kNotifyChannel, NotifyChannel::kJobs);
     cancel_receiver_ =
         std::make_unique<Receiver>(*conn_, *this, kCancelChannel, NotifyChannel::kCancel);
+    limits_receiver_ =
+        std::make_unique<Receiver>(*conn_, *this, kLimitsChannel, NotifyChannel::kLimits);
     // add_receiver swallows a broken connection during LISTEN: check it took.
     if (!conn_->is_open()) throw pqxx::broken_connection("connection closed during LISTEN");
   } catch (...) {
+    limits_receiver_.reset();
     cancel_receiver_.reset();
     jobs_receiver_.reset();
     conn_.reset();
@@ -50,7 +53,8 @@ PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.
 }
 
 PgNotifications::~PgNotifications() {
-  cancel_receiver_.reset();  // before their connection
+  limits_receiver_.reset();  // before their connection
+  cancel_receiver_.reset();
   jobs_receiver_.reset();
 }
 

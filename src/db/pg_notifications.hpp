@@ -1,5 +1,5 @@
 #pragma once
-// Notifications over a LISTEN session of its own on pgjobd's two channels.
+// Notifications over a LISTEN session of its own on pgjobd's channels.
 
 #include <memory>
 
@@ -13,6 +13,8 @@ namespace pgjobd {
 inline constexpr const char* kNotifyChannel = "pgjobd_jobs";
 // pgjobd_cancel notifies here when it marks a running job.
 inline constexpr const char* kCancelChannel = "pgjobd_cancel";
+// pgjobd_limits_sync notifies here when it changed a limit.
+inline constexpr const char* kLimitsChannel = "pgjobd_limits";
 
 class PgNotifications final : public Notifications {
  public:
@@ -31,6 +33,7 @@ class PgNotifications final : public Notifications {
   ConnectionPtr conn_;
   std::unique_ptr<Receiver> jobs_receiver_;
   std::unique_ptr<Receiver> cancel_receiver_;
+  std::unique_ptr<Receiver> limits_receiver_;
   const std::function<void(NotifyChannel)>* on_notify_ = nullptr;  // set only inside consume()
 };
 

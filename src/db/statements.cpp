@@ -437,6 +437,73 @@ RETURNING xmax = 0)";
 constexpr const char* kScheduleDeleteYamlSql = R"(
 DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) RETURNING name)";
 
+// Limits (README "Limits", sql/007_limits.up.sql). The limited claim is a function: it
+// loops over candidates and partitions, which one statement cannot express.
+constexpr const char* kClaimLimitedSql = R"(
+SELECT * FROM {schema}.pgjobd_claim_limited($1::text[], $2::int[], $3::text[], $4::int,
+                                            $5::text, $6::bigint, $7::text, $8::bigint))";
+
+constexpr const char* kLimitsSyncSql = R"(
+SELECT limit_name, change, coalesce(previous_writer, '')
+FROM {schema}.pgjobd_limits_sync($1::jsonb, $2::text))";
+
+// Arrays as JSON text: a type name may hold any character, so no separator is safe.
+constexpr const char* kLimitsLoadSql = R"(
+SELECT name, coalesce(array_to_json(types)::text, '[]'), coalesce(array_to_json(queues)::text, '[]'),
+       coalesce(key, ''), coalesce(concurrency, 0), coalesce(rate_per_second, 0)::float8, burst,
+       coalesce(written_by, '')
+FROM {limits} ORDER BY name)";
+
+// A slot is held while its job runs that attempt (see the migration): the same test as the
+// claim's. Reads the slots of each limit by the primary key's prefix.
+constexpr const char* kLimitUsageSql = R"(
+SELECT l.name, count(h.slot)::bigint, count(DISTINCT h.part)::bigint
+FROM {limits} l LEFT JOIN LATERAL (
+  SELECT s.part, s.slot FROM {limit_slots} s
+  JOIN {jobs} j ON j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt
+  WHERE s.limit_name = l.name AND s.job_id IS NOT NULL
+) h ON true
+GROUP BY l.name ORDER BY l.name)";
+
+// Partitions of keyed limits come and go with payload values (one per user, say): their
+// slot rows are deleted once every slot is free and none was taken for $1 ms, and a bucket
+// once it has refilled to its burst (no row means a full bucket) and was not touched for
+// as long. Rows a claimer holds are skipped, and the delete re-checks each row as it is
+// now: a slot taken since this statement's snapshot is young, so it stays. A partition
+// left with some of its slot rows gets them back from the next claim that needs it.
+constexpr const char* kLimitGarbageSql = R"(
+WITH idle_parts AS (
+  SELECT s.limit_name, s.part FROM {limit_slots} s
+  LEFT JOIN {jobs} j ON j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt
+  WHERE s.part <> ''
+  GROUP BY s.limit_name, s.part
+  HAVING bool_and(j.id IS NULL)
+     AND coalesce(max(s.taken_at), '-infinity') < now() - $1::bigint * interval '1 millisecond'
+  LIMIT $2
+), doomed AS (
+  SELECT s.limit_name, s.part, s.slot FROM {limit_slots} s
+  JOIN idle_parts i ON i.limit_name = s.limit_name AND i.part = s.part
+  FOR UPDATE OF s SKIP LOCKED
+), gone_slots AS (
+  DELETE FROM {limit_slots} s USING doomed d
+  WHERE s.limit_name = d.limit_name AND s.part = d.part AND s.slot = d.slot
+    AND (s.taken_at IS NULL OR s.taken_at < now() - $1::bigint * interval '1 millisecond')
+  RETURNING 1
+), full_buckets AS (
+  SELECT b.limit_name, b.part FROM {limit_buckets} b JOIN {limits} l ON l.name = b.limit_name
+  WHERE b.part <> '' AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
+    AND b.tokens + extract(epoch FROM now() - b.refilled_at) * coalesce(l.rate_per_second, 0)
+        >= l.burst
+  LIMIT $2
+  FOR UPDATE OF b SKIP LOCKED
+), gone_buckets AS (
+  DELETE FROM {limit_buckets} b USING full_buckets f
+  WHERE b.limit_name = f.limit_name AND b.part = f.part
+    AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
+  RETURNING 1
+)
+SELECT ((SELECT count(*) FROM gone_slots) + (SELECT count(*) FROM gone_buckets))::int)";
+
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
        pos = text.find(placeholder, pos + value.size())) {
@@ -450,6 +517,10 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
   replace_all(text, "{queues}", schema + ".pgjobd_queues");
   replace_all(text, "{schedules}", schema + ".pgjobd_schedules");
+  replace_all(text, "{limits}", schema + ".pgjobd_limits");
+  replace_all(text, "{limit_slots}", schema + ".pgjobd_limit_slots");
+  replace_all(text, "{limit_buckets}", schema + ".pgjobd_limit_buckets");
+  replace_all(text, "{schema}", schema);
   replace_all(text, "{recent_errors}", kRecentErrors);
   replace_all(text, "{recent_attempts}", kRecentAttempts);
   replace_all(text, "{attempt_entry}", kAttemptEntry);
@@ -478,6 +549,11 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kPrune, with_table(kPruneSql, schema)},
       {kQueueStats, with_table(kQueueStatsSql, schema)},
       {kPausedQueues, with_table(kPausedQueuesSql, schema)},
+      {kClaimLimited, with_table(kClaimLimitedSql, schema)},
+      {kLimitsSync, with_table(kLimitsSyncSql, schema)},
+      {kLimitsLoad, with_table(kLimitsLoadSql, schema)},
+      {kLimitUsage, with_table(kLimitUsageSql, schema)},
+      {kLimitGarbage, with_table(kLimitGarbageSql, schema)},
   };
 }
 

@@ -47,6 +47,22 @@ inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 // The queues of $1 (text[]) paused with pgjobd_pause_queue.
 inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
 
+// Limits (README "Limits"). The claim when limits exist: $1..$8 as kClaim's. Returns the
+// claimed jobs as kClaim does, then a row per limit that held a job back: NULL job
+// columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
+inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
+// Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
+// rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer).
+inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
+// Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
+// written_by ('' / 0 for none).
+inline constexpr const char* kLimitsLoad = "pgjobd_limits_load";
+// Per limit: name, running (slots held), partitions with a running job.
+inline constexpr const char* kLimitUsage = "pgjobd_limit_usage";
+// Delete idle partitions' slot rows and full buckets: $1 idle ms, $2 batch. Returns the
+// number of rows deleted.
+inline constexpr const char* kLimitGarbage = "pgjobd_limit_garbage";
+
 // Schedules (README "Recurring jobs"). Times travel as whole seconds since the epoch.
 // Load every schedule: name, cron, every_seconds, timezone, type, queue, source, enabled,
 // paused, overlap, misfire, misfire_grace_seconds, last_tick, next_tick (NULL or seconds).

@@ -30,6 +30,18 @@ struct ClaimSignal {
     cv.notify_one();
   }
 
+  // Completions were written: jobs ended in the database, so the limit slots they held
+  // are free (README "Limits"). The fetcher claims again if its last claim was held back by
+  // a concurrency limit; otherwise this changes nothing.
+  void completions_written() {
+    {
+      std::lock_guard lock(mutex);
+      ++written;
+      ++events;
+    }
+    cv.notify_one();
+  }
+
   // A job will be due at `when` (a retry this daemon wrote): the fetcher claims then, not
   // at its next poll, without asking the database. Only the earliest such time is kept.
   void due_at(std::chrono::steady_clock::time_point when) {
@@ -45,8 +57,9 @@ struct ClaimSignal {
   std::mutex mutex;
   std::condition_variable_any cv;
   // Guarded by mutex.
-  bool woken = true;         // the fetcher clears it when it claims
-  std::uint64_t events = 0;  // counts the calls: a waiter waits for it to change
+  bool woken = true;          // the fetcher clears it when it claims
+  std::uint64_t events = 0;   // counts the calls: a waiter waits for it to change
+  std::uint64_t written = 0;  // counts completions_written()
   // The earliest due_at() not yet taken by the fetcher (which resets it to max).
   std::chrono::steady_clock::time_point due_hint = std::chrono::steady_clock::time_point::max();
 };

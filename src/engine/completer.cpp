@@ -53,6 +53,10 @@ void Completer::submit(Completion completion) {
   if (wake) cv_.notify_one();
 }
 
+void Completer::set_on_written(std::function<void()> on_written) {
+  on_written_ = std::move(on_written);
+}
+
 void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_written) {
   on_retries_written_ = std::move(on_retries_written);
 }
@@ -100,6 +104,7 @@ void Completer::run(const std::stop_token& stop) {
       }
       if (shortest) on_retries_written_(*shortest);
     }
+    if (on_written_ && progress.settled > 0) on_written_();
     if (progress.stale > 0) {
       metrics_.stale_write(progress.stale);
       spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",

@@ -43,6 +43,9 @@ class Completer final : public Service {
   // shortest of their delays: the fetcher then wakes when that retry is due without asking
   // the database. Set before start().
   void set_on_retries_written(std::function<void(Millis shortest_delay)> on_retries_written);
+  // Called (on the completer's thread) after each batch that wrote something. Set before
+  // start().
+  void set_on_written(std::function<void()> on_written);
 
   // The attempts of completions not yet written, the batch being written included: their
   // leases must still be renewed, or a completer held up by the database could see them
@@ -81,6 +84,7 @@ class Completer final : public Service {
   bool delete_done_;
   int unwritten_at_stop_ = 0;
   std::function<void(Millis)> on_retries_written_;  // set before start()
+  std::function<void()> on_written_;                // set before start()
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 

@@ -140,6 +140,9 @@ class Engine::Impl {
   mutable std::mutex parts_mutex_;
   bool drained_ = false;
 
+  // Read by the fetcher, written by the maintenance loop: declared before (so destroyed
+  // after) both.
+  std::unique_ptr<LimitRegistry> limits_;
   // Construction order is start-up order; drain() stops them in the reverse order.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<HttpServer> http_;
@@ -227,6 +230,7 @@ void Engine::Impl::start() {
   completer_->set_on_retries_written([signal = claim_signal_](Millis shortest_delay) {
     signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
   });
+  completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).
@@ -242,9 +246,10 @@ void Engine::Impl::start() {
         metrics->set_workers_busy(busy_now);
         signal->slot_freed();
       });
+  limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
-                       config_.worker.max_payload_bytes, timings_.progress_slice},
+                       config_.worker.max_payload_bytes, timings_.progress_slice, limits_.get()},
       database_->open_store("fetcher"), *pool, *claim_signal_, *metrics_, health_);
   {
     std::lock_guard lock(parts_mutex_);
@@ -254,6 +259,9 @@ void Engine::Impl::start() {
   maintenance_ = std::make_unique<Maintenance>(
       config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
       [this] { return completer_->queued_jobs(); });
+  maintenance_->set_limits(limits_.get());
+  // Before the first claim: it must know whether limits exist (README "Limits").
+  maintenance_->prepare_limits();
   // A transaction pooler cannot keep a LISTEN session: without database.listen_url the
   // daemon polls (poll.max_interval) and learns of cancels at its heartbeats.
   const bool listen_through_pooler =
@@ -266,7 +274,8 @@ void Engine::Impl::start() {
   if (config_.poll.listen_notify && !listen_through_pooler) {
     listener_ = std::make_unique<NotifyListener>(
         *database_, [signal = claim_signal_] { signal->wake(); },
-        [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_);
+        [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_,
+        [maintenance = maintenance_.get()] { maintenance->request_limits_sync(); });
   }
   lease_guard_ = std::make_unique<LeaseGuard>(
       *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
@@ -336,6 +345,10 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   maintenance_->set_retention(applied.retention);
   completer_->set_delete_done(applied.retention.done.count() == 0);
   scheduler_->set_yaml(applied.schedules);  // reconciled by the scheduler's thread
+  if (applied.limits != current.limits) {
+    limits_->set_configured(applied.limits);  // written by the maintenance loop
+    maintenance_->request_limits_sync();
+  }
   {
     std::lock_guard lock(config_mutex_);
     config_ = applied;

@@ -34,6 +34,7 @@ Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& p
       signal_(signal),
       metrics_(metrics),
       health_(health),
+      limits_(options.limits),
       min_interval_(options.poll.min_interval),
       max_interval_(options.poll.max_interval),
       types_(std::move(options.types)),
@@ -86,8 +87,10 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   };
   // The next poll, or sooner the next job known to become due.
   const auto next_claim = [&] { return std::min({next_poll_, next_due_, hinted_due_}); };
+  const auto limit_slot_freed = [&] { return limit_held_ && signal_.written != written_at_claim_; };
   const auto due = [&] {
-    return signal_.woken || backlog_ || Clock::now() >= next_claim() || saturated_queue_has_room();
+    return signal_.woken || backlog_ || Clock::now() >= next_claim() ||
+           saturated_queue_has_room() || limit_slot_freed();
   };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
@@ -103,6 +106,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     if (due() && enough_free(free)) {
       woken_ = signal_.woken;
       signal_.woken = false;
+      written_at_claim_ = signal_.written;
       return true;
     }
     // Pool full: a finishing job wakes us. The wait is cut into slices so that a loop
@@ -170,7 +174,7 @@ bool Fetcher::claim_once(bool woken) {
     request.types = types_;
     request.max_payload_bytes = max_payload_bytes_;
   }
-  std::vector<Job> jobs = store_->claim(request);
+  std::vector<Job> jobs = claim_jobs(request);
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;
   // A queue that got every slot it was offered likely has more waiting: its next freed
@@ -205,6 +209,24 @@ bool Fetcher::claim_once(bool woken) {
     learn_next_due(request);
   }
   return full;
+}
+
+std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {
+  limit_held_ = false;
+  if (limits_ == nullptr || !limits_->active()) return store_->claim(request);
+  LimitedClaim claim = store_->claim_limited(request);
+  const auto now = Clock::now();
+  for (const LimitHold& hold : claim.held) {
+    metrics_.limit_throttled(hold.limit, hold.reason);
+    if (hold.retry_in) {
+      // A rate limit's next token: claim again then, not in a loop before it.
+      hinted_due_ = std::min(hinted_due_, now + *hold.retry_in);
+    } else if (hold.reason == "concurrency") {
+      limit_held_ = true;
+    }
+    spdlog::debug("limit {} held back due jobs ({})", hold.limit, hold.reason);
+  }
+  return std::move(claim.jobs);
 }
 
 void Fetcher::learn_next_due(const ClaimRequest& request) {

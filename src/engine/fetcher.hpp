@@ -27,6 +27,7 @@
 #include "engine/health.hpp"
 #include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
+#include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
 #include "store/job_store.hpp"
 
@@ -43,6 +44,9 @@ class Fetcher final : public Service {
     // The longest single wait while the pool is full: the loop marks progress after each,
     // so the watchdog sees a loop that waits for busy slots as alive. Tests shorten it.
     Millis progress_slice{1000};
+    // The limits every daemon applies (README "Limits"); null: none (tests). While it says
+    // active the fetcher claims with claim_limited().
+    const LimitRegistry* limits = nullptr;
   };
 
   Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
@@ -78,6 +82,9 @@ class Fetcher final : public Service {
   bool claim_once(bool woken);
   // After a short claim: asks the store when its next job is due, unless nothing changed.
   void learn_next_due(const ClaimRequest& request);
+  // The claim itself: the plain one, or the limited one while limits exist (whose holds
+  // are counted and, for rate limits, awaited).
+  std::vector<Job> claim_jobs(const ClaimRequest& request);
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
   void mark_progress();
 
@@ -89,6 +96,7 @@ class Fetcher final : public Service {
   ClaimSignal& signal_;
   Metrics& metrics_;
   Health& health_;
+  const LimitRegistry* const limits_;
 
   mutable std::mutex settings_mutex_;  // guards the reloadable settings below
   Millis min_interval_;
@@ -109,6 +117,12 @@ class Fetcher final : public Service {
   bool next_due_stale_ = true;                // next_due_ may be wrong: ask after the next claim
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
+  // A concurrency limit held back a job in the last claim: the next batch of completions
+  // this daemon writes makes a claim due (a job it ran may have held that limit's slot),
+  // as a freed slot does for a saturated queue. written_at_claim_: ClaimSignal::written
+  // when the last claim was made.
+  bool limit_held_ = false;
+  std::uint64_t written_at_claim_ = 0;
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
   ServiceThread thread_;  // last: joined before the members it uses go away

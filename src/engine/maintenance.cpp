@@ -78,6 +78,42 @@ void Maintenance::request_heartbeat() {
   wake_.notify_all();
 }
 
+void Maintenance::set_limits(LimitRegistry* limits) { limits_ = limits; }
+
+void Maintenance::prepare_limits() {
+  if (limits_ == nullptr) return;
+  guarded("limits", [&] { sync_limits(); });
+}
+
+void Maintenance::request_limits_sync() {
+  {
+    std::lock_guard lock(mutex_);
+    limits_requested_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Maintenance::sync_limits() {
+  limits_->sync(*store_);
+  if (!limits_->active()) {
+    metrics_.set_limit_running({});
+    return;
+  }
+  std::vector<std::string> unkeyed;
+  for (const LimitDefinition& definition : limits_->definitions()) {
+    if (definition.limit.key.empty() && definition.limit.concurrency > 0) {
+      unkeyed.push_back(definition.name);
+    }
+  }
+  std::vector<std::pair<std::string, double>> running;
+  for (const LimitUsage& usage : store_->limit_usage()) {
+    if (std::find(unkeyed.begin(), unkeyed.end(), usage.name) != unkeyed.end()) {
+      running.emplace_back(usage.name, static_cast<double>(usage.running));
+    }
+  }
+  metrics_.set_limit_running(running);
+}
+
 Clock::time_point Maintenance::last_renewal() const {
   std::lock_guard lock(mutex_);
   return last_renewal_;
@@ -104,11 +140,15 @@ void Maintenance::run(const std::stop_token& stop) {
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
+  // prepare_limits() ran just before: the first sync is one interval away.
+  auto next_limits = now + heartbeat_interval_;
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
-    const auto next =
-        std::min({next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check});
-    wake_.wait_until(lock, stop, next, [this] { return stats_requested_ || heartbeat_requested_; });
+    const auto next = std::min(
+        {next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check, next_limits});
+    wake_.wait_until(lock, stop, next, [this] {
+      return stats_requested_ || heartbeat_requested_ || limits_requested_;
+    });
     if (stop.stop_requested()) break;
     now = Clock::now();
     if (stats_requested_) {
@@ -118,6 +158,10 @@ void Maintenance::run(const std::stop_token& stop) {
     if (heartbeat_requested_) {
       heartbeat_requested_ = false;
       next_heartbeat = now;
+    }
+    if (limits_requested_) {
+      limits_requested_ = false;
+      next_limits = now;
     }
     lock.unlock();
     if (now >= next_heartbeat) {
@@ -132,6 +176,14 @@ void Maintenance::run(const std::stop_token& stop) {
     if (now >= next_stats) {
       guarded("stats", [&] { collect_stats(); });
       next_stats = now + kStatsInterval;
+    }
+    if (now >= next_limits) {
+      if (limits_ != nullptr) guarded("limits", [&] { sync_limits(); });
+      // A write that failed is retried soon, not a heartbeat interval later.
+      const bool retry_soon = limits_ != nullptr && limits_->write_pending();
+      next_limits = now + (retry_soon ? std::min<std::chrono::milliseconds>(heartbeat_interval_,
+                                                                            std::chrono::seconds(1))
+                                      : heartbeat_interval_);
     }
     if (now >= next_schema_check) {
       guarded("schema check", [&] { check_schema(); });
@@ -226,6 +278,10 @@ void Maintenance::prune(const std::stop_token& stop) {
     deleted += n;
   }
   if (deleted > 0) spdlog::info("retention: deleted {} finished job(s)", deleted);
+  if (limits_ != nullptr && limits_->active()) {
+    const int removed = store_->collect_limit_garbage(kLimitPartitionIdle, kPruneBatch);
+    if (removed > 0) spdlog::debug("limits: deleted {} idle partition row(s)", removed);
+  }
 }
 
 void Maintenance::collect_stats() {

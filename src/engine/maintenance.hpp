@@ -19,6 +19,7 @@
 #include "engine/health.hpp"
 #include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
+#include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
 #include "store/job_store.hpp"
 
@@ -49,6 +50,18 @@ class Maintenance final : public Service {
   // heartbeat's answer (which running jobs have a cancel request) stops them at once.
   void request_heartbeat();
 
+  // Limits (README "Limits"): the maintenance loop writes this daemon's and reads
+  // everyone's back every heartbeat interval and on request_limits_sync(), reports their
+  // use in pgjobd_limit_running and, as leader, deletes idle partitions' rows. Set before
+  // start(); prepare_limits() does the first sync on the caller's thread, so the first
+  // claim already knows whether limits exist (a failure is logged and retried by the loop;
+  // meanwhile the registry says active, the safe answer).
+  void set_limits(LimitRegistry* limits);
+  void prepare_limits();
+  // Now rather than at the next interval: a reload changed the section, or another
+  // daemon's write was announced (NOTIFY pgjobd_limits).
+  void request_limits_sync();
+
   // When the last successful heartbeat was sent: every running job's lease lasts at least
   // lease.duration from then (LeaseGuard stops jobs once that has passed).
   std::chrono::steady_clock::time_point last_renewal() const;
@@ -63,6 +76,9 @@ class Maintenance final : public Service {
   static constexpr std::chrono::seconds kIdleRescueInterval{5};
   static constexpr int kRescueBatch = 1000;
   static constexpr int kPruneBatch = 1000;
+  // A keyed limit's partition with nothing running and nothing taken for this long has
+  // its rows deleted (they are recreated when needed).
+  static constexpr std::chrono::minutes kLimitPartitionIdle{10};
 
  private:
   void run(const std::stop_token& stop);
@@ -74,6 +90,7 @@ class Maintenance final : public Service {
   void prune(const std::stop_token& stop);
   void collect_stats();
   void check_schema();
+  void sync_limits();
   // Runs one task, turning a database error into a log line, a metric and a backoff.
   template <typename Task>
   void guarded(const char* operation, Task&& task);
@@ -91,12 +108,14 @@ class Maintenance final : public Service {
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
 
-  mutable std::mutex mutex_;  // guards the five members below
+  mutable std::mutex mutex_;  // guards the members below up to limits_
   std::chrono::steady_clock::time_point last_renewal_;
   RetentionConfig retention_;
   std::vector<std::string> queues_;
   bool stats_requested_ = false;      // set_queues: run the statistics now
   bool heartbeat_requested_ = false;  // request_heartbeat: heartbeat now
+  bool limits_requested_ = false;     // request_limits_sync: sync limits now
+  LimitRegistry* limits_ = nullptr;   // set before start
   std::condition_variable_any wake_;  // the loop's wait; set_queues and the stop token end it
   ServiceThread thread_;              // last: joined before the members it uses go away
 };

@@ -17,16 +17,16 @@
 namespace pgjobd {
 
 NotifyListener::NotifyListener(Database& database, std::function<void()> on_jobs,
-                               std::function<void()> on_cancel, Metrics& metrics)
+                               std::function<void()> on_cancel, Metrics& metrics,
+                               std::function<void()> on_limits)
     : database_(database),
-      on_notify_(
-          [on_jobs = std::move(on_jobs), on_cancel = std::move(on_cancel)](NotifyChannel channel) {
-            if (channel == NotifyChannel::kCancel) {
-              if (on_cancel) on_cancel();
-            } else if (on_jobs) {
-              on_jobs();
-            }
-          }),
+      on_notify_([on_jobs = std::move(on_jobs), on_cancel = std::move(on_cancel),
+                  on_limits = std::move(on_limits)](NotifyChannel channel) {
+        const std::function<void()>& callback = channel == NotifyChannel::kCancel   ? on_cancel
+                                                : channel == NotifyChannel::kLimits ? on_limits
+                                                                                    : on_jobs;
+        if (callback) callback();
+      }),
       metrics_(metrics),
       stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
@@ -74,6 +74,7 @@ void NotifyListener::listen_until_stopped(const std::stop_token& stop, Notificat
   // Anything inserted or cancelled while we were not listening.
   on_notify_(NotifyChannel::kJobs);
   on_notify_(NotifyChannel::kCancel);
+  on_notify_(NotifyChannel::kLimits);
   while (!stop.stop_requested()) {
     pollfd fds[2] = {{session.socket(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) {

@@ -16,7 +16,7 @@ class NotifyListener final : public Service {
  public:
   // Run on the listener thread for each notification for this schema, by channel.
   NotifyListener(Database& database, std::function<void()> on_jobs, std::function<void()> on_cancel,
-                 Metrics& metrics);
+                 Metrics& metrics, std::function<void()> on_limits = {});
   ~NotifyListener() override;  // stop()
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;

@@ -7,6 +7,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <map>
@@ -37,8 +38,8 @@ const prometheus::Histogram::BucketBoundaries kBatchBuckets = {1,  2,   4,   8, 
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
 // instead of as a series nobody documented.
 const std::set<std::string, std::less<>> kDbOperations = {
-    "claim",  "complete", "connect",      "heartbeat", "listen",  "prune",
-    "rescue", "resign",   "schema check", "stats",     "schedule"};
+    "claim",  "complete", "connect",      "heartbeat", "listen",   "prune",
+    "rescue", "resign",   "schema check", "stats",     "schedule", "limits"};
 
 const std::string kOther = Metrics::kOtherLabel;
 
@@ -98,6 +99,18 @@ struct Metrics::State {
           .Help(
               "Schedule ticks this daemon handled, by schedule and result (fired, "
               "skipped_overlap, missed).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& limit_throttled =
+      prometheus::BuildCounter()
+          .Name("pgjobd_limit_throttled_total")
+          .Help(
+              "Claims in which a limit held back at least one due job, by limit and reason "
+              "(concurrency, rate).")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& limit_running =
+      prometheus::BuildGauge()
+          .Name("pgjobd_limit_running")
+          .Help("Jobs running under each unkeyed limit, across all daemons.")
           .Register(*registry);
   prometheus::Gauge& schedule_overdue =
       prometheus::BuildGauge()
@@ -183,6 +196,8 @@ struct Metrics::State {
   std::map<std::string, prometheus::Counter*> db_error_children;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> schedule_fire_children;
   std::set<std::string, std::less<>> schedule_labels;
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*> limit_throttled_children;
+  std::map<std::string, prometheus::Gauge*, std::less<>> limit_running_children;
 
   // Gauges that are set wholesale, for the queues served now only (a reload that drops a
   // queue removes its series). Within them every series ever set stays (at 0) so scrapes
@@ -433,5 +448,44 @@ void Metrics::schedule_fires(const std::string& schedule, const std::string& res
 }
 
 void Metrics::set_schedule_overdue(double seconds) { state_->schedule_overdue.Set(seconds); }
+
+void Metrics::limit_throttled(const std::string& limit, const std::string& reason) {
+  std::lock_guard lock(state_->labels_mutex);
+  auto& children = state_->limit_throttled_children;
+  auto it = children.find({limit, reason});
+  if (it == children.end()) {
+    if (children.size() >= kMaxLimitLabels * 2) return;  // bounded (two reasons per limit)
+    it = children
+             .emplace(std::make_pair(limit, reason),
+                      &state_->limit_throttled.Add({{"limit", limit}, {"reason", reason}}))
+             .first;
+  }
+  it->second->Increment();
+}
+
+void Metrics::set_limit_running(const std::vector<std::pair<std::string, double>>& running) {
+  std::lock_guard lock(state_->labels_mutex);
+  // Limits removed since the last call lose their series.
+  for (auto it = state_->limit_running_children.begin();
+       it != state_->limit_running_children.end();) {
+    const bool kept = std::any_of(running.begin(), running.end(),
+                                  [&](const auto& row) { return row.first == it->first; });
+    if (kept) {
+      ++it;
+    } else {
+      state_->limit_running.Remove(it->second);
+      it = state_->limit_running_children.erase(it);
+    }
+  }
+  auto& children = state_->limit_running_children;
+  for (const auto& [limit, value] : running) {
+    auto it = children.find(limit);
+    if (it == children.end()) {
+      if (children.size() >= kMaxLimitLabels) continue;
+      it = children.emplace(limit, &state_->limit_running.Add({{"limit", limit}})).first;
+    }
+    it->second->Set(value);
+  }
+}
 
 }  // namespace pgjobd

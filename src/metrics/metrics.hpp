@@ -81,6 +81,13 @@ class Metrics {
   // pgjobd_schedule_overdue_seconds: how far behind its due tick the most overdue active
   // schedule is (0 when none is behind).
   void set_schedule_overdue(double seconds);
+  // pgjobd_limit_throttled_total{limit,reason}: a claim in which the limit held a due job
+  // back, reason "concurrency" or "rate". pgjobd_limit_running{limit}: jobs running under
+  // each unkeyed limit (the given ones; other series are removed). Limits are named by
+  // config, but another daemon's may differ: at most kMaxLimitLabels series each.
+  static constexpr std::size_t kMaxLimitLabels = 200;
+  void limit_throttled(const std::string& limit, const std::string& reason);
+  void set_limit_running(const std::vector<std::pair<std::string, double>>& running);
 
  private:
   struct State;

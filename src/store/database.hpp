@@ -17,6 +17,7 @@ namespace pgjobd {
 enum class NotifyChannel {
   kJobs,    // jobs were inserted (or a queue resumed): claim
   kCancel,  // pgjobd_cancel marked a running job: heartbeat to learn which
+  kLimits,  // pgjobd_limits_sync changed the limits: read them again
 };
 
 // One LISTEN session on pgjobd's channels.

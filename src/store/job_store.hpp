@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -70,12 +71,52 @@ struct QueueStatsRow {
   double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
 };
 
+// A limit as the database holds it (README "Limits"): what every daemon applies.
+struct LimitDefinition {
+  std::string name;
+  LimitConfig limit;  // rate is left empty: rate_per_second holds it
+  std::string written_by;
+
+  bool operator==(const LimitDefinition&) const = default;
+};
+
+// One change sync_limits made: change is "added", "changed" or "removed".
+struct LimitChange {
+  std::string name;
+  std::string change;
+  std::string previous_writer;  // who wrote the definition it replaced ("" for added)
+};
+
+// A limit that held back at least one due job in a claim.
+struct LimitHold {
+  std::string limit;
+  std::string reason;  // "concurrency" or "rate"
+  // rate: when the partition's next token is due; the claim is worth making again then.
+  std::optional<std::chrono::microseconds> retry_in;
+};
+
+struct LimitedClaim {
+  std::vector<Job> jobs;
+  std::vector<LimitHold> held;
+};
+
+// A limit's use now: slots held (jobs running under it) over all its partitions.
+struct LimitUsage {
+  std::string name;
+  std::int64_t running = 0;
+  std::int64_t partitions = 0;  // partitions with a running job
+};
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
 
   // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
   virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
+
+  // The claim when limits exist: the same request, each job also taking a slot or token of
+  // every limit it matches; jobs whose limits have no room stay (README "Limits").
+  virtual LimitedClaim claim_limited(const ClaimRequest& request) = 0;
 
   // How long until the earliest job this daemon could claim that is not due yet becomes
   // due: the pending or failed jobs of `queues` (paused ones left out) whose type is one of
@@ -122,6 +163,18 @@ class JobStore {
   // Those of `queues` that are paused (pgjobd_pause_queue), for the pgjobd_queue_paused
   // gauge. The claim itself skips paused queues; this only reports them.
   virtual std::vector<std::string> paused_queues(const std::vector<std::string>& queues) = 0;
+
+  // Makes the database's limits exactly `limits` (a daemon's `limits:` section), marking
+  // them written by `writer`; returns what changed.
+  virtual std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                               const std::string& writer) = 0;
+  // The limits every daemon applies, by name.
+  virtual std::vector<LimitDefinition> load_limits() = 0;
+  // Each limit's use now.
+  virtual std::vector<LimitUsage> limit_usage() = 0;
+  // Deletes up to batch_size slot and bucket rows that say nothing any more: partitions
+  // of keyed limits idle for longer than `idle`. Returns how many.
+  virtual int collect_limit_garbage(Millis idle, int batch_size) = 0;
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;

@@ -40,6 +40,16 @@ const char* name_of(StoreMethod method) {
       return "schema_problem";
     case StoreMethod::kNextDue:
       return "next_due";
+    case StoreMethod::kClaimLimited:
+      return "claim_limited";
+    case StoreMethod::kSyncLimits:
+      return "sync_limits";
+    case StoreMethod::kLoadLimits:
+      return "load_limits";
+    case StoreMethod::kLimitUsage:
+      return "limit_usage";
+    case StoreMethod::kLimitGarbage:
+      return "collect_limit_garbage";
   }
   return "?";
 }
@@ -212,6 +222,33 @@ void FakeJobTable::set_paused_queues(std::vector<std::string> queues) {
   changed();
 }
 
+void FakeJobTable::set_limits(std::vector<LimitDefinition> limits) {
+  std::lock_guard lock(mutex_);
+  limits_ = std::move(limits);
+  changed();
+}
+
+std::vector<LimitDefinition> FakeJobTable::limits() const {
+  std::lock_guard lock(mutex_);
+  return limits_;
+}
+
+void FakeJobTable::set_rate_hold(const std::string& limit,
+                                 std::optional<std::chrono::microseconds> retry_in) {
+  std::lock_guard lock(mutex_);
+  if (retry_in) {
+    rate_holds_[limit] = *retry_in;
+  } else {
+    rate_holds_.erase(limit);
+  }
+  changed();
+}
+
+std::vector<std::map<std::string, LimitConfig>> FakeJobTable::limit_syncs() const {
+  std::lock_guard lock(mutex_);
+  return limit_syncs_;
+}
+
 std::vector<std::vector<std::string>> FakeJobTable::stats_queues() const {
   std::lock_guard lock(mutex_);
   return stats_queues_;
@@ -335,7 +372,40 @@ bool FakeJobTable::wait_held(StoreMethod method, int n, std::chrono::millisecond
 
 std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
   auto lock = table_->enter(StoreMethod::kClaim);
+  return claim_locked(request, nullptr);
+}
+
+LimitedClaim FakeJobStore::claim_limited(const ClaimRequest& request) {
+  auto lock = table_->enter(StoreMethod::kClaimLimited);
+  LimitedClaim claim;
+  claim.jobs = claim_locked(request, &claim.held);
+  return claim;
+}
+
+std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
+                                            std::vector<LimitHold>* held) {
   table_->claim_requests_.push_back(request);
+  // Running jobs per limited type now, and the limits by type (unkeyed concurrency only).
+  std::map<std::string, const LimitDefinition*> limit_of_type;
+  std::map<std::string, int> running;
+  if (held != nullptr) {
+    for (const LimitDefinition& limit : table_->limits_) {
+      for (const std::string& type : limit.limit.types) limit_of_type[type] = &limit;
+    }
+    for (const auto& [id, row] : table_->rows_) {
+      const auto limit = limit_of_type.find(row.job.type);
+      if (row.status == FakeStatus::kRunning && limit != limit_of_type.end()) {
+        ++running[limit->second->name];
+      }
+    }
+  }
+  const auto hold = [&](const std::string& limit, const std::string& reason,
+                        std::optional<std::chrono::microseconds> retry_in) {
+    for (const LimitHold& h : *held) {
+      if (h.limit == limit) return;
+    }
+    held->push_back({limit, reason, retry_in});
+  };
   std::map<std::string, int> free;
   for (const auto& slot : request.slots) free[slot.queue] += slot.free;
 
@@ -358,6 +428,23 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
       if (contains(table_->paused_queues_, row->job.queue)) continue;
       const auto slot = free.find(row->job.queue);
       if (slot == free.end() || slot->second <= 0) continue;
+      if (held != nullptr) {
+        const auto limit = limit_of_type.find(row->job.type);
+        if (limit != limit_of_type.end()) {
+          const LimitDefinition& definition = *limit->second;
+          const auto rate = table_->rate_holds_.find(definition.name);
+          if (rate != table_->rate_holds_.end()) {
+            hold(definition.name, "rate", rate->second);
+            continue;
+          }
+          if (definition.limit.concurrency > 0 &&
+              running[definition.name] >= definition.limit.concurrency) {
+            hold(definition.name, "concurrency", std::nullopt);
+            continue;
+          }
+          ++running[definition.name];
+        }
+      }
       --slot->second;
     }
     row->status = FakeStatus::kRunning;
@@ -513,6 +600,60 @@ std::vector<std::string> FakeJobStore::paused_queues(const std::vector<std::stri
     if (contains(queues, queue)) paused.push_back(queue);
   }
   return paused;
+}
+
+std::vector<LimitChange> FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                                   const std::string& writer) {
+  auto lock = table_->enter(StoreMethod::kSyncLimits);
+  table_->limit_syncs_.push_back(limits);
+  std::vector<LimitChange> changes;
+  std::vector<LimitDefinition> next;
+  for (const auto& [name, limit] : limits) {
+    LimitDefinition definition{name, limit, writer};
+    definition.limit.rate.clear();  // the database keeps rate_per_second only
+    const auto old = std::find_if(table_->limits_.begin(), table_->limits_.end(),
+                                  [&](const LimitDefinition& d) { return d.name == name; });
+    if (old == table_->limits_.end()) {
+      changes.push_back({name, "added", ""});
+    } else if (!(old->limit == definition.limit)) {
+      changes.push_back({name, "changed", old->written_by});
+    } else {
+      definition.written_by = old->written_by;
+    }
+    next.push_back(std::move(definition));
+  }
+  for (const LimitDefinition& old : table_->limits_) {
+    if (limits.count(old.name) == 0) changes.push_back({old.name, "removed", old.written_by});
+  }
+  table_->limits_ = std::move(next);
+  table_->changed();
+  return changes;
+}
+
+std::vector<LimitDefinition> FakeJobStore::load_limits() {
+  auto lock = table_->enter(StoreMethod::kLoadLimits);
+  return table_->limits_;
+}
+
+std::vector<LimitUsage> FakeJobStore::limit_usage() {
+  auto lock = table_->enter(StoreMethod::kLimitUsage);
+  std::vector<LimitUsage> usage;
+  for (const LimitDefinition& limit : table_->limits_) {
+    LimitUsage use{limit.name, 0, 0};
+    for (const auto& [id, row] : table_->rows_) {
+      if (row.status == FakeStatus::kRunning && contains(limit.limit.types, row.job.type)) {
+        ++use.running;
+      }
+    }
+    use.partitions = use.running > 0 ? 1 : 0;
+    usage.push_back(use);
+  }
+  return usage;
+}
+
+int FakeJobStore::collect_limit_garbage(Millis /*idle*/, int /*batch_size*/) {
+  auto lock = table_->enter(StoreMethod::kLimitGarbage);
+  return 0;
 }
 
 std::string FakeJobStore::schema_problem() {

@@ -42,8 +42,13 @@ enum class StoreMethod {
   kPausedQueues,
   kSchemaProblem,
   kNextDue,
+  kClaimLimited,
+  kSyncLimits,
+  kLoadLimits,
+  kLimitUsage,
+  kLimitGarbage,
 };
-inline constexpr std::size_t kStoreMethodCount = 11;
+inline constexpr std::size_t kStoreMethodCount = 16;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -115,6 +120,15 @@ class FakeJobTable {
   // Paused queues: claim() skips them and next_due() leaves them out, as the real
   // statements do; paused_queues() reports those of them it is asked about.
   void set_paused_queues(std::vector<std::string> queues);
+  // Limits. The table keeps the definitions sync_limits() writes (or set_limits() puts)
+  // and claim_limited() applies the unkeyed concurrency limits by type, as the real claim
+  // does: a limit's jobs run at most `concurrency` at once, counting every worker's, and
+  // a claim that left one of its jobs behind reports it held. A rate hold is scripted:
+  // while set, the limit's jobs are not claimed and are reported held for `retry_in`.
+  void set_limits(std::vector<LimitDefinition> limits);
+  std::vector<LimitDefinition> limits() const;
+  void set_rate_hold(const std::string& limit, std::optional<std::chrono::microseconds> retry_in);
+  std::vector<std::map<std::string, LimitConfig>> limit_syncs() const;  // each sync's limits
 
   // What was asked. calls() counts every call that started, failed ones included.
   int calls(StoreMethod method) const;
@@ -169,6 +183,9 @@ class FakeJobTable {
   bool claim_ignores_filters_ = false;
   std::optional<std::vector<QueueStatsRow>> stats_override_;
   std::vector<std::string> paused_queues_;
+  std::vector<LimitDefinition> limits_;
+  std::map<std::string, std::chrono::microseconds> rate_holds_;
+  std::vector<std::map<std::string, LimitConfig>> limit_syncs_;
   std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
   std::vector<CompleteCall> completed_;
@@ -188,6 +205,7 @@ class FakeJobStore final : public JobStore {
   explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  LimitedClaim claim_limited(const ClaimRequest& request) override;
   std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
@@ -202,9 +220,18 @@ class FakeJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
+  std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                       const std::string& writer) override;
+  std::vector<LimitDefinition> load_limits() override;
+  std::vector<LimitUsage> limit_usage() override;
+  int collect_limit_garbage(Millis idle, int batch_size) override;
   std::string schema_problem() override;
 
  private:
+  // The claim, under the table's lock; with `limited`, it applies the table's limits and
+  // records what held jobs back.
+  std::vector<Job> claim_locked(const ClaimRequest& request, std::vector<LimitHold>* held);
+
   const std::shared_ptr<FakeJobTable> table_;
 };
 

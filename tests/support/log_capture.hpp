@@ -33,6 +33,12 @@ class LogCapture {
     }
     return false;
   }
+  // How many captured lines contain `text`.
+  int count(const std::string& text) const {
+    int n = 0;
+    for (const auto& line : sink_->last_formatted()) n += line.find(text) != std::string::npos;
+    return n;
+  }
   std::string all() const {
     std::string text;
     for (const auto& line : sink_->last_formatted()) text += line;

@@ -1,0 +1,84 @@
+// LimitRegistry: writes this daemon's limits, reads everyone's back.
+
+#include "limits/limit_registry.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace pgjobd {
+
+LimitRegistry::LimitRegistry(std::optional<Limits> configured, std::string worker_id)
+    : worker_id_(std::move(worker_id)),
+      configured_(std::move(configured)),
+      write_pending_(configured_.has_value()) {}
+
+void LimitRegistry::set_configured(std::optional<Limits> configured) {
+  std::lock_guard lock(mutex_);
+  configured_ = std::move(configured);
+  write_pending_ = configured_.has_value();
+  warned_ = false;
+}
+
+bool LimitRegistry::write_pending() const {
+  std::lock_guard lock(mutex_);
+  return write_pending_;
+}
+
+std::vector<LimitDefinition> LimitRegistry::definitions() const {
+  std::lock_guard lock(mutex_);
+  return definitions_;
+}
+
+bool LimitRegistry::differs_from_configured(const std::vector<LimitDefinition>& loaded) const {
+  if (!configured_) return false;
+  if (loaded.size() != configured_->size()) return true;
+  for (const LimitDefinition& definition : loaded) {
+    const auto mine = configured_->find(definition.name);
+    if (mine == configured_->end()) return true;
+    LimitConfig expected = mine->second;
+    expected.rate.clear();  // the database keeps rate_per_second only
+    if (!(expected == definition.limit)) return true;
+  }
+  return false;
+}
+
+void LimitRegistry::sync(JobStore& store) {
+  std::optional<Limits> to_write;
+  {
+    std::lock_guard lock(mutex_);
+    if (write_pending_) to_write = configured_;
+  }
+  if (to_write) {
+    for (const LimitChange& change : store.sync_limits(*to_write, worker_id_)) {
+      if (!change.previous_writer.empty() && change.previous_writer != worker_id_) {
+        spdlog::warn(
+            "limit {} {}: its definition by {} differed from this daemon's limits: section; "
+            "every daemon now applies this one",
+            change.name, change.change, change.previous_writer);
+      } else {
+        spdlog::info("limit {} {}", change.name, change.change);
+      }
+    }
+    std::lock_guard lock(mutex_);
+    // A reload meanwhile asked for another write: keep it pending.
+    if (configured_ == to_write) write_pending_ = false;
+  }
+  std::vector<LimitDefinition> loaded = store.load_limits();
+  std::lock_guard lock(mutex_);
+  const bool differs = differs_from_configured(loaded);
+  if (differs && !warned_) {
+    spdlog::warn(
+        "the limits in the database differ from this daemon's limits: section (another "
+        "daemon wrote its own since): this daemon applies the database's, as every daemon "
+        "does; give all daemons the same section");
+  }
+  warned_ = differs;
+  if (loaded != definitions_) {
+    if (!loaded.empty() && !configured_) {
+      spdlog::info("applying {} limit(s) from the database", loaded.size());
+    }
+    definitions_ = std::move(loaded);
+  }
+  active_.store(!definitions_.empty(), std::memory_order_release);
+}
+
+}  // namespace pgjobd

@@ -1,0 +1,60 @@
+#pragma once
+// What this daemon knows of the limits every daemon applies (README "Limits"). The
+// definitions live in the database: a daemon with a `limits:` section writes it there at
+// start and at each reload, and every daemon reads them back regularly (and at once on the
+// NOTIFY a change sends). The claim asks active(): with no limit anywhere the plain claim
+// statement runs, so limits cost nothing until someone defines one.
+//
+// Thread-safe: the maintenance loop syncs and refreshes, the fetcher reads active().
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pgjobd/config.hpp"
+#include "store/job_store.hpp"
+
+namespace pgjobd {
+
+class LimitRegistry {
+ public:
+  using Limits = std::map<std::string, LimitConfig>;
+
+  // configured: the daemon's `limits:` section; nullopt when it has none (it then writes
+  // nothing and applies what the database holds).
+  LimitRegistry(std::optional<Limits> configured, std::string worker_id);
+
+  // A limit exists, so claims must take slots and tokens. True until the first successful
+  // read: the limited claim is right whatever the database holds, the plain one only when
+  // it holds no limit.
+  bool active() const { return active_.load(std::memory_order_acquire); }
+
+  // Writes the configured limits when a write is pending (start, reload), then reads the
+  // definitions back. Logs what changed, and warns when this daemon's section differs from
+  // what the database holds. Throws DbError; a failed write stays pending.
+  void sync(JobStore& store);
+  // Reload: the next sync() writes these.
+  void set_configured(std::optional<Limits> configured);
+  // Whether sync() has a write to make (so the maintenance loop does not wait for its
+  // next interval).
+  bool write_pending() const;
+
+  std::vector<LimitDefinition> definitions() const;
+
+ private:
+  // Under mutex_: whether the database's definitions differ from the configured ones.
+  bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
+
+  const std::string worker_id_;
+  mutable std::mutex mutex_;
+  std::optional<Limits> configured_;
+  bool write_pending_ = false;
+  std::vector<LimitDefinition> definitions_;
+  bool warned_ = false;  // the current difference was logged
+  std::atomic<bool> active_{true};
+};
+
+}  // namespace pgjobd

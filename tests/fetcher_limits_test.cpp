@@ -1,0 +1,135 @@
+// Fetcher with limits (README "Limits"): while the registry says limits exist it claims
+// with claim_limited; a rate limit's hold is awaited until its token is due, not polled
+// for in a loop; a concurrency limit's hold is claimed for again as soon as this daemon
+// has written a completion (which may have freed the limit's slot). The database is the in-memory
+// fake, which applies unkeyed concurrency limits and scripted rate holds.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "engine/claim_signal.hpp"
+#include "engine/fetcher.hpp"
+#include "engine/health.hpp"
+#include "engine/worker_pool.hpp"
+#include "limits/limit_registry.hpp"
+#include "metrics/metrics.hpp"
+#include "support/fake_job_store.hpp"
+#include "support/job_gate.hpp"
+#include "support/wait_until.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::FakeDatabase;
+using pgjobd::testing::FakeJobTable;
+using pgjobd::testing::JobGate;
+using pgjobd::testing::StoreMethod;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+LimitDefinition limit_on_gated(const std::string& name, int concurrency) {
+  LimitDefinition definition;
+  definition.name = name;
+  definition.limit.types = {"gated"};
+  definition.limit.concurrency = concurrency;
+  return definition;
+}
+
+class FetcherLimitsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    table_.unblock_all();
+    gate_.release_all();
+    if (fetcher_) fetcher_->stop();
+  }
+
+  // A minute's poll interval: every claim after the first has a cause the test controls.
+  // Completions are written to the fake, so a finished job no longer holds its limit.
+  void start(int concurrency) {
+    WorkerConfig workers;
+    workers.concurrency = concurrency;
+    completions_ = database_.open_store("completer");
+    pool_ = std::make_unique<WorkerPool>(
+        workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
+        [this](Completion completion) {
+          completions_->complete({completion}, "worker-1", false);
+          signal_.completions_written();  // as the completer does after each batch
+        },
+        [this](int) { signal_.slot_freed(); });
+    PollConfig poll;
+    poll.min_interval = Millis(60000);
+    poll.max_interval = Millis(60000);
+    Fetcher::Options options{"worker-1", Millis(30000), poll, {"gated"}};
+    options.limits = &registry_;
+    fetcher_ = std::make_unique<Fetcher>(options, database_.open_store("fetcher"), *pool_, signal_,
+                                         metrics_, health_);
+    pool_->start();
+    fetcher_->start();
+  }
+
+  FakeDatabase database_;
+  FakeJobTable& table_ = database_.table();
+  // No sync yet: the registry answers active, the safe default.
+  LimitRegistry registry_{std::nullopt, "worker-1"};
+  JobGate gate_;
+  ClaimSignal signal_;
+  Metrics metrics_{{"default"}, {"gated"}};
+  Health health_;
+  std::unique_ptr<JobStore> completions_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<Fetcher> fetcher_;
+};
+
+TEST_F(FetcherLimitsTest, ClaimsWithTheLimitedClaimWhileLimitsExist) {
+  table_.set_limits({limit_on_gated("partner", 2)});
+  table_.add_jobs(5, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0);
+  EXPECT_GE(table_.calls(StoreMethod::kClaimLimited), 1);
+  EXPECT_EQ(gate_.running(), 2) << "the fake's limit of 2 was exceeded";
+}
+
+TEST_F(FetcherLimitsTest, ARateHoldIsAwaitedUntilItsTokenNotPolledInALoop) {
+  table_.set_limits({limit_on_gated("mail", 0)});
+  table_.set_rate_hold("mail", milliseconds(400));
+  table_.add_jobs(3, "gated");
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaimLimited, 1));
+  table_.set_rate_hold("mail", std::nullopt);  // the token the hold announced is due
+  ASSERT_TRUE(gate_.wait_started(3, seconds(10)))
+      << "the claim waited for its minute-long poll instead of the token";
+  const auto times = table_.call_times(StoreMethod::kClaimLimited);
+  ASSERT_GE(times.size(), 2u);
+  EXPECT_GE(times[1] - times[0], milliseconds(400)) << "claimed again before the token was due";
+  EXPECT_EQ(times.size(), 2u) << "claims made while held: a loop";
+}
+
+TEST_F(FetcherLimitsTest, AConcurrencyHoldIsClaimedForAgainOnceACompletionIsWritten) {
+  table_.set_limits({limit_on_gated("partner", 1)});
+  const auto ids = table_.add_jobs(3, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(gate_.running(), 1);
+  gate_.release(ids[0]);
+  // The batch was short and the queue not saturated: only the hold makes the written
+  // completion worth a claim before the minute-long poll.
+  EXPECT_TRUE(gate_.wait_started(2, seconds(10)));
+  EXPECT_EQ(gate_.max_running(), 1);
+}
+
+TEST_F(FetcherLimitsTest, NoLimitInTheDatabaseMeansThePlainClaim) {
+  // A sync against a table without limits: the registry learns there are none.
+  auto store = database_.open_store("maintenance");
+  registry_.sync(*store);
+  ASSERT_FALSE(registry_.active());
+  table_.add_jobs(2, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaimLimited), 0);
+  EXPECT_GE(table_.calls(StoreMethod::kClaim), 1);
+}
+
+}  // namespace
+}  // namespace pgjobd

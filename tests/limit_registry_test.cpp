@@ -1,0 +1,96 @@
+// LimitRegistry: a daemon with a `limits:` section writes it (at start, and again after a
+// reload), one without writes nothing and applies the database's; a difference between
+// this daemon's section and the database's is logged once; active() follows the database.
+
+#include "limits/limit_registry.hpp"
+
+#include <gtest/gtest.h>
+
+#include "support/fake_job_store.hpp"
+#include "support/log_capture.hpp"
+
+namespace pgjobd {
+namespace {
+
+using pgjobd::testing::FakeDatabase;
+using pgjobd::testing::LogCapture;
+using pgjobd::testing::StoreMethod;
+
+LimitConfig concurrency(int n) {
+  LimitConfig limit;
+  limit.types = {"x"};
+  limit.concurrency = n;
+  return limit;
+}
+
+TEST(LimitRegistryTest, ADaemonWithASectionWritesItOnceAndAgainAfterAReload) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance");
+  LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
+  EXPECT_TRUE(registry.active()) << "unknown yet: the safe answer";
+  EXPECT_TRUE(registry.write_pending());
+  registry.sync(*store);
+  EXPECT_TRUE(registry.active());
+  EXPECT_FALSE(registry.write_pending());
+  registry.sync(*store);  // a refresh: reads, writes nothing
+  EXPECT_EQ(database.table().limit_syncs().size(), 1u);
+  ASSERT_EQ(registry.definitions().size(), 1u);
+  EXPECT_EQ(registry.definitions()[0].limit.concurrency, 3);
+
+  registry.set_configured(LimitRegistry::Limits{});  // `limits: {}`: remove them all
+  registry.sync(*store);
+  EXPECT_EQ(database.table().limit_syncs().size(), 2u);
+  EXPECT_FALSE(registry.active());
+}
+
+TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance");
+  LimitRegistry registry(std::nullopt, "d2");
+  EXPECT_FALSE(registry.write_pending());
+  registry.sync(*store);
+  EXPECT_FALSE(registry.active());
+  database.table().set_limits({{"a", concurrency(1), "d1"}});
+  registry.sync(*store);
+  EXPECT_TRUE(registry.active());
+  EXPECT_EQ(database.table().calls(StoreMethod::kSyncLimits), 0);
+}
+
+TEST(LimitRegistryTest, ADifferentDefinitionInTheDatabaseIsLoggedOnce) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance");
+  LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
+  registry.sync(*store);
+  LogCapture log;
+  database.table().set_limits({{"a", concurrency(5), "d2"}});  // another daemon's write
+  registry.sync(*store);
+  registry.sync(*store);
+  EXPECT_EQ(log.count("differ from this daemon's limits: section"), 1) << log.all();
+  ASSERT_EQ(registry.definitions().size(), 1u);
+  EXPECT_EQ(registry.definitions()[0].limit.concurrency, 5) << "the database's apply";
+}
+
+TEST(LimitRegistryTest, OverwritingAnotherDaemonsDefinitionIsAWarning) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance");
+  database.table().set_limits({{"a", concurrency(5), "d2"}});
+  LogCapture log;
+  LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
+  registry.sync(*store);
+  EXPECT_TRUE(log.contains("limit a changed: its definition by d2 differed")) << log.all();
+}
+
+TEST(LimitRegistryTest, AFailedWriteStaysPending) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance");
+  database.table().fail_next(StoreMethod::kSyncLimits, 1);
+  LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
+  EXPECT_THROW(registry.sync(*store), DbError);
+  EXPECT_TRUE(registry.write_pending());
+  EXPECT_TRUE(registry.active());
+  registry.sync(*store);
+  EXPECT_FALSE(registry.write_pending());
+}
+
+}  // namespace
+}  // namespace pgjobd

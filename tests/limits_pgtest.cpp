@@ -1,0 +1,381 @@
+// Limits against PostgreSQL (sql/007_limits.up.sql, README "Limits"): the definitions a
+// daemon writes, the limited claim's slots and tokens under many concurrent claimers, what
+// frees a slot (completion, rescue, a deleted row) and what does not (a stale owner), no
+// head-of-line blocking, turns between partitions, hostile payloads, the cleanup of idle
+// partitions, and the claim's reads next to a million finished rows.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "db/pg_job_store.hpp"
+#include "db/sql_text.hpp"
+#include "support/test_database.hpp"
+
+namespace pgjobd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::TestSchema;
+
+constexpr Millis kLease{30000};
+
+ClaimRequest claim_of(int n, const std::vector<std::string>& types, const std::string& worker = "w",
+                      const std::string& queue = "default") {
+  return {{{queue, n}}, types, n, worker, kLease};
+}
+
+LimitConfig concurrency_limit(std::vector<std::string> types, int concurrency,
+                              std::string key = "") {
+  LimitConfig limit;
+  limit.types = std::move(types);
+  limit.concurrency = concurrency;
+  limit.key = std::move(key);
+  return limit;
+}
+
+LimitConfig rate_limit(std::vector<std::string> types, double per_second, int burst) {
+  LimitConfig limit;
+  limit.types = std::move(types);
+  limit.rate_per_second = per_second;
+  limit.burst = burst;
+  return limit;
+}
+
+std::string table(TestSchema& schema, const std::string& name) {
+  return quote_identifier(schema.name()) + "." + name;
+}
+
+void insert_keyed(TestSchema& schema, const std::string& type, const std::string& user, int n) {
+  schema.exec("INSERT INTO {jobs} (type, payload) SELECT '" + type +
+              "', jsonb_build_object('user', '" + user + "') FROM generate_series(1, " +
+              std::to_string(n) + ")");
+}
+
+std::vector<Completion> done_all(const std::vector<Job>& jobs) {
+  std::vector<Completion> batch;
+  for (const Job& job : jobs)
+    batch.push_back({{job.id, job.attempt}, Outcome::kDone, "", Millis(0)});
+  return batch;
+}
+
+TEST(Limits, SyncReportsWhatChangedAndWhoWroteItBefore) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  std::map<std::string, LimitConfig> limits = {{"a", concurrency_limit({"x"}, 3)},
+                                               {"b", rate_limit({"y"}, 10, 20)}};
+  auto changes = store.sync_limits(limits, "daemon-1");
+  ASSERT_EQ(changes.size(), 2U);
+  EXPECT_EQ(changes[0].change, "added");
+  EXPECT_TRUE(store.sync_limits(limits, "daemon-2").empty())
+      << "an unchanged write changes nothing";
+
+  limits["a"].concurrency = 5;
+  limits.erase("b");
+  changes = store.sync_limits(limits, "daemon-2");
+  ASSERT_EQ(changes.size(), 2U);
+  std::map<std::string, std::pair<std::string, std::string>> by_name;
+  for (const auto& c : changes) by_name[c.name] = {c.change, c.previous_writer};
+  EXPECT_EQ(by_name["a"], std::make_pair(std::string("changed"), std::string("daemon-1")));
+  EXPECT_EQ(by_name["b"], std::make_pair(std::string("removed"), std::string("daemon-1")));
+
+  const auto loaded = store.load_limits();
+  ASSERT_EQ(loaded.size(), 1U);
+  EXPECT_EQ(loaded[0].name, "a");
+  EXPECT_EQ(loaded[0].limit.types, std::vector<std::string>{"x"});
+  EXPECT_EQ(loaded[0].limit.concurrency, 5);
+  EXPECT_EQ(loaded[0].written_by, "daemon-2");
+}
+
+TEST(Limits, SyncRefusesADefinitionTheTableCannotHold) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  LimitConfig nothing;
+  nothing.types = {"x"};  // neither concurrency nor rate
+  try {
+    store.sync_limits({{"a", nothing}}, "d");
+    FAIL() << "a limit that limits nothing was written";
+  } catch (const DbError& e) {
+    EXPECT_NE(std::string(e.what()).find("pgjobd_limits_limits"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(store.load_limits().empty()) << "a failed write leaves the old definitions";
+}
+
+TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
+  TestSchema schema;
+  PgJobStore admin(schema.config().database, "test");
+  constexpr int kLimit = 3;
+  admin.sync_limits({{"p", concurrency_limit({"a"}, kLimit)}}, "test");
+  schema.insert_jobs("a", 300);
+  schema.insert_jobs("free", 100);  // unlimited: must not be held back
+
+  // Each claimer counts a job from the claim's return until just before it sends the
+  // completion: all that time the job is running in the database, so the count can only
+  // be too low, never too high. Above the limit means the database ran more than it.
+  std::atomic<int> in_hand{0};
+  std::atomic<int> most{0};
+  std::atomic<int> done{0};
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 8; ++t) {
+    claimers.emplace_back([&, t] {
+      PgJobStore store(schema.config().database, "claimer");
+      const auto deadline = Clock::now() + std::chrono::seconds(60);
+      while (done.load() < 400 && Clock::now() < deadline) {
+        const LimitedClaim claim =
+            store.claim_limited(claim_of(4, {"a", "free"}, "w" + std::to_string(t)));
+        int limited = 0;
+        for (const Job& job : claim.jobs) limited += job.type == "a" ? 1 : 0;
+        const int now = in_hand.fetch_add(limited) + limited;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(claim.jobs.empty() ? 1 : 3));
+        in_hand.fetch_sub(limited);
+        store.complete(done_all(claim.jobs), "w" + std::to_string(t), false);
+        done.fetch_add(static_cast<int>(claim.jobs.size()));
+      }
+    });
+  }
+  for (auto& thread : claimers) thread.join();
+  EXPECT_EQ(done.load(), 400) << testing::table_summary(schema);
+  EXPECT_LE(most.load(), kLimit);
+  EXPECT_EQ(most.load(), kLimit) << "the limit was never used in full";
+  EXPECT_EQ(schema.count("status = 'done'"), 400);
+}
+
+TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
+  TestSchema schema;
+  PgJobStore admin(schema.config().database, "test");
+  constexpr double kRate = 20;
+  constexpr int kBurst = 5;
+  admin.sync_limits({{"r", rate_limit({"a"}, kRate, kBurst)}}, "test");
+  schema.insert_jobs("a", 500);
+  std::atomic<int> claimed{0};
+  std::atomic<bool> told_to_wait{false};
+  const auto start = Clock::now();
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 4; ++t) {
+    claimers.emplace_back([&] {
+      PgJobStore store(schema.config().database, "claimer");
+      while (Clock::now() - start < std::chrono::milliseconds(1000)) {
+        const LimitedClaim claim = store.claim_limited(claim_of(10, {"a"}));
+        claimed.fetch_add(static_cast<int>(claim.jobs.size()));
+        for (const LimitHold& hold : claim.held) {
+          if (hold.reason == "rate" && hold.retry_in &&
+              *hold.retry_in <= std::chrono::milliseconds(100)) {
+            told_to_wait = true;
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : claimers) thread.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  // burst at once, then rate per second; +1 for the token that refills while the last
+  // claim runs.
+  EXPECT_LE(claimed.load(), kBurst + static_cast<int>(kRate * elapsed) + 1) << elapsed << " s";
+  EXPECT_GE(claimed.load(), kBurst + static_cast<int>(kRate * 0.8)) << "tokens were lost";
+  EXPECT_TRUE(told_to_wait) << "a held claim says when the next token is due (at most 1/rate)";
+  EXPECT_EQ(schema.count("status = 'running'"), claimed.load());
+}
+
+TEST(Limits, AKeyedLimitGivesEachValueItsOwnPartitionAndNoHeadOfLineBlocking) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 1, "user")}}, "test");
+  insert_keyed(schema, "sync", "a", 1000);  // first in claim order
+  insert_keyed(schema, "sync", "b", 1);
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) VALUES ('sync', '{}'), ('sync', '[1, 2]'), "
+      "('other', '{}')");
+
+  const LimitedClaim first = store.claim_limited(claim_of(10, {"sync", "other"}));
+  std::map<std::string, int> by_user;
+  for (const Job& job : first.jobs) ++by_user[job.type == "other" ? "other" : job.payload];
+  EXPECT_EQ(by_user["{\"user\": \"a\"}"], 1);
+  EXPECT_EQ(by_user["{\"user\": \"b\"}"], 1) << "b's job waited behind a's 1,000";
+  EXPECT_EQ(by_user["other"], 1);
+  // A payload without the field (an object without it, or not an object) shares one
+  // partition: one of the two.
+  EXPECT_EQ(by_user["{}"] + by_user["[1, 2]"], 1);
+  EXPECT_EQ(first.jobs.size(), 4U);
+  ASSERT_EQ(first.held.size(), 1U);
+  EXPECT_EQ(first.held[0].limit, "per_user");
+  EXPECT_EQ(first.held[0].reason, "concurrency");
+  EXPECT_FALSE(first.held[0].retry_in);
+
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"sync", "other"})).jobs.empty());
+  const auto usage = store.limit_usage();
+  ASSERT_EQ(usage.size(), 1U);
+  EXPECT_EQ(usage[0].running, 3);
+  EXPECT_EQ(usage[0].partitions, 3);
+}
+
+TEST(Limits, PartitionsTakeTurns) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 100, "user")}}, "test");
+  insert_keyed(schema, "sync", "a", 100);  // all of a's are due first
+  insert_keyed(schema, "sync", "b", 100);
+  insert_keyed(schema, "sync", "c", 100);
+  const LimitedClaim claim = store.claim_limited(claim_of(9, {"sync"}));
+  std::map<std::string, int> by_user;
+  for (const Job& job : claim.jobs) ++by_user[job.payload];
+  EXPECT_EQ(by_user.size(), 3U) << "a's backlog starved b and c";
+  for (const auto& [user, n] : by_user) EXPECT_EQ(n, 3) << user;
+}
+
+TEST(Limits, APartitionAloneStillFillsTheClaim) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 100, "user")}}, "test");
+  insert_keyed(schema, "sync", "a", 50);
+  EXPECT_EQ(store.claim_limited(claim_of(20, {"sync"})).jobs.size(), 20U)
+      << "its turn is a quarter of the claim only while others wait";
+}
+
+TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"p", concurrency_limit({"a"}, 2)}}, "test");
+  schema.insert_jobs("a", 10);
+  auto held = store.claim_limited(claim_of(10, {"a"}, "w1")).jobs;
+  ASSERT_EQ(held.size(), 2U);
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
+
+  // A completion frees the slot.
+  store.complete(done_all({held[0]}), "w1", false);
+  auto next = store.claim_limited(claim_of(10, {"a"}, "w2")).jobs;
+  ASSERT_EQ(next.size(), 1U);
+
+  // A deleted running row frees its slot: nothing needs to release it.
+  schema.exec("DELETE FROM {jobs} WHERE id = " + std::to_string(next[0].id));
+  next = store.claim_limited(claim_of(10, {"a"}, "w2")).jobs;
+  ASSERT_EQ(next.size(), 1U);
+
+  // w1's daemon died: its lease expires and the rescue frees the slot; the job is retried
+  // by another daemon with a new attempt, holding a new slot.
+  schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second' WHERE id = " +
+              std::to_string(held[1].id));
+  RetryConfig retry;
+  retry.base = Millis(0);
+  retry.jitter = 0;
+  ASSERT_EQ(store.lead_and_rescue("leader", Millis(10000), retry, 100).failed, 1);
+  const auto retried = store.claim_limited(claim_of(10, {"a"}, "w3")).jobs;
+  ASSERT_EQ(retried.size(), 1U);
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty()) << "still 2 running";
+
+  // The stale owner's completion is fenced off and frees nothing.
+  EXPECT_EQ(store.complete(done_all({held[1]}), "w1", false).stale, 1);
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
+  EXPECT_EQ(schema.count("status = 'running'"), 2);
+}
+
+TEST(Limits, ChangingALimitsKeyStartsItsPartitionsAfreshLoweringItLetsRunningJobsFinish) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"p", concurrency_limit({"a"}, 3)}}, "test");
+  schema.insert_jobs("a", 10);
+  ASSERT_EQ(store.claim_limited(claim_of(10, {"a"})).jobs.size(), 3U);
+  store.sync_limits({{"p", concurrency_limit({"a"}, 1)}}, "test");
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
+  EXPECT_EQ(schema.count("status = 'running'"), 3) << "lowering a limit stops nothing";
+  store.sync_limits({{"p", concurrency_limit({"a"}, 1, "user")}}, "test");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_slots")), "0");
+}
+
+TEST(Limits, AHostilePayloadValueCannotBreakTheClaim) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 1, "user")}}, "test");
+  // A 1 MB key value: over the btree limit if it were stored whole.
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) SELECT 'sync', jsonb_build_object('user', "
+      "repeat('x', 1000000) || g) FROM generate_series(1, 2) g");
+  schema.exec(
+      "INSERT INTO {jobs} (type, payload) VALUES ('sync', '\"just a string\"'), "
+      "('sync', 'null'), ('sync', '{\"user\": null}'), ('sync', '{\"user\": {\"a\": 1}}')");
+  const auto jobs = store.claim_limited(claim_of(10, {"sync"})).jobs;
+  // Two distinct long values, the shared partition (string, null payloads), JSON null, and
+  // an object value.
+  EXPECT_EQ(jobs.size(), 5U);
+  EXPECT_EQ(schema.query("SELECT max(octet_length(part)) < 300 FROM " +
+                         table(schema, "pgjobd_limit_slots")),
+            "t");
+}
+
+TEST(Limits, IdlePartitionsAreCleanedUpAndBusyOnesKept) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits(
+      {{"per_user", concurrency_limit({"sync"}, 2, "user")}, {"mail", rate_limit({"mail"}, 1, 1)}},
+      "test");
+  insert_keyed(schema, "sync", "a", 1);
+  insert_keyed(schema, "sync", "b", 1);
+  schema.exec("INSERT INTO {jobs} (type, payload) VALUES ('mail', '{}')");
+  auto jobs = store.claim_limited(claim_of(10, {"sync", "mail"})).jobs;
+  ASSERT_EQ(jobs.size(), 3U);
+  const auto b = std::find_if(jobs.begin(), jobs.end(), [](const Job& j) {
+    return j.payload.find("\"b\"") != std::string::npos;
+  });
+  store.complete(done_all({*b}), "w", false);
+  // As if an hour went by.
+  schema.exec("UPDATE " + table(schema, "pgjobd_limit_slots") +
+              " SET taken_at = taken_at - interval '1 hour'");
+  schema.exec("UPDATE " + table(schema, "pgjobd_limit_buckets") +
+              " SET refilled_at = refilled_at - interval '1 hour'");
+  EXPECT_EQ(store.collect_limit_garbage(Millis(600000), 100), 2);  // b's two slots
+  EXPECT_EQ(schema.query("SELECT string_agg(DISTINCT part, ',') FROM " +
+                         table(schema, "pgjobd_limit_slots")),
+            "\"a\"");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_buckets")), "1")
+      << "an unkeyed bucket stays";
+}
+
+// The claim's reads, counted by PostgreSQL itself within one transaction: next to a
+// million finished rows it reads a handful of index entries, never the table.
+TEST(Limits, TheLimitedClaimReadsFewRowsNextToAMillionFinishedOnes) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 1, "user")}}, "test");
+  schema.exec(
+      "INSERT INTO {jobs} (type, status, attempts, finished_at, payload) "
+      "SELECT 'sync', 'done', 1, now(), jsonb_build_object('user', 'u' || g % 1000) "
+      "FROM generate_series(1, 1000000) g");
+  insert_keyed(schema, "sync", "a", 20);
+  insert_keyed(schema, "sync", "b", 20);
+  schema.exec("ANALYZE {jobs}");
+  DatabaseConfig config = schema.config().database;
+  auto conn = open_connection(config, "test");
+  pqxx::work txn(*conn);
+  // Seven claims: PL/pgSQL plans its statements afresh five times, then may keep a
+  // generic plan; both must stay off the finished rows.
+  int claimed = 0;
+  for (int i = 0; i < 7; ++i) {
+    claimed += txn.exec("SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
+                        ".pgjobd_claim_limited('{default}', '{10}', '{sync}', 10, 'w', 30000, "
+                        "'', 1000000)")[0][0]
+                   .as<int>();
+  }
+  EXPECT_EQ(claimed, 2) << "one per user: a's and b's first";
+  const auto reads = txn.exec_params(
+      "SELECT seq_scan, coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables "
+      "WHERE schemaname = $1 AND relname = 'jobs'",
+      schema.name());
+  ASSERT_EQ(reads.size(), 1U);
+  EXPECT_EQ(reads[0][0].as<int>(), 0) << "a sequential scan of jobs";
+  EXPECT_LT(reads[0][1].as<int>(), 7 * 200) << "index rows fetched by seven claims";
+  txn.abort();
+}
+
+}  // namespace
+}  // namespace pgjobd
