@@ -864,5 +864,69 @@ TEST(LimitsE2E, DifferingSectionsAreWarnedAboutAndAllDaemonsApplyTheDatabases) {
   EXPECT_EQ(y.wait_for_exit(20s), 0) << y.log();
 }
 
+// A daemon without a `limits:` section applies what the database holds: X has none and
+// runs call_partner; Y defines `concurrency: 2` and has no handler for it. X never runs
+// more than 2 at once, though it has 8 workers. Then Y reloads with `limits: {}`, which
+// removes the limit: X runs the rest without it.
+TEST(LimitsE2E, DaemonWithoutSectionAppliesTheDatabasesLimitsAndEmptySectionRemovesThem) {
+  constexpr int kJobs = 12;
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  DaemonYaml x_yaml(schema.name());
+  x_yaml.set("worker", "{concurrency: 8}")
+      .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+      .handler("call_partner", named_exec(recorded(runs_file, "sleep 0.3"), "X"));
+  DaemonProcess x(x_yaml.text());
+  ASSERT_TRUE(x.wait_ready()) << x.log();
+  const auto y_config = [&](const std::string& limits) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("limits", limits).handler("ping", "{builtin: noop}");
+    return yaml.text();
+  };
+  DaemonProcess y(y_config("{partner_api: {types: [call_partner], concurrency: 2}}"));
+  ASSERT_TRUE(y.wait_ready()) << y.log();
+
+  RunningSampler running(schema, "type = 'call_partner'");
+  schema.insert_jobs("call_partner", kJobs);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == kJobs;
+      },
+      30s))
+      << table_summary(schema);
+  const std::vector<HandlerRun> limited = read_runs(runs_file);
+  ASSERT_EQ(limited.size(), static_cast<std::size_t>(kJobs));
+  EXPECT_EQ(max_overlap(limited), 2);
+  EXPECT_LE(running.most(), 2);
+
+  const std::string limits_table = quote_identifier(schema.name()) + ".pgjobd_limits";
+  std::ofstream(y.config_path(), std::ios::trunc) << y_config("{}");
+  y.signal(SIGHUP);
+  ASSERT_TRUE(
+      wait_until([&] { return schema.query("SELECT count(*) FROM " + limits_table) == "0"; }, 10s))
+      << y.log();
+  // X learns of it by the NOTIFY the change sends (or at its next heartbeat interval).
+  const std::int64_t removed = epoch_ns();
+  schema.insert_jobs("call_partner", kJobs);
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 2 * kJobs; }, 30s))
+      << table_summary(schema);
+  std::vector<HandlerRun> unlimited;
+  for (const HandlerRun& run : read_runs(runs_file)) {
+    if (run.start > removed) unlimited.push_back(run);
+  }
+  ASSERT_EQ(unlimited.size(), static_cast<std::size_t>(kJobs));
+  std::printf(
+      "[ limits ] X without a section: max overlap %d under Y's limit of 2, %d after Y's "
+      "limits: {} (X has 8 workers)\n",
+      max_overlap(limited), max_overlap(unlimited));
+  EXPECT_GT(max_overlap(unlimited), 2) << "the removed limit still holds";
+  x.signal(SIGTERM);
+  y.signal(SIGTERM);
+  EXPECT_EQ(x.wait_for_exit(20s), 0) << x.log();
+  EXPECT_EQ(y.wait_for_exit(20s), 0) << y.log();
+}
+
 }  // namespace
 }  // namespace pgjobd::testing
