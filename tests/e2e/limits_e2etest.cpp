@@ -671,6 +671,86 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
   EXPECT_EQ(c.wait_for_exit(20s), 0) << c.log();
 }
 
+// A stale owner holds nothing: A runs J1 under `concurrency: 1` and freezes (SIGSTOP); after
+// its lease (2 s) B runs J1 again (attempt 2); J2 is inserted then, and A wakes (SIGCONT),
+// its handler is stopped and its late completion of J1 fenced. J2 must wait for B's J1:
+// A's write must not free the slot of attempt 2. A's own run is left out of the overlap:
+// a frozen daemon's handler runs on past its lease, which no limit can prevent.
+TEST(LimitsE2E, StaleOwnerAfterSigstopDoesNotFreeTheSlotOfTheNewAttempt) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string j1 =
+      schema.query("INSERT INTO {jobs} (type) VALUES ('call_partner') RETURNING id");
+  const std::string script = recorded(runs_file, "if [ \"$0\" = A ] && [ $PGJOBD_JOB_ID = " + j1 +
+                                                     " ]; then sleep 60; else sleep 2; fi");
+  const auto config_for = [&](const std::string& name) {
+    DaemonYaml yaml(schema.name());
+    yaml.set("worker", "{concurrency: 4}")
+        .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+        .set("lease", "{duration: 2s}")
+        .set("limits", "{partner_api: {types: [call_partner], concurrency: 1}}")
+        .handler("call_partner", "{exec: [/bin/sh, -c, " + yaml_quote(script) + ", " + name +
+                                     "], kill_grace: 500ms}");
+    return yaml.text();
+  };
+  RunningSampler running(schema, "type = 'call_partner'");
+  DaemonProcess a(config_for("A"));
+  struct Resume {
+    DaemonProcess& daemon;
+    ~Resume() { daemon.signal(SIGCONT); }
+  } resume_a{a};
+  ASSERT_TRUE(a.wait_ready()) << a.log();
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) == 1; }, 15s))
+      << table_summary(schema);
+  const std::string a_id = schema.query("SELECT locked_by FROM {jobs} WHERE id = " + j1);
+  a.signal(SIGSTOP);
+
+  DaemonProcess b(config_for("B"));
+  ASSERT_TRUE(b.wait_ready()) << b.log();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("id = " + j1 + " AND status = 'running' AND attempts = 2") == 1;
+      },
+      20s))
+      << table_summary(schema) << "\n"
+      << b.log();
+  EXPECT_NE(schema.query("SELECT locked_by FROM {jobs} WHERE id = " + j1), a_id);
+  const std::string j2 =
+      schema.query("INSERT INTO {jobs} (type) VALUES ('call_partner') RETURNING id");
+  a.signal(SIGCONT);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        running.sample();
+        return schema.count("status = 'done'") == 2;
+      },
+      30s))
+      << table_summary(schema);
+  EXPECT_EQ(schema.query("SELECT attempts FROM {jobs} WHERE id = " + j1), "2");
+  EXPECT_EQ(schema.query("SELECT attempts FROM {jobs} WHERE id = " + j2), "1");
+
+  std::vector<HandlerRun> runs;
+  for (const HandlerRun& run : read_runs(runs_file)) {
+    if (!(run.tag == "A" && std::to_string(run.id) == j1)) runs.push_back(run);
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  const HandlerRun& second_attempt = runs[0].attempt == 2 ? runs[0] : runs[1];
+  const HandlerRun& other = runs[0].attempt == 2 ? runs[1] : runs[0];
+  std::printf(
+      "[ limits ] stale owner: J2 started %.3f s after J1's attempt 2 ended (on %s); max "
+      "running %lld\n",
+      seconds(other.start - second_attempt.end), second_attempt.tag.c_str(),
+      static_cast<long long>(running.most()));
+  EXPECT_GE(other.start, second_attempt.end) << "J2 ran beside J1's attempt 2";
+  EXPECT_EQ(max_overlap(runs), 1);
+  EXPECT_LE(running.most(), 1);
+  a.signal(SIGTERM);
+  b.signal(SIGTERM);
+  EXPECT_EQ(a.wait_for_exit(20s), 0) << a.log();
+  EXPECT_EQ(b.wait_for_exit(20s), 0) << b.log();
+}
+
 // SIGHUP with `concurrency: 1` changed to 2 is applied: one at a time before, two after.
 TEST(LimitsE2E, ReloadedLimitIsApplied) {
   constexpr int kJobs = 20;
