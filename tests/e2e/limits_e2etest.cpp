@@ -534,6 +534,29 @@ TEST(LimitsE2E, SaturatedPartitionDoesNotBlockOtherJobs) {
   ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) >= 1; }, 15s))
       << table_summary(schema);
 
+  // `pgjobd stats` shows the limit and its use: a's job running, one busy partition.
+  std::string stats_line;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        const CliResult stats = run_cli({"stats", "-c", daemon.config_path()});
+        std::istringstream lines(stats.out);
+        for (std::string line; std::getline(lines, line);) {
+          std::istringstream words(line);
+          std::string name;
+          long long running = -1;
+          long long partitions = -1;
+          if (words >> name >> running >> partitions && name == "per_user") {
+            stats_line = line;
+            return running == 1 && partitions == 1;
+          }
+        }
+        stats_line = stats.out + stats.err;
+        return false;
+      },
+      10s))
+      << stats_line;
+  std::printf("[ limits ] pgjobd stats: %s\n", stats_line.c_str());
+
   const std::int64_t inserted = epoch_ns();
   schema.exec(
       "INSERT INTO {jobs} (type, payload) VALUES ('sync_user', '{\"user\": \"b\"}'), "
