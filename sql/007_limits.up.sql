@@ -7,9 +7,13 @@
 --   * `concurrency` slot rows (pgjobd_limit_slots). A claim takes a free slot row under a
 --     row lock and writes the job and attempt into it. A slot is held only while that job
 --     is running that very attempt, so whatever ends the attempt frees it: a completion, a
---     rescue after a crash, a retry, even a DELETE of the row by hand. Nothing has to
---     release a slot, so nothing can leak one; a stale owner (its lease expired, the job
---     claimed again) holds nothing, since the new attempt has a new number.
+--     rescue after a crash, a retry, even a DELETE of the row by hand. Completions and the
+--     rescue also release it (job_id NULL) in the same statement, so a claim finds free
+--     slots by an index; a slot whose attempt ended otherwise is found by the claim among
+--     the longest held, or released by the leader's cleanup. Nothing has to release a
+--     slot for it to be free, so nothing can leak one; a stale owner (its lease expired,
+--     the job claimed again) holds nothing, since the new attempt has a new number, and
+--     its fenced-off completion releases nothing.
 --   * a token bucket row (pgjobd_limit_buckets) for `rate`: tokens refill at rate per
 --     second up to `burst`; every start (first attempt or retry) takes one.
 -- Both are taken with FOR UPDATE SKIP LOCKED, so claimers never wait for each other and a
@@ -46,6 +50,21 @@ CREATE TABLE pgjobd_limit_slots (
   taken_at   timestamptz,
   PRIMARY KEY (limit_name, part, slot)
 );
+
+-- Every job started and finished under a concurrency limit updates a slot row twice, so a
+-- small table collects dead row versions fast: vacuum it after a thousand of them rather
+-- than after a fifth of the table (the default), or every claim wades through them.
+ALTER TABLE pgjobd_limit_slots SET (autovacuum_vacuum_scale_factor = 0,
+                                    autovacuum_vacuum_threshold = 1000,
+                                    autovacuum_vacuum_cost_delay = 0);
+
+-- A completion or rescue releases its job's slots by job id; a claim finds released slots
+-- by partition.
+CREATE INDEX pgjobd_limit_slots_held_idx ON pgjobd_limit_slots (job_id) WHERE job_id IS NOT NULL;
+CREATE INDEX pgjobd_limit_slots_free_idx ON pgjobd_limit_slots (limit_name, part, slot)
+  WHERE job_id IS NULL;
+CREATE INDEX pgjobd_limit_slots_taken_idx ON pgjobd_limit_slots (limit_name, part, taken_at)
+  WHERE job_id IS NOT NULL;
 
 CREATE TABLE pgjobd_limit_buckets (
   limit_name  text        NOT NULL REFERENCES pgjobd_limits (name) ON DELETE CASCADE,
@@ -193,8 +212,7 @@ BEGIN
                 SELECT ARRAY(SELECT l.name || chr(31) || %1$I.pgjobd_limit_part(j.payload, l.key)
                              FROM %1$I.pgjobd_limits l
                              WHERE (l.types IS NULL OR j.type = ANY (l.types))
-                               AND (l.queues IS NULL OR j.queue = ANY (l.queues))
-                             ORDER BY l.name) AS parts
+                               AND (l.queues IS NULL OR j.queue = ANY (l.queues))) AS parts
                 OFFSET 0) p  -- computed once per row, not once per use
               WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
                 AND j.run_at <= now() AND j.type = ANY (types)
@@ -236,23 +254,42 @@ BEGIN
                   FROM generate_series(1, lim.concurrency) g
                   ON CONFLICT DO NOTHING;
                 END IF;
+                -- Free slots: the released ones (job_id NULL, a partial index), then, if
+                -- those are too few, stale ones among the longest held (their attempt
+                -- ended without a release: a row deleted by hand, say); a bounded look,
+                -- so a partition full of long jobs costs each claim little.
                 locked := ARRAY(
                   SELECT sl.slot FROM %1$I.pgjobd_limit_slots sl
                   WHERE sl.limit_name = lim.name AND sl.part = substr(pid, length(lim.name) + 2)
-                    AND sl.slot <= lim.concurrency
-                    AND (sl.job_id IS NULL OR NOT EXISTS (
-                           SELECT 1 FROM %1$I.jobs h
-                           WHERE h.id = sl.job_id AND h.status = 'running' AND h.attempts = sl.attempt))
+                    AND sl.slot <= lim.concurrency AND sl.job_id IS NULL
                   ORDER BY sl.slot
                   LIMIT total - taken
                   FOR UPDATE OF sl SKIP LOCKED);
+                IF cardinality(locked) < total - taken THEN
+                  locked := locked || ARRAY(
+                    SELECT sl.slot FROM %1$I.pgjobd_limit_slots sl
+                    WHERE sl.limit_name = lim.name AND sl.part = substr(pid, length(lim.name) + 2)
+                      AND (sl.limit_name, sl.part, sl.slot) IN (
+                        SELECT o.limit_name, o.part, o.slot FROM %1$I.pgjobd_limit_slots o
+                        WHERE o.limit_name = lim.name AND o.part = substr(pid, length(lim.name) + 2)
+                          AND o.slot <= lim.concurrency AND o.job_id IS NOT NULL
+                        ORDER BY o.taken_at
+                        LIMIT 4 * (total - taken) + 16)
+                      AND (SELECT h.status = 'running' AND h.attempts = sl.attempt
+                           FROM %1$I.jobs h WHERE h.id = sl.job_id) IS NOT TRUE
+                    LIMIT total - taken - cardinality(locked)
+                    FOR UPDATE OF sl SKIP LOCKED);
+                END IF;
+                -- Each locked slot by its key; a held one's job by its id (a scalar
+                -- subquery: never a scan of every running job).
                 free_slots := ARRAY(
-                  SELECT sl.slot FROM %1$I.pgjobd_limit_slots sl
-                  WHERE sl.limit_name = lim.name AND sl.part = substr(pid, length(lim.name) + 2)
-                    AND sl.slot = ANY (locked)
-                    AND (sl.job_id IS NULL OR NOT EXISTS (
-                           SELECT 1 FROM %1$I.jobs h
-                           WHERE h.id = sl.job_id AND h.status = 'running' AND h.attempts = sl.attempt))
+                  SELECT sl.slot FROM unnest(locked) AS u(slot)
+                  JOIN %1$I.pgjobd_limit_slots sl
+                    ON sl.limit_name = lim.name AND sl.part = substr(pid, length(lim.name) + 2)
+                   AND sl.slot = u.slot
+                  WHERE sl.job_id IS NULL
+                     OR (SELECT h.status = 'running' AND h.attempts = sl.attempt
+                         FROM %1$I.jobs h WHERE h.id = sl.job_id) IS NOT TRUE
                   ORDER BY sl.slot);
                 cap := cardinality(free_slots);
                 FOR k IN 1 .. cap LOOP

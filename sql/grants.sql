@@ -14,7 +14,8 @@
 --   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
 --                                   create, change, delete, pause and resume schedules,
 --                                   and read jobs (pgjobd_job_attempts too),
---                                   pgjobd_queues, pgjobd_schedules and the limits
+--                                   pgjobd_queues, pgjobd_schedules, the limits, and
+--                                   the dashboard's pgjobd_daemons and pgjobd_audit
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
@@ -47,6 +48,10 @@ GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint),
   :"schema".pgjobd_limits_sync(jsonb, text)
 TO :"runtime_role";
+-- The dashboard (README "Dashboard"): each daemon keeps its row in pgjobd_daemons; the
+-- dashboard's actions write pgjobd_audit (insert only: the trail is not rewritten).
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_daemons TO :"runtime_role";
+GRANT SELECT, INSERT ON :"schema".pgjobd_audit TO :"runtime_role";
 
 -- Only roles granted below may call the SQL interface (the migration revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
@@ -70,7 +75,7 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_schedule_resume(text)
 FROM PUBLIC;
 -- The CLI's enqueue, cancel, retry, pause and resume call the functions with the daemon's
--- URL.
+-- URL, and so does the dashboard (which also pauses and resumes schedules).
 GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
@@ -81,7 +86,9 @@ GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
   :"schema".pgjobd_pause_queue(text),
-  :"schema".pgjobd_resume_queue(text)
+  :"schema".pgjobd_resume_queue(text),
+  :"schema".pgjobd_schedule_pause(text),
+  :"schema".pgjobd_schedule_resume(text)
 TO :"runtime_role";
 
 \if :{?producer_role}
@@ -113,5 +120,6 @@ TO :"runtime_role";
     :"schema".pgjobd_schedule_resume(text)
   TO :"operator_role";
   GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules,
-    :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots TO :"operator_role";
+    :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots, :"schema".pgjobd_daemons,
+    :"schema".pgjobd_audit TO :"operator_role";
 \endif

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 
+#include "db/pg_ui_store.hpp"
 #include "db/sql_text.hpp"
 #include "pgjobd/engine.hpp"
 #include "support/test_database.hpp"
@@ -57,9 +58,33 @@ TEST(LeastPrivilege, RuntimeRoleWithoutDdlRightsRunsJobs) {
     });
     engine.start();
     EXPECT_TRUE(testing::wait_until([&] { return schema.count("status = 'done'") == 20; }, 30s));
+    // The dashboard's daemons table: the runtime role keeps its row.
+    EXPECT_EQ(
+        schema.query("SELECT count(*) FROM " + quote_identifier(schema.name()) + ".pgjobd_daemons"),
+        "1");
     engine.drain();
   }
   EXPECT_EQ(ran.load(), 20);
+  EXPECT_EQ(
+      schema.query("SELECT count(*) FROM " + quote_identifier(schema.name()) + ".pgjobd_daemons"),
+      "0");
+  {
+    // The dashboard, as the daemon serves it: reads, every action and its audit row.
+    PgUiStore store(config.database);
+    EXPECT_EQ(store.overview().queues.size(), 1u);
+    EXPECT_EQ(store.jobs({}).jobs.size(), 20u);
+    EXPECT_TRUE(store.job(1, true));
+    const std::string schedule = quote_identifier(schema.name()) + ".pgjobd_schedule_upsert";
+    schema.exec("SELECT " + schedule + "(name => 'beat', type => 'work', every => '1 h')");
+    const ui::Actor actor{"alice", "127.0.0.1"};
+    EXPECT_EQ(store.pause_queue("default", actor).changed, 1);
+    EXPECT_EQ(store.resume_queue("default", actor).changed, 1);
+    EXPECT_EQ(store.pause_schedule("beat", actor).changed, 1);
+    EXPECT_EQ(store.resume_schedule("beat", actor).changed, 1);
+    EXPECT_EQ(store.retry({1}, actor).unchanged, 1);
+    EXPECT_EQ(store.cancel({1}, "", actor).unchanged, 1);
+    EXPECT_EQ(store.audit(10).size(), 6u);
+  }
   schema.exec("DROP OWNED BY " + quote_identifier(role));
   schema.exec("DROP ROLE " + quote_identifier(role));
 }

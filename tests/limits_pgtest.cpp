@@ -252,8 +252,11 @@ TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) 
   ASSERT_EQ(held.size(), 2U);
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
 
-  // A completion frees the slot.
-  store.complete(done_all({held[0]}), "w1", false);
+  // A completion frees the slot, and releases it for the free-slot index.
+  store.complete_limited(done_all({held[0]}), "w1", false);
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_slots") +
+                         " WHERE job_id IS NULL"),
+            "1");
   auto next = store.claim_limited(claim_of(10, {"a"}, "w2")).jobs;
   ASSERT_EQ(next.size(), 1U);
 
@@ -275,7 +278,7 @@ TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) 
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty()) << "still 2 running";
 
   // The stale owner's completion is fenced off and frees nothing.
-  EXPECT_EQ(store.complete(done_all({held[1]}), "w1", false).stale, 1);
+  EXPECT_EQ(store.complete_limited(done_all({held[1]}), "w1", false).stale, 1);
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
   EXPECT_EQ(schema.count("status = 'running'"), 2);
 }

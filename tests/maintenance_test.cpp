@@ -9,6 +9,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "engine/completer.hpp"
@@ -291,6 +293,41 @@ TEST_F(MaintenanceTest, StatisticsRoundSetsThePausedGauge) {
   EXPECT_NE(text.find(R"(pgjobd_queue_paused{queue="default"} 0)"), std::string::npos) << text;
   EXPECT_EQ(text.find("rogue"), std::string::npos) << text;
   EXPECT_GE(table_.calls(StoreMethod::kPausedQueues), 1);
+}
+
+// The dashboard's daemons table: a row from the start, refreshed with the busy count at
+// each heartbeat interval, gone on a clean stop; the leader deletes other daemons' expired
+// rows.
+TEST_F(MaintenanceTest, KeepsItsDaemonRowFreshAndRemovesItOnStop) {
+  table_.set_leader(false);
+  const Attempts jobs = run_jobs(2);
+  Maintenance& maintenance = start_maintenance();
+  ASSERT_TRUE(table_.wait_until([&] {
+    const auto rows = table_.daemons();
+    return rows.contains("worker-1") && rows.at("worker-1").reports >= 2;
+  }));
+  const DaemonReport report = table_.daemons().at("worker-1").report;
+  EXPECT_EQ(report.id, "worker-1");
+  EXPECT_FALSE(report.host.empty());
+  EXPECT_EQ(report.pid, getpid());
+  EXPECT_FALSE(report.version.empty());
+  EXPECT_EQ(report.busy, 2);
+  EXPECT_EQ(report.ttl, Millis(900));  // 3 × the 300 ms lease
+  gate_.release(jobs[0].id);           // one job ends: the next report says so
+  EXPECT_TRUE(table_.wait_until([&] { return table_.daemons().at("worker-1").report.busy == 1; }));
+  maintenance.stop();
+  EXPECT_FALSE(table_.daemons().contains("worker-1"));
+  EXPECT_EQ(table_.calls(StoreMethod::kExpireDaemons), 0);  // not the leader
+}
+
+TEST_F(MaintenanceTest, LeaderDeletesExpiredDaemonRows) {
+  table_.set_leader(true);
+  table_.add_daemon({"gone:1:dead", "gone", 1, "0.1", 4, 0, Millis(1000)}, seconds(3600));
+  table_.add_daemon({"alive:2:beef", "alive", 2, "0.1", 4, 0, seconds(3600)});
+  start_maintenance();
+  ASSERT_TRUE(table_.wait_until([&] { return !table_.daemons().contains("gone:1:dead"); }));
+  EXPECT_TRUE(table_.daemons().contains("alive:2:beef"));
+  EXPECT_TRUE(table_.daemons().contains("worker-1"));
 }
 
 }  // namespace

@@ -2,19 +2,14 @@
 
 #include "db/admin_session.hpp"
 
-#include <cstdio>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <stdexcept>
-#include <string_view>
-#include <tuple>
 
 #include "db/connection.hpp"
+#include "db/limit_stats.hpp"
 #include "db/migrator.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
-#include "db/statements.hpp"
 
 namespace pgjobd {
 namespace {
@@ -87,48 +82,8 @@ std::vector<StatsRow> AdminSession::stats() {
 
 std::vector<LimitStatsRow> AdminSession::limit_stats() {
   return translating_db_errors([&] {
-    // The daemon's own statements (one place for the rule of which slot is held).
-    const auto statements = stmt::job_statements(quote_identifier(schema_));
-    const auto text_of = [&](const char* name) {
-      for (const auto& statement : statements) {
-        if (std::string_view(statement.name) == name) return statement.sql;
-      }
-      throw std::logic_error(std::string("no statement ") + name);
-    };
     pqxx::read_transaction txn(*conn_->conn);
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> usage;
-    for (const auto& row : txn.exec(text_of(stmt::kLimitUsage))) {
-      usage[row[0].c_str()] = {row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};
-    }
-    std::vector<LimitStatsRow> rows;
-    for (const auto& row : txn.exec(text_of(stmt::kLimitsLoad))) {
-      LimitStatsRow out;
-      out.name = row[0].c_str();
-      std::vector<std::string> parts;
-      const auto list = [](const std::string& json) {
-        std::string text;
-        for (const auto& item : nlohmann::json::parse(json)) {
-          text += (text.empty() ? "" : ", ") + item.get<std::string>();
-        }
-        return "[" + text + "]";
-      };
-      if (std::string(row[1].c_str()) != "[]") parts.push_back("types " + list(row[1].c_str()));
-      if (std::string(row[2].c_str()) != "[]") parts.push_back("queues " + list(row[2].c_str()));
-      if (!std::string(row[3].c_str()).empty())
-        parts.push_back(std::string("key ") + row[3].c_str());
-      if (row[4].as<int>() > 0) parts.push_back("concurrency " + std::to_string(row[4].as<int>()));
-      if (row[5].as<double>() > 0) {
-        char rate[64];
-        std::snprintf(rate, sizeof rate, "rate %g/s burst %d", row[5].as<double>(),
-                      row[6].as<int>());
-        parts.emplace_back(rate);
-      }
-      for (const auto& part : parts) out.definition += (out.definition.empty() ? "" : ", ") + part;
-      const auto use = usage.find(out.name);
-      if (use != usage.end()) std::tie(out.running, out.partitions) = use->second;
-      rows.push_back(std::move(out));
-    }
-    return rows;
+    return read_limit_stats(txn, schema_);
   });
 }
 

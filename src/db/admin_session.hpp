@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "db/limit_stats.hpp"
 #include "db/migration_report.hpp"
 #include "pgjobd/config.hpp"
 
@@ -33,14 +34,6 @@ struct StatsRow {
   std::string queue;
   std::string status;
   std::int64_t count = 0;
-};
-
-// A limit (README "Limits") and its use now.
-struct LimitStatsRow {
-  std::string name;
-  std::string definition;  // "types [a, b], key user, concurrency 3, rate 10/s burst 20"
-  std::int64_t running = 0;
-  std::int64_t partitions = 0;  // partitions with a running job
 };
 
 class AdminSession {

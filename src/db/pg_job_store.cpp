@@ -275,6 +275,19 @@ int PgJobStore::collect_limit_garbage(Millis idle, int batch_size) {
 
 CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
                                       const std::string& worker_id, bool delete_done) {
+  return write_completions(batch, worker_id,
+                           delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete);
+}
+
+CompletionReport PgJobStore::complete_limited(const std::vector<Completion>& batch,
+                                              const std::string& worker_id, bool delete_done) {
+  return write_completions(batch, worker_id,
+                           delete_done ? stmt::kCompleteDeleteDoneLimited : stmt::kCompleteLimited);
+}
+
+CompletionReport PgJobStore::write_completions(const std::vector<Completion>& batch,
+                                               const std::string& worker_id,
+                                               const char* statement) {
   connect();
   return guarded("complete", [&] {
     std::vector<std::int64_t> done_ids, done_attempts;
@@ -295,11 +308,11 @@ CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
     CompletionReport report;
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
-    const auto rows = execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete,
-                              int_array_literal(done_ids), int_array_literal(done_attempts),
-                              int_array_literal(other_ids), int_array_literal(other_attempts),
-                              text_array_literal(other_statuses), text_array_literal(other_errors),
-                              int_array_literal(other_delays), worker_id);
+    const auto rows =
+        execute(txn, statement, int_array_literal(done_ids), int_array_literal(done_attempts),
+                int_array_literal(other_ids), int_array_literal(other_attempts),
+                text_array_literal(other_statuses), text_array_literal(other_errors),
+                int_array_literal(other_delays), worker_id);
     report.written = rows[0][0].as<int>();
     report.stale = static_cast<int>(batch.size()) - report.written;
     return report;
@@ -437,6 +450,36 @@ std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string
       out.emplace_back(row[0].c_str());
     }
     return out;
+  });
+}
+
+void PgJobStore::report_daemon(const DaemonReport& report) {
+  connect();
+  guarded("daemon report", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    execute(txn, stmt::kDaemonReport, report.id, report.host, report.pid, report.version,
+            report.concurrency, report.busy, static_cast<std::int64_t>(report.ttl.count()));
+    return 0;
+  });
+}
+
+void PgJobStore::remove_daemon(const std::string& worker_id) {
+  connect();
+  guarded("daemon remove", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    execute(txn, stmt::kDaemonRemove, worker_id);
+    return 0;
+  });
+}
+
+int PgJobStore::expire_daemons() {
+  connect();
+  return guarded("daemon expiry", [&] {
+    pqxx::nontransaction txn(*conn_);
+    count_round_trip();
+    return execute(txn, stmt::kDaemonExpire)[0][0].as<int>();
   });
 }
 

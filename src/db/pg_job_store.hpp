@@ -37,6 +37,8 @@ class PgJobStore final : public JobStore {
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
+  CompletionReport complete_limited(const std::vector<Completion>& batch,
+                                    const std::string& worker_id, bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
   HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
@@ -52,6 +54,9 @@ class PgJobStore final : public JobStore {
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
+  void report_daemon(const DaemonReport& report) override;
+  void remove_daemon(const std::string& worker_id) override;
+  int expire_daemons() override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's
@@ -63,6 +68,8 @@ class PgJobStore final : public JobStore {
   bool unnamed_statements() const;  // database.pooler: transaction
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
+  CompletionReport write_completions(const std::vector<Completion>& batch,
+                                     const std::string& worker_id, const char* statement);
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
 

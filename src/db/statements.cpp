@@ -160,8 +160,17 @@ other AS (
     AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
   RETURNING j.id
-)
+){freed}
 SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
+
+// With limits (README "Limits"), completions release the slots of the attempts they
+// wrote, in the same statement, so the next claim finds them by the free-slot index. Only
+// rows this statement wrote: a stale owner's fenced-off completion releases nothing.
+constexpr const char* kFreedCte = R"(, freed AS (
+  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
+  WHERE s.job_id IN (SELECT id FROM done UNION ALL SELECT id FROM other)
+  RETURNING 1
+))";
 
 constexpr const char* kCompleteDoneCte = R"(
 WITH done AS (
@@ -183,16 +192,33 @@ WITH done AS (
   RETURNING j.id
 ),)";
 
+// The sql handler's completion, in its own transaction. It releases the job's limit
+// slots too (an index probe of an empty table when no limit exists: the sql handler's
+// path already costs four round trips).
 constexpr const char* kCompleteOneDoneSql = R"(
-UPDATE {jobs}
-SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
-WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
-RETURNING id)";
+WITH done AS (
+  UPDATE {jobs}
+  SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
+  WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
+  RETURNING id
+), freed AS (
+  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
+  WHERE s.job_id IN (SELECT id FROM done)
+  RETURNING 1
+)
+SELECT id FROM done)";
 
 constexpr const char* kCompleteOneDeleteSql = R"(
-DELETE FROM {jobs}
-WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
-RETURNING id)";
+WITH done AS (
+  DELETE FROM {jobs}
+  WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
+  RETURNING id
+), freed AS (
+  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
+  WHERE s.job_id IN (SELECT id FROM done)
+  RETURNING 1
+)
+SELECT id FROM done)";
 
 // Also returns whether pgjobd_cancel asked for the job to stop: a daemon that missed the
 // NOTIFY learns of a cancel at its next heartbeat at the latest.
@@ -218,6 +244,7 @@ RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL)";
 // A job whose cancel was requested (pgjobd_cancel) ends cancelled instead: its daemon is
 // gone, and nobody wants it run again.
 // $6 batch size. Returns (leader, rescued back to the queue, rescued dead, cancelled).
+// The rescued attempts' limit slots are released (README "Limits").
 constexpr const char* kLeadAndRescueSql = R"(
 WITH leader AS (
   INSERT INTO {leader} AS l (role, leader_id, elected_at, expires_at)
@@ -250,7 +277,11 @@ WITH leader AS (
       attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry} 'lease_expired')),
       locked_by = NULL, locked_until = NULL, updated_at = now()
   FROM expired WHERE j.id = expired.id
-  RETURNING j.status
+  RETURNING j.id, j.status
+), freed AS (
+  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
+  WHERE s.job_id IN (SELECT id FROM rescued)
+  RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM leader),
        (SELECT count(*) FROM rescued WHERE status = 'failed')::int,
@@ -465,8 +496,9 @@ FROM {limits} l LEFT JOIN LATERAL (
 ) h ON true
 GROUP BY l.name ORDER BY l.name)";
 
-// Partitions of keyed limits come and go with payload values (one per user, say): their
-// slot rows are deleted once every slot is free and none was taken for $1 ms, and a bucket
+// Slots whose attempt ended without a release (a running row deleted or changed by hand)
+// are released. Partitions of keyed limits come and go with payload values (one per user, say):
+// their slot rows are deleted once every slot is free and none was taken for $1 ms, and a bucket
 // once it has refilled to its burst (no row means a full bucket) and was not touched for
 // as long. Rows a claimer holds are skipped, and the delete re-checks each row as it is
 // now: a slot taken since this statement's snapshot is young, so it stays. A partition
@@ -489,6 +521,18 @@ WITH idle_parts AS (
   WHERE s.limit_name = d.limit_name AND s.part = d.part AND s.slot = d.slot
     AND (s.taken_at IS NULL OR s.taken_at < now() - $1::bigint * interval '1 millisecond')
   RETURNING 1
+), stale AS (
+  SELECT s.limit_name, s.part, s.slot FROM {limit_slots} s
+  WHERE s.job_id IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM {jobs} j WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
+  LIMIT $2
+  FOR UPDATE OF s SKIP LOCKED
+), released AS (
+  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
+  FROM stale WHERE s.limit_name = stale.limit_name AND s.part = stale.part AND s.slot = stale.slot
+    AND NOT EXISTS (
+      SELECT 1 FROM {jobs} j WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
+  RETURNING 1
 ), full_buckets AS (
   SELECT b.limit_name, b.part FROM {limit_buckets} b JOIN {limits} l ON l.name = b.limit_name
   WHERE b.part <> '' AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
@@ -502,7 +546,26 @@ WITH idle_parts AS (
     AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
   RETURNING 1
 )
-SELECT ((SELECT count(*) FROM gone_slots) + (SELECT count(*) FROM gone_buckets))::int)";
+SELECT ((SELECT count(*) FROM gone_slots) + (SELECT count(*) FROM gone_buckets) +
+        (SELECT count(*) FROM released))::int)";
+// The dashboard's daemons table (sql/008_dashboard.up.sql): one upsert per heartbeat
+// interval per daemon, on a table of one row per daemon. The expiry runs on the leader
+// only; the table is tiny, so a sequential scan is what it should be.
+constexpr const char* kDaemonReportSql = R"(
+INSERT INTO {daemons} AS d (id, host, pid, version, concurrency, busy, started_at, seen_at,
+                            expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, now(), now(), now() + $7::bigint * interval '1 millisecond')
+ON CONFLICT ON CONSTRAINT pgjobd_daemons_pkey DO UPDATE
+SET host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version,
+    concurrency = EXCLUDED.concurrency, busy = EXCLUDED.busy, seen_at = EXCLUDED.seen_at,
+    expires_at = EXCLUDED.expires_at)";
+
+constexpr const char* kDaemonRemoveSql = R"(
+DELETE FROM {daemons} WHERE id = $1)";
+
+constexpr const char* kDaemonExpireSql = R"(
+WITH gone AS (DELETE FROM {daemons} WHERE expires_at < now() RETURNING 1)
+SELECT count(*)::int FROM gone)";
 
 void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
   for (auto pos = text.find(placeholder); pos != std::string::npos;
@@ -516,6 +579,7 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{jobs}", schema + ".jobs");
   replace_all(text, "{leader}", schema + ".pgjobd_leader");
   replace_all(text, "{queues}", schema + ".pgjobd_queues");
+  replace_all(text, "{daemons}", schema + ".pgjobd_daemons");
   replace_all(text, "{schedules}", schema + ".pgjobd_schedules");
   replace_all(text, "{limits}", schema + ".pgjobd_limits");
   replace_all(text, "{limit_slots}", schema + ".pgjobd_limit_slots");
@@ -532,15 +596,23 @@ std::string with_table(const char* sql, const std::string& schema) {
   return text;
 }
 
+// A batch completion: its done CTE, the others', and with limits the release of slots.
+std::string completion(const char* done_cte, const char* freed_cte, const std::string& schema) {
+  std::string text = std::string(done_cte) + kCompleteOtherCte;
+  replace_all(text, "{freed}", freed_cte);
+  return with_table(text.c_str(), schema);
+}
+
 }  // namespace
 
 std::vector<Statement> job_statements(const std::string& schema) {
   return {
       {kClaim, with_table(kClaimSql, schema)},
       {kNextDue, with_table(kNextDueSql, schema)},
-      {kComplete, with_table((std::string(kCompleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
-      {kCompleteDeleteDone,
-       with_table((std::string(kCompleteDeleteDoneCte) + kCompleteOtherCte).c_str(), schema)},
+      {kComplete, completion(kCompleteDoneCte, "", schema)},
+      {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, "", schema)},
+      {kCompleteLimited, completion(kCompleteDoneCte, kFreedCte, schema)},
+      {kCompleteDeleteDoneLimited, completion(kCompleteDeleteDoneCte, kFreedCte, schema)},
       {kCompleteOneDone, with_table(kCompleteOneDoneSql, schema)},
       {kCompleteOneDelete, with_table(kCompleteOneDeleteSql, schema)},
       {kHeartbeat, with_table(kHeartbeatSql, schema)},
@@ -554,6 +626,9 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kLimitsLoad, with_table(kLimitsLoadSql, schema)},
       {kLimitUsage, with_table(kLimitUsageSql, schema)},
       {kLimitGarbage, with_table(kLimitGarbageSql, schema)},
+      {kDaemonReport, with_table(kDaemonReportSql, schema)},
+      {kDaemonRemove, with_table(kDaemonRemoveSql, schema)},
+      {kDaemonExpire, with_table(kDaemonExpireSql, schema)},
   };
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Every SQL statement pgjobd runs against the jobs table, named and prepared once per
 // connection (or sent unnamed each time behind a transaction pooler: database.pooler).
-// `{jobs}` and `{leader}` in the text stand for the quoted, schema-qualified tables.
+// `{jobs}`, `{leader}`, `{daemons}` in the text stand for the quoted, schema-qualified tables.
 
 #include <string>
 #include <vector>
@@ -24,6 +24,9 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
+// Both, when limits exist: they also release the written attempts' limit slots.
+inline constexpr const char* kCompleteLimited = "pgjobd_complete_limited";
+inline constexpr const char* kCompleteDeleteDoneLimited = "pgjobd_complete_delete_done_limited";
 // One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
 // Returns the id when the job was still ours.
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
@@ -46,6 +49,13 @@ inline constexpr const char* kPrune = "pgjobd_prune";
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
 // The queues of $1 (text[]) paused with pgjobd_pause_queue.
 inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
+// The daemons table: $1 worker id, $2 host, $3 pid, $4 version, $5 concurrency, $6 busy,
+// $7 ttl ms. Upsert, keeping started_at.
+inline constexpr const char* kDaemonReport = "pgjobd_daemon_report";
+// $1 worker id.
+inline constexpr const char* kDaemonRemove = "pgjobd_daemon_remove";
+// Deletes expired rows; returns how many (one row).
+inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 
 // Limits (README "Limits"). The claim when limits exist: $1..$8 as kClaim's. Returns the
 // claimed jobs as kClaim does, then a row per limit that held a job back: NULL job

@@ -231,6 +231,8 @@ void Engine::Impl::start() {
     signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
   });
   completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
+  limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
+  completer_->set_limits(limits_.get());
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).
@@ -246,7 +248,6 @@ void Engine::Impl::start() {
         metrics->set_workers_busy(busy_now);
         signal->slot_freed();
       });
-  limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
                        config_.worker.max_payload_bytes, timings_.progress_slice, limits_.get()},

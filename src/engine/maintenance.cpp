@@ -3,9 +3,12 @@
 #include "engine/maintenance.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
+
+#include "pgjobd/version.hpp"
 
 namespace pgjobd {
 
@@ -26,6 +29,20 @@ std::vector<std::string> queue_names(const Config& config) {
   for (const auto& [name, queue] : config.worker.queues) names.push_back(name);
   return names;
 }
+DaemonReport daemon_identity(const std::string& worker_id, const Config& config) {
+  DaemonReport report;
+  report.id = worker_id;
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  report.host = host;
+  report.pid = getpid();
+  report.version = kVersion;
+  report.concurrency = config.worker.concurrency;
+  // Rows not seen for three leases are gone: as long as a lease lets a dead daemon's jobs
+  // wait, and two missed heartbeats more never hide a live daemon.
+  report.ttl = config.lease.duration * 3;
+  return report;
+}
 }  // namespace
 
 Maintenance::Maintenance(const Config& config, std::string worker_id,
@@ -40,6 +57,7 @@ Maintenance::Maintenance(const Config& config, std::string worker_id,
       store_(std::move(store)),
       heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
+      daemon_(daemon_identity(worker_id_, config)),
       last_renewal_(Clock::now()),
       retention_(config.retention),
       queues_(queue_names(config)) {}
@@ -134,6 +152,8 @@ void Maintenance::guarded(const char* operation, Task&& task) {
 }
 
 void Maintenance::run(const std::stop_token& stop) {
+  // The dashboard shows this daemon from its start, not from its first heartbeat interval.
+  guarded("daemon report", [&] { report_daemon(); });
   auto now = Clock::now();
   auto next_heartbeat = now + heartbeat_interval_;
   auto next_rescue = now;
@@ -142,8 +162,11 @@ void Maintenance::run(const std::stop_token& stop) {
   auto next_schema_check = now + kSchemaCheckInterval;
   // prepare_limits() ran just before: the first sync is one interval away.
   auto next_limits = now + heartbeat_interval_;
+  auto next_daemon_expiry = now;  // once leader
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
+    // The expiry waits for the others (it runs only when one of them is due): it is the
+    // leader's upkeep of rows nobody shows, and never urgent.
     const auto next = std::min(
         {next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check, next_limits});
     wake_.wait_until(lock, stop, next, [this] {
@@ -166,6 +189,7 @@ void Maintenance::run(const std::stop_token& stop) {
     lock.unlock();
     if (now >= next_heartbeat) {
       guarded("heartbeat", [&] { heartbeat(); });
+      guarded("daemon report", [&] { report_daemon(); });
       next_heartbeat = now + heartbeat_interval_;
     }
     if (now >= next_rescue) {
@@ -189,6 +213,10 @@ void Maintenance::run(const std::stop_token& stop) {
       guarded("schema check", [&] { check_schema(); });
       next_schema_check = now + kSchemaCheckInterval;
     }
+    if (now >= next_daemon_expiry && leader_) {
+      guarded("daemon expiry", [&] { store_->expire_daemons(); });
+      next_daemon_expiry = now + kDaemonExpiryInterval;
+    }
     if (now >= next_prune && leader_) {
       guarded("prune", [&] { prune(stop); });
       next_prune = now + kPruneInterval;
@@ -197,6 +225,22 @@ void Maintenance::run(const std::stop_token& stop) {
   }
   lock.unlock();
   if (leader_) guarded("resign", [&] { store_->resign(worker_id_); });
+  guarded("daemon remove", [&] { store_->remove_daemon(worker_id_); });
+}
+
+void Maintenance::report_daemon() {
+  // At each heartbeat interval while the busy count moves; otherwise once per lease, which
+  // is enough to stay within the row's 3 × lease and keeps an idle daemon's cost at one
+  // statement per lease (0.03/s at the default 30 s) rather than three.
+  const int busy = pool_.busy();
+  const auto now = Clock::now();
+  if (last_daemon_report_ && busy == daemon_.busy &&
+      now - *last_daemon_report_ < config_.lease.duration) {
+    return;
+  }
+  daemon_.busy = busy;
+  store_->report_daemon(daemon_);
+  last_daemon_report_ = now;
 }
 
 void Maintenance::heartbeat() {

@@ -2,8 +2,10 @@
 // Periodic work on a connection of its own: lease heartbeats for running jobs, the
 // maintenance leadership (a row with a TTL), and as leader the rescue of jobs whose owner
 // stopped heartbeating and retention pruning; on every daemon the queue statistics and
-// schema check behind the metrics and /readyz. Each statement is safe even when two
-// daemons believe they lead (SKIP LOCKED, fenced updates).
+// schema check behind the metrics and /readyz, and this daemon's row in the dashboard's
+// daemons table (reported at the heartbeat interval while its busy count changes, else once
+// per lease; expired ones deleted by the leader, its own deleted on a clean exit). Each statement
+// is safe even when two daemons believe they lead (SKIP LOCKED, fenced updates).
 
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +77,9 @@ class Maintenance final : public Service {
   // An idle daemon (nothing running, nothing started since its last pass) leads and
   // rescues at most this often, whatever the lease: its cost stays at a query per 5 s.
   static constexpr std::chrono::seconds kIdleRescueInterval{5};
+  // The leader deletes the daemons table's expired rows this often (hidden from the
+  // dashboard already; the deletion only keeps the table small).
+  static constexpr std::chrono::seconds kDaemonExpiryInterval{60};
   static constexpr int kRescueBatch = 1000;
   static constexpr int kPruneBatch = 1000;
   // A keyed limit's partition with nothing running and nothing taken for this long has
@@ -91,6 +97,7 @@ class Maintenance final : public Service {
   void collect_stats();
   void check_schema();
   void sync_limits();
+  void report_daemon();
   // Runs one task, turning a database error into a log line, a metric and a backoff.
   template <typename Task>
   void guarded(const char* operation, Task&& task);
@@ -104,6 +111,9 @@ class Maintenance final : public Service {
   const std::unique_ptr<JobStore> store_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds rescue_interval_;
+  DaemonReport daemon_;  // maintenance thread only (busy changes at each report)
+  // Maintenance thread only; none before the first report.
+  std::optional<std::chrono::steady_clock::time_point> last_daemon_report_;
   bool leader_ = false;  // maintenance thread only
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();

@@ -107,6 +107,17 @@ struct LimitUsage {
   std::int64_t partitions = 0;  // partitions with a running job
 };
 
+// This daemon, as the dashboard's daemons table shows it (README "Dashboard").
+struct DaemonReport {
+  std::string id;  // the worker id
+  std::string host;
+  std::int64_t pid = 0;
+  std::string version;
+  int concurrency = 0;
+  int busy = 0;   // jobs running now
+  Millis ttl{0};  // the row stops being shown this long after the report (3 × lease)
+};
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -131,6 +142,10 @@ class JobStore {
   // delete_done: remove done rows instead of keeping them (retention.done = 0).
   virtual CompletionReport complete(const std::vector<Completion>& batch,
                                     const std::string& worker_id, bool delete_done) = 0;
+  // The same when limits exist: it also releases the limit slots of the attempts it
+  // wrote, so claims find them free at once (README "Limits").
+  virtual CompletionReport complete_limited(const std::vector<Completion>& batch,
+                                            const std::string& worker_id, bool delete_done) = 0;
 
   // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
   // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
@@ -175,6 +190,13 @@ class JobStore {
   // Deletes up to batch_size slot and bucket rows that say nothing any more: partitions
   // of keyed limits idle for longer than `idle`. Returns how many.
   virtual int collect_limit_garbage(Millis idle, int batch_size) = 0;
+  // Upserts this daemon's row in the daemons table: seen now, shown until report.ttl from
+  // now; started_at stays that of the first report.
+  virtual void report_daemon(const DaemonReport& report) = 0;
+  // Deletes the daemon's row (a clean exit).
+  virtual void remove_daemon(const std::string& worker_id) = 0;
+  // Deletes the rows of daemons whose ttl has passed (the leader's upkeep); returns how many.
+  virtual int expire_daemons() = 0;
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;

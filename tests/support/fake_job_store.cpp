@@ -50,6 +50,12 @@ const char* name_of(StoreMethod method) {
       return "limit_usage";
     case StoreMethod::kLimitGarbage:
       return "collect_limit_garbage";
+    case StoreMethod::kReportDaemon:
+      return "report_daemon";
+    case StoreMethod::kRemoveDaemon:
+      return "remove_daemon";
+    case StoreMethod::kExpireDaemons:
+      return "expire_daemons";
   }
   return "?";
 }
@@ -654,6 +660,44 @@ std::vector<LimitUsage> FakeJobStore::limit_usage() {
 int FakeJobStore::collect_limit_garbage(Millis /*idle*/, int /*batch_size*/) {
   auto lock = table_->enter(StoreMethod::kLimitGarbage);
   return 0;
+}
+
+std::map<std::string, FakeDaemonRow> FakeJobTable::daemons() const {
+  std::lock_guard lock(mutex_);
+  return daemons_;
+}
+
+void FakeJobTable::add_daemon(const DaemonReport& report, Millis seen_ago) {
+  std::lock_guard lock(mutex_);
+  FakeDaemonRow& row = daemons_[report.id];
+  row.report = report;
+  row.seen_at = Clock::now() - seen_ago;
+  changed();
+}
+
+void FakeJobStore::report_daemon(const DaemonReport& report) {
+  auto lock = table_->enter(StoreMethod::kReportDaemon);
+  FakeDaemonRow& row = table_->daemons_[report.id];
+  row.report = report;
+  row.seen_at = FakeJobTable::Clock::now();
+  ++row.reports;
+  table_->changed();
+}
+
+void FakeJobStore::remove_daemon(const std::string& worker_id) {
+  auto lock = table_->enter(StoreMethod::kRemoveDaemon);
+  table_->daemons_.erase(worker_id);
+  table_->changed();
+}
+
+int FakeJobStore::expire_daemons() {
+  auto lock = table_->enter(StoreMethod::kExpireDaemons);
+  const auto now = FakeJobTable::Clock::now();
+  const auto erased = std::erase_if(table_->daemons_, [&](const auto& entry) {
+    return entry.second.seen_at + entry.second.report.ttl < now;
+  });
+  if (erased > 0) table_->changed();
+  return static_cast<int>(erased);
 }
 
 std::string FakeJobStore::schema_problem() {

@@ -47,8 +47,11 @@ enum class StoreMethod {
   kLoadLimits,
   kLimitUsage,
   kLimitGarbage,
+  kReportDaemon,
+  kRemoveDaemon,
+  kExpireDaemons,
 };
-inline constexpr std::size_t kStoreMethodCount = 16;
+inline constexpr std::size_t kStoreMethodCount = 19;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -64,6 +67,13 @@ struct FakeRow {
   // Not claimed before this time; next_due() reports it while it is in the future.
   std::chrono::steady_clock::time_point run_at{};
   std::chrono::steady_clock::time_point claimed_at{};  // by the last claim
+};
+
+// A row of the daemons table, as report_daemon() left it.
+struct FakeDaemonRow {
+  DaemonReport report;
+  std::chrono::steady_clock::time_point seen_at{};
+  int reports = 0;  // report_daemon() calls for this id
 };
 
 struct CompleteCall {
@@ -140,6 +150,11 @@ class FakeJobTable {
   std::vector<std::string> resigned() const;                   // worker ids
   std::vector<std::string> opened_roles() const;               // Database::open_store
   std::vector<std::vector<std::string>> stats_queues() const;  // queue_stats' queues, per call
+  // The daemons table: rows by worker id. expire_daemons() deletes rows whose ttl passed
+  // on the steady clock.
+  std::map<std::string, FakeDaemonRow> daemons() const;
+  // Another daemon's row, last reported `seen_ago` ago.
+  void add_daemon(const DaemonReport& report, Millis seen_ago = Millis(0));
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
   int notifications_delivered() const;  // handed to on_notify by Notifications::consume
@@ -191,6 +206,7 @@ class FakeJobTable {
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
   std::vector<std::string> resigned_;
+  std::map<std::string, FakeDaemonRow> daemons_;
   std::vector<std::string> opened_roles_;
   // Open LISTEN sessions: an eventfd each, with what was sent to it and not yet consumed.
   std::map<int, std::deque<NotifyChannel>> sessions_;
@@ -210,6 +226,11 @@ class FakeJobStore final : public JobStore {
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
+  // The fake keeps no slots: a finished job no longer counts against its limit anyway.
+  CompletionReport complete_limited(const std::vector<Completion>& batch,
+                                    const std::string& worker_id, bool delete_done) override {
+    return complete(batch, worker_id, delete_done);
+  }
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
   HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
@@ -225,6 +246,9 @@ class FakeJobStore final : public JobStore {
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
+  void report_daemon(const DaemonReport& report) override;
+  void remove_daemon(const std::string& worker_id) override;
+  int expire_daemons() override;
   std::string schema_problem() override;
 
  private:

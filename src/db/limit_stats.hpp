@@ -1,0 +1,26 @@
+#pragma once
+// Every limit with its use now, for operators (`pgjobd stats`, the dashboard's queues
+// page), read with the daemon's own statements: one place says which slot is held.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pqxx {
+class transaction_base;
+}
+
+namespace pgjobd {
+
+// A limit (README "Limits") and its use now.
+struct LimitStatsRow {
+  std::string name;
+  std::string definition;  // "types [a, b], key user, concurrency 3, rate 10/s burst 20"
+  std::int64_t running = 0;
+  std::int64_t partitions = 0;  // partitions with a running job
+};
+
+// `schema` unquoted. Two statements in `txn`.
+std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn, const std::string& schema);
+
+}  // namespace pgjobd
