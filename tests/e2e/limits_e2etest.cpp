@@ -774,6 +774,62 @@ TEST(LimitsE2E, StaleOwnerAfterSigstopDoesNotFreeTheSlotOfTheNewAttempt) {
   EXPECT_EQ(b.wait_for_exit(20s), 0) << b.log();
 }
 
+// Whatever ends a running attempt frees its slot (README "Limits"): under `concurrency: 1`
+// a job that would run 60 s is cancelled (pgjobd_cancel), and the next one is then deleted
+// by hand while it runs; each time the next waiting job starts within a few seconds.
+TEST(LimitsE2E, CancelAndDeleteOfARunningJobFreeItsSlot) {
+  TestSchema schema;
+  TempDir dir;
+  const std::string runs_file = dir.file("runs");
+  const std::string script = recorded(runs_file, "exec sleep 60");
+  DaemonYaml yaml(schema.name());
+  yaml.set("worker", "{concurrency: 4}")
+      .set("poll", "{min_interval: 10ms, max_interval: 200ms}")
+      .set("lease", "{duration: 3s}")
+      .set("shutdown", "{timeout: 1s}")
+      .set("limits", "{partner_api: {types: [call_partner], concurrency: 1}}")
+      .handler("call_partner",
+               "{exec: [/bin/sh, -c, " + yaml_quote(script) + ", d1], kill_grace: 300ms}");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  schema.insert_jobs("call_partner", 3);
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) == 1; }, 15s))
+      << table_summary(schema);
+  const std::string first = std::to_string(read_runs(runs_file).at(0).id);
+
+  const auto cancelled_at = Clock::now();
+  schema.query("SELECT " + quote_identifier(schema.name()) + ".pgjobd_cancel(" + first +
+               ", 'limits e2e')");
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) == 2; }, 15s))
+      << table_summary(schema);
+  const double after_cancel = seconds_since(cancelled_at);
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + first), "cancelled");
+  const std::vector<HandlerRun> two = read_runs(runs_file);
+  const std::string second = std::to_string(two.at(1).id);
+
+  const auto deleted_at = Clock::now();
+  schema.exec("DELETE FROM {jobs} WHERE id = " + second);
+  ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) == 3; }, 20s))
+      << table_summary(schema) << "\n"
+      << daemon.log();
+  const double after_delete = seconds_since(deleted_at);
+  // The deleted job's handler (`exec sleep 60`: its pid is the shell's) runs on until the
+  // daemon learns that the row is gone; meanwhile two handlers of the limit run.
+  const pid_t deleted_handler = static_cast<pid_t>(two.at(1).pid);
+  EXPECT_TRUE(wait_until([&] { return !process_alive(deleted_handler); }, 10s))
+      << "the deleted job's handler still runs\n"
+      << daemon.log();
+  const double handler_gone = seconds_since(deleted_at);
+  std::printf(
+      "[ limits ] the next job started %.2f s after a cancel, %.2f s after a DELETE of the "
+      "running job, whose handler ran on for %.2f s (lease 3s)\n",
+      after_cancel, after_delete, handler_gone);
+  EXPECT_LT(after_cancel, 3.0);
+  EXPECT_LT(after_delete, 6.0) << "one lease (3 s) at most";
+  EXPECT_LT(handler_gone, 5.0) << "the deleted job's handler outlived its lease";
+  stop_daemon(daemon);
+}
+
 // SIGHUP with `concurrency: 1` changed to 2 is applied: one at a time before, two after.
 TEST(LimitsE2E, ReloadedLimitIsApplied) {
   constexpr int kJobs = 20;
