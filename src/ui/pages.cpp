@@ -260,7 +260,12 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
   if (!job.started_at.empty()) field("Started", job.started_at);
   if (!job.updated_at.empty()) field("Updated", job.updated_at);
   if (!s.finished_at.empty()) field("Finished", s.finished_at);
-  if (!job.locked_by.empty()) field("Locked by", job.locked_by + " until " + job.locked_until);
+  // A done job keeps locked_by (who ran its last attempt) without a lease.
+  if (!job.locked_by.empty() && !job.locked_until.empty()) {
+    field("Locked by", job.locked_by + " until " + job.locked_until);
+  } else if (!job.locked_by.empty()) {
+    field("Last run by", job.locked_by);
+  }
   if (!job.unique_key.empty()) field("Unique key", job.unique_key);
   if (!job.cancel_reason.empty()) field("Cancel reason", job.cancel_reason);
   main += "</dl>\n";
