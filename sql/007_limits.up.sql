@@ -113,8 +113,8 @@ BEGIN
   -- capacity, and taken if its row can be locked (the window's chosen rows are locked in
   -- one statement; a row another claimer holds gives its reservation back); otherwise it
   -- stays, and a partition without capacity is left out of the next window (its jobs are
-  -- read past, not waited behind: no head-of-line blocking). At most six windows per
-  -- claim.
+  -- read past, not waited behind: no head-of-line blocking, up to about 2,000 due jobs of
+  -- such partitions ahead per queue). At most six windows per claim.
   --
   -- Returns the claimed jobs, then one row per limit that held a due job back (id NULL):
   -- the limit, 'concurrency' or 'rate', and for rate the seconds until its next token,
@@ -186,6 +186,7 @@ BEGIN
       seen int;
       skipped int;
       window_size int := greatest(total, 1) + greatest(total, 1) / 2 + 8;
+      scan_budget int := window_size + 2000;
       locked int[];
       free_slots int[];
       t float8;
@@ -207,21 +208,26 @@ BEGIN
                                       ORDER BY j.priority DESC, j.run_at, j.id) AS turn
             FROM unnest(queues, left_in_queue) AS q(queue, free)
             CROSS JOIN LATERAL (
-              SELECT j.id, j.queue, j.priority, j.run_at, p.parts FROM %1$I.jobs j
-              CROSS JOIN LATERAL (
-                SELECT ARRAY(SELECT l.name || chr(31) || %1$I.pgjobd_limit_part(j.payload, l.key)
-                             FROM %1$I.pgjobd_limits l
-                             WHERE (l.types IS NULL OR j.type = ANY (l.types))
-                               AND (l.queues IS NULL OR j.queue = ANY (l.queues))) AS parts
-                OFFSET 0) p  -- computed once per row, not once per use
-              WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
-                AND j.run_at <= now() AND j.type = ANY (types)
-                AND NOT (p.parts && blocked)
-                AND NOT (capping AND p.parts && capped)
-                -- Taken in an earlier window: this claim holds its lock, and its row is
-                -- written only at the end.
-                AND NOT (j.id = ANY (claimed))
-              ORDER BY j.priority DESC, j.run_at, j.id
+              -- At most scan_budget due rows per queue and window, in claim order: the
+              -- partitions left out are read past only that far, so a claim's cost stays
+              -- bounded whatever backlog a saturated partition has.
+              SELECT b.id, b.queue, b.priority, b.run_at, b.parts FROM (
+                SELECT j.id, j.queue, j.priority, j.run_at, p.parts FROM %1$I.jobs j
+                CROSS JOIN LATERAL (
+                  SELECT ARRAY(SELECT l.name || chr(31) || %1$I.pgjobd_limit_part(j.payload, l.key)
+                               FROM %1$I.pgjobd_limits l
+                               WHERE (l.types IS NULL OR j.type = ANY (l.types))
+                                 AND (l.queues IS NULL OR j.queue = ANY (l.queues))) AS parts
+                  OFFSET 0) p  -- computed once per row, not once per use
+                WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
+                  AND j.run_at <= now() AND j.type = ANY (types)
+                  -- Taken in an earlier window: this claim holds its lock, and its row is
+                  -- written only at the end.
+                  AND NOT (j.id = ANY (claimed))
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT scan_budget
+              ) b
+              WHERE NOT (b.parts && blocked) AND NOT (capping AND b.parts && capped)
               LIMIT window_size
             ) j
             WHERE q.free > 0

@@ -12,7 +12,7 @@ pages and actions. Selects elements only by the ids, classes and data attributes
 the web layer promises for its pages (#job-status, tr[data-job-id], .pause-button, ...).
 Every wait is a condition with a deadline (harness.wait_until), never a sleep.
 
-PGJOBD_SCREENSHOTS_DIR=docs/screenshots also writes overview.png and job.png (1280x900).
+PGJOBD_SCREENSHOTS_DIR=tests/browser/screenshots also writes overview.png and job.png (1280x900).
 """
 
 import argparse
@@ -751,7 +751,7 @@ class AnonymousUiTest(BrowserCase):
 
 
 class ScreenshotTest(BrowserCase):
-    """docs/screenshots/overview.png and job.png, written only when asked."""
+    """tests/browser/screenshots/overview.png and job.png, written only when asked."""
 
     @unittest.skipUnless(os.environ.get("PGJOBD_SCREENSHOTS_DIR"), "PGJOBD_SCREENSHOTS_DIR unset")
     def test_screenshots(self):
