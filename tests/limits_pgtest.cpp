@@ -293,8 +293,9 @@ TEST(Limits, ChangingALimitsKeyStartsItsPartitionsAfreshLoweringItLetsRunningJob
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
   EXPECT_EQ(schema.count("status = 'running'"), 3) << "lowering a limit stops nothing";
   // Slot 1 frees, but slots 2 and 3 (above the new limit) still run: nothing starts.
-  schema.exec("UPDATE {jobs} SET status = 'done' WHERE id = (SELECT min(id) FROM {jobs} "
-              "WHERE status = 'running')");
+  schema.exec(
+      "UPDATE {jobs} SET status = 'done' WHERE id = (SELECT min(id) FROM {jobs} "
+      "WHERE status = 'running')");
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty())
       << "a job started beside jobs held above the lowered limit";
   schema.exec("UPDATE {jobs} SET status = 'done' WHERE status = 'running'");

@@ -8,7 +8,8 @@
 
 namespace pgjobd::ui {
 
-std::unique_ptr<UiStore> make_pg_ui_store(const DatabaseConfig& database, Millis statement_timeout) {
+std::unique_ptr<UiStore> make_pg_ui_store(const DatabaseConfig& database,
+                                          Millis statement_timeout) {
   pgjobd::UiStoreOptions options;
   options.statement_timeout = std::chrono::milliseconds(statement_timeout.count());
   return std::make_unique<pgjobd::PgUiStore>(database, options);
