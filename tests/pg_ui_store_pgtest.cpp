@@ -132,7 +132,8 @@ TEST(UiStore, OldestDueAgeIsThatOfTheQueuesOldestDueJob) {
       "INSERT INTO {jobs} (type, run_at) VALUES ('work', now() - interval '90 s'), "
       "('work', now() + interval '1 h')");
   PgUiStore store(schema.config().database);
-  const auto* q = find_queue(store.overview(), "default");
+  const ui::Overview overview = store.overview();  // kept: q points into it
+  const auto* q = find_queue(overview, "default");
   ASSERT_NE(q, nullptr);
   EXPECT_GE(q->oldest_due_age_seconds, 89);
   EXPECT_LT(q->oldest_due_age_seconds, 200);
