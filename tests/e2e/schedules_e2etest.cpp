@@ -73,6 +73,8 @@ TEST(SchedulesE2E, ThreeDaemonsCreateOneJobPerTickAndAKilledOneLeavesNoDuplicate
   daemons[0]->signal(SIGKILL);
   ASSERT_TRUE(daemons[0]->wait_for_exit(5s).has_value());
   ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "beat").size() >= 30; }, 30s));
+  // A tick fired just before the daemons stop may find no daemon left to run its job.
+  const std::string stopped_at = schema.query("SELECT now()");
   for (std::size_t i = 1; i < daemons.size(); ++i) stop_daemon(*daemons[i]);
 
   const std::vector<std::int64_t> ticks = ticks_of(schema, "beat");
@@ -80,8 +82,11 @@ TEST(SchedulesE2E, ThreeDaemonsCreateOneJobPerTickAndAKilledOneLeavesNoDuplicate
   expect_each_tick_once(ticks);
   EXPECT_EQ(schema.query("SELECT count(DISTINCT unique_key) = count(*) FROM {jobs}"), "t");
   EXPECT_EQ(last_tick(schema, "beat"), ticks.back());
-  // Each tick's job ran (noop) once.
-  EXPECT_EQ(schema.count("status <> 'done'"), 0);
+  // Each tick's job ran (noop) once, but those fired in the last second before the stop.
+  EXPECT_EQ(schema.count("status <> 'done' AND created_at < '" + stopped_at +
+                         "'::timestamptz - interval '1 second'"),
+            0)
+      << table_summary(schema);
 }
 
 TEST(SchedulesE2E, AfterEveryDaemonWasDownEachMisfirePolicyHoldsExactly) {
