@@ -1,8 +1,9 @@
-// Limits against PostgreSQL (sql/007_limits.up.sql, README "Limits"): the definitions a
-// daemon writes, the limited claim's slots and tokens under many concurrent claimers, what
-// frees a slot (completion, rescue, a deleted row) and what does not (a stale owner), no
-// head-of-line blocking, turns between partitions, hostile payloads, the cleanup of idle
-// partitions, and the claim's reads next to a million finished rows.
+// Limits against PostgreSQL (sql/007_limits.up.sql, sql/009_limit_counts.up.sql, README
+// "Limits"): the definitions a daemon writes, the limited claim's counts and tokens under
+// many concurrent claimers, a partition another claimer is claiming in, what frees a place
+// (completion, rescue, a deleted row) and what does not (a stale owner), no head-of-line
+// blocking, turns between partitions, hostile payloads, the cleanup of idle buckets, and
+// the claim's reads next to a million finished rows.
 
 #include <gtest/gtest.h>
 
@@ -243,7 +244,7 @@ TEST(Limits, APartitionAloneStillFillsTheClaim) {
       << "its turn is a quarter of the claim only while others wait";
 }
 
-TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) {
+TEST(Limits, EverythingThatEndsAnAttemptFreesItsPlaceAndAStaleOwnerHoldsNothing) {
   TestSchema schema;
   PgJobStore store(schema.config().database, "test");
   store.sync_limits({{"p", concurrency_limit({"a"}, 2)}}, "test");
@@ -252,21 +253,18 @@ TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) 
   ASSERT_EQ(held.size(), 2U);
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
 
-  // A completion frees the slot, and releases it for the free-slot index.
-  store.complete_limited(done_all({held[0]}), "w1", false);
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_slots") +
-                         " WHERE job_id IS NULL"),
-            "1");
+  // A completion frees its place.
+  store.complete(done_all({held[0]}), "w1", false);
   auto next = store.claim_limited(claim_of(10, {"a"}, "w2")).jobs;
   ASSERT_EQ(next.size(), 1U);
 
-  // A deleted running row frees its slot: nothing needs to release it.
+  // A deleted running row frees its place: nothing needs to release it.
   schema.exec("DELETE FROM {jobs} WHERE id = " + std::to_string(next[0].id));
   next = store.claim_limited(claim_of(10, {"a"}, "w2")).jobs;
   ASSERT_EQ(next.size(), 1U);
 
-  // w1's daemon died: its lease expires and the rescue frees the slot; the job is retried
-  // by another daemon with a new attempt, holding a new slot.
+  // w1's daemon died: its lease expires and the rescue frees the place; the job is retried
+  // by another daemon with a new attempt, which counts once.
   schema.exec("UPDATE {jobs} SET locked_until = now() - interval '1 second' WHERE id = " +
               std::to_string(held[1].id));
   RetryConfig retry;
@@ -278,7 +276,7 @@ TEST(Limits, EverythingThatEndsAnAttemptFreesItsSlotAndAStaleOwnerHoldsNothing) 
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty()) << "still 2 running";
 
   // The stale owner's completion is fenced off and frees nothing.
-  EXPECT_EQ(store.complete_limited(done_all({held[1]}), "w1", false).stale, 1);
+  EXPECT_EQ(store.complete(done_all({held[1]}), "w1", false).stale, 1);
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
   EXPECT_EQ(schema.count("status = 'running'"), 2);
 }
@@ -292,7 +290,7 @@ TEST(Limits, ChangingALimitsKeyStartsItsPartitionsAfreshLoweringItLetsRunningJob
   store.sync_limits({{"p", concurrency_limit({"a"}, 1)}}, "test");
   EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
   EXPECT_EQ(schema.count("status = 'running'"), 3) << "lowering a limit stops nothing";
-  // Slot 1 frees, but slots 2 and 3 (above the new limit) still run: nothing starts.
+  // One finishes, but two still run, above the new limit: nothing starts.
   schema.exec(
       "UPDATE {jobs} SET status = 'done' WHERE id = (SELECT min(id) FROM {jobs} "
       "WHERE status = 'running')");
@@ -300,15 +298,25 @@ TEST(Limits, ChangingALimitsKeyStartsItsPartitionsAfreshLoweringItLetsRunningJob
       << "a job started beside jobs held above the lowered limit";
   schema.exec("UPDATE {jobs} SET status = 'done' WHERE status = 'running'");
   EXPECT_EQ(store.claim_limited(claim_of(10, {"a"})).jobs.size(), 1U);
+  // Keyed now: the running job counts in the partition its payload falls in under the new
+  // key (no `user`: the shared one), and a user's job has a partition of its own.
   store.sync_limits({{"p", concurrency_limit({"a"}, 1, "user")}}, "test");
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_slots")), "0");
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a"})).jobs.empty());
+  insert_keyed(schema, "a", "x", 2);
+  const auto keyed = store.claim_limited(claim_of(10, {"a"})).jobs;
+  ASSERT_EQ(keyed.size(), 1U);
+  EXPECT_EQ(keyed[0].payload, "{\"user\": \"x\"}");
 }
 
 TEST(Limits, AHostilePayloadValueCannotBreakTheClaim) {
   TestSchema schema;
   PgJobStore store(schema.config().database, "test");
-  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 1, "user")}}, "test");
-  // A 1 MB key value: over the btree limit if it were stored whole.
+  LimitConfig per_user_rate = rate_limit({"sync"}, 1000, 1000);
+  per_user_rate.key = "user";
+  store.sync_limits(
+      {{"per_user", concurrency_limit({"sync"}, 1, "user")}, {"per_user_rate", per_user_rate}},
+      "test");
+  // A 1 MB key value: over the btree limit if it were stored whole in a bucket's key.
   schema.exec(
       "INSERT INTO {jobs} (type, payload) SELECT 'sync', jsonb_build_object('user', "
       "repeat('x', 1000000) || g) FROM generate_series(1, 2) g");
@@ -319,37 +327,62 @@ TEST(Limits, AHostilePayloadValueCannotBreakTheClaim) {
   // Two distinct long values, the shared partition (string, null payloads), JSON null, and
   // an object value.
   EXPECT_EQ(jobs.size(), 5U);
-  EXPECT_EQ(schema.query("SELECT max(octet_length(part)) < 300 FROM " +
-                         table(schema, "pgjobd_limit_slots")),
-            "t");
+  EXPECT_EQ(schema.query("SELECT count(*) FILTER (WHERE octet_length(part) < 300) || '/' || "
+                         "count(*) FROM " +
+                         table(schema, "pgjobd_limit_buckets")),
+            "5/5");
 }
 
-TEST(Limits, IdlePartitionsAreCleanedUpAndBusyOnesKept) {
+TEST(Limits, IdleBucketsAreCleanedUpAndBusyOnesKept) {
   TestSchema schema;
   PgJobStore store(schema.config().database, "test");
-  store.sync_limits(
-      {{"per_user", concurrency_limit({"sync"}, 2, "user")}, {"mail", rate_limit({"mail"}, 1, 1)}},
-      "test");
+  LimitConfig per_user = rate_limit({"sync"}, 100, 1);
+  per_user.key = "user";
+  store.sync_limits({{"per_user", per_user}, {"mail", rate_limit({"mail"}, 1, 1)}}, "test");
   insert_keyed(schema, "sync", "a", 1);
   insert_keyed(schema, "sync", "b", 1);
   schema.exec("INSERT INTO {jobs} (type, payload) VALUES ('mail', '{}')");
-  auto jobs = store.claim_limited(claim_of(10, {"sync", "mail"})).jobs;
-  ASSERT_EQ(jobs.size(), 3U);
-  const auto b = std::find_if(jobs.begin(), jobs.end(), [](const Job& j) {
-    return j.payload.find("\"b\"") != std::string::npos;
-  });
-  store.complete(done_all({*b}), "w", false);
-  // As if an hour went by.
-  schema.exec("UPDATE " + table(schema, "pgjobd_limit_slots") +
-              " SET taken_at = taken_at - interval '1 hour'");
+  ASSERT_EQ(store.claim_limited(claim_of(10, {"sync", "mail"})).jobs.size(), 3U);
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_buckets")), "3");
+  // As if an hour went by for b's bucket and the unkeyed one; a's was just used.
   schema.exec("UPDATE " + table(schema, "pgjobd_limit_buckets") +
-              " SET refilled_at = refilled_at - interval '1 hour'");
-  EXPECT_EQ(store.collect_limit_garbage(Millis(600000), 100), 2);  // b's two slots
-  EXPECT_EQ(schema.query("SELECT string_agg(DISTINCT part, ',') FROM " +
-                         table(schema, "pgjobd_limit_slots")),
-            "\"a\"");
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_limit_buckets")), "1")
-      << "an unkeyed bucket stays";
+              " SET refilled_at = refilled_at - interval '1 hour' WHERE part <> '\"a\"'");
+  EXPECT_EQ(store.collect_limit_garbage(Millis(600000), 100), 1);  // b's, full again
+  EXPECT_EQ(schema.query("SELECT string_agg(limit_name || ':' || part, ',' ORDER BY part) FROM " +
+                         table(schema, "pgjobd_limit_buckets")),
+            "mail:,per_user:\"a\"")
+      << "an unkeyed bucket stays, and a busy keyed one";
+}
+
+// Two claimers never count the same room: while one claims in a partition (its
+// transaction holds the partition's lock), another leaves that partition out and is told to
+// ask again shortly; once the first commits, the second sees its jobs running.
+TEST(Limits, APartitionBeingClaimedInIsLeftOutAndCountedOnceCommitted) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"p", concurrency_limit({"a"}, 3)}}, "test");
+  schema.insert_jobs("a", 10);
+  schema.insert_jobs("b", 1);
+  auto conn = open_connection(schema.config().database, "test");
+  pqxx::work first(*conn);
+  EXPECT_EQ(first
+                .exec("SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
+                      ".pgjobd_claim_limited('{default}', '{2}', '{a}', 2, 'w1', 30000, '', "
+                      "1000000)")[0][0]
+                .as<int>(),
+            2);
+  const LimitedClaim meanwhile = store.claim_limited(claim_of(10, {"a", "b"}, "w2"));
+  ASSERT_EQ(meanwhile.jobs.size(), 1U) << "an unlimited job is not held back";
+  EXPECT_EQ(meanwhile.jobs[0].type, "b");
+  ASSERT_EQ(meanwhile.held.size(), 1U);
+  EXPECT_EQ(meanwhile.held[0].limit, "p");
+  EXPECT_EQ(meanwhile.held[0].reason, "concurrency");
+  ASSERT_TRUE(meanwhile.held[0].retry_in);
+  EXPECT_LE(*meanwhile.held[0].retry_in, std::chrono::milliseconds(10));
+  first.commit();
+  EXPECT_EQ(store.claim_limited(claim_of(10, {"a"}, "w2")).jobs.size(), 1U)
+      << "the first claim's two running jobs count: one place is left";
+  EXPECT_EQ(schema.count("status = 'running' AND type = 'a'"), 3);
 }
 
 // The claim's reads, counted by PostgreSQL itself within one transaction: next to a

@@ -17,7 +17,7 @@ namespace pgjobd {
 
 std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
                                             const std::string& schema) {
-  // The daemon's own statements (one place for the rule of which slot is held).
+  // The daemon's own statements (one place for the rule of which job counts).
   const auto statements = stmt::job_statements(quote_identifier(schema));
   const auto text_of = [&](const char* name) {
     for (const auto& statement : statements) {

@@ -1,6 +1,6 @@
 #pragma once
 // Every limit with its use now, for operators (`pgjobd stats`, the dashboard's queues
-// page), read with the daemon's own statements: one place says which slot is held.
+// page), read with the daemon's own statements: one place says which job counts.
 
 #include <cstdint>
 #include <string>

@@ -279,12 +279,6 @@ CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
                            delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete);
 }
 
-CompletionReport PgJobStore::complete_limited(const std::vector<Completion>& batch,
-                                              const std::string& worker_id, bool delete_done) {
-  return write_completions(batch, worker_id,
-                           delete_done ? stmt::kCompleteDeleteDoneLimited : stmt::kCompleteLimited);
-}
-
 CompletionReport PgJobStore::write_completions(const std::vector<Completion>& batch,
                                                const std::string& worker_id,
                                                const char* statement) {

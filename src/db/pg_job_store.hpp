@@ -37,8 +37,6 @@ class PgJobStore final : public JobStore {
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
-  CompletionReport complete_limited(const std::vector<Completion>& batch,
-                                    const std::string& worker_id, bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
   HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,

@@ -160,17 +160,8 @@ other AS (
     AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
   RETURNING j.id
-){freed}
+)
 SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
-
-// With limits (README "Limits"), completions release the slots of the attempts they
-// wrote, in the same statement, so the next claim finds them by the free-slot index. Only
-// rows this statement wrote: a stale owner's fenced-off completion releases nothing.
-constexpr const char* kFreedCte = R"(, freed AS (
-  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
-  WHERE s.job_id IN (SELECT id FROM done UNION ALL SELECT id FROM other)
-  RETURNING 1
-))";
 
 constexpr const char* kCompleteDoneCte = R"(
 WITH done AS (
@@ -192,33 +183,17 @@ WITH done AS (
   RETURNING j.id
 ),)";
 
-// The sql handler's completion, in its own transaction. It releases the job's limit
-// slots too (an index probe of an empty table when no limit exists: the sql handler's
-// path already costs four round trips).
+// The sql handler's completion, in its own transaction.
 constexpr const char* kCompleteOneDoneSql = R"(
-WITH done AS (
-  UPDATE {jobs}
-  SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
-  WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
-  RETURNING id
-), freed AS (
-  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
-  WHERE s.job_id IN (SELECT id FROM done)
-  RETURNING 1
-)
-SELECT id FROM done)";
+UPDATE {jobs}
+SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
+WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
+RETURNING id)";
 
 constexpr const char* kCompleteOneDeleteSql = R"(
-WITH done AS (
-  DELETE FROM {jobs}
-  WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
-  RETURNING id
-), freed AS (
-  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
-  WHERE s.job_id IN (SELECT id FROM done)
-  RETURNING 1
-)
-SELECT id FROM done)";
+DELETE FROM {jobs}
+WHERE id = $1 AND attempts = $2 AND locked_by = $3 AND (status = 'running') IS TRUE
+RETURNING id)";
 
 // Also returns whether pgjobd_cancel asked for the job to stop: a daemon that missed the
 // NOTIFY learns of a cancel at its next heartbeat at the latest.
@@ -244,7 +219,6 @@ RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL)";
 // A job whose cancel was requested (pgjobd_cancel) ends cancelled instead: its daemon is
 // gone, and nobody wants it run again.
 // $6 batch size. Returns (leader, rescued back to the queue, rescued dead, cancelled).
-// The rescued attempts' limit slots are released (README "Limits").
 constexpr const char* kLeadAndRescueSql = R"(
 WITH leader AS (
   INSERT INTO {leader} AS l (role, leader_id, elected_at, expires_at)
@@ -278,10 +252,6 @@ WITH leader AS (
       locked_by = NULL, locked_until = NULL, updated_at = now()
   FROM expired WHERE j.id = expired.id
   RETURNING j.id, j.status
-), freed AS (
-  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
-  WHERE s.job_id IN (SELECT id FROM rescued)
-  RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM leader),
        (SELECT count(*) FROM rescued WHERE status = 'failed')::int,
@@ -468,8 +438,9 @@ RETURNING xmax = 0)";
 constexpr const char* kScheduleDeleteYamlSql = R"(
 DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) RETURNING name)";
 
-// Limits (README "Limits", sql/007_limits.up.sql). The limited claim is a function: it
-// loops over candidates and partitions, which one statement cannot express.
+// Limits (README "Limits", sql/007_limits.up.sql, sql/009_limit_counts.up.sql). The
+// limited claim is a function: it takes locks and counts between its statements, which
+// one statement cannot express.
 constexpr const char* kClaimLimitedSql = R"(
 SELECT * FROM {schema}.pgjobd_claim_limited($1::text[], $2::int[], $3::text[], $4::int,
                                             $5::text, $6::bigint, $7::text, $8::bigint))";
@@ -485,69 +456,35 @@ SELECT name, coalesce(array_to_json(types)::text, '[]'), coalesce(array_to_json(
        coalesce(written_by, '')
 FROM {limits} ORDER BY name)";
 
-// A slot is held while its job runs that attempt (see the migration): the same test as the
-// claim's. Reads the slots of each limit by the primary key's prefix.
+// A job counts against a limit while its row is running (sql/009_limit_counts.up.sql):
+// the claim's own count, read among the running rows (the lease index), per limit and
+// with its busy partitions.
 constexpr const char* kLimitUsageSql = R"(
-SELECT l.name, count(h.slot)::bigint, count(DISTINCT h.part)::bigint
-FROM {limits} l LEFT JOIN LATERAL (
-  SELECT s.part, s.slot FROM {limit_slots} s
-  JOIN {jobs} j ON j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt
-  WHERE s.limit_name = l.name AND s.job_id IS NOT NULL
-) h ON true
+SELECT l.name, count(j.id)::bigint,
+       count(DISTINCT {schema}.pgjobd_limit_part(j.payload, l.key))::bigint
+FROM {limits} l LEFT JOIN {jobs} j
+  ON j.status = 'running' AND l.concurrency IS NOT NULL
+ AND (l.types IS NULL OR j.type = ANY (l.types)) AND (l.queues IS NULL OR j.queue = ANY (l.queues))
 GROUP BY l.name ORDER BY l.name)";
 
-// Slots whose attempt ended without a release (a running row deleted or changed by hand)
-// are released. Partitions of keyed limits come and go with payload values (one per user, say):
-// their slot rows are deleted once every slot is free and none was taken for $1 ms, and a bucket
-// once it has refilled to its burst (no row means a full bucket) and was not touched for
-// as long. Rows a claimer holds are skipped, and the delete re-checks each row as it is
-// now: a slot taken since this statement's snapshot is young, so it stays. A partition
-// left with some of its slot rows gets them back from the next claim that needs it.
+// Partitions of keyed rate limits come and go with payload values (one per user, say): a
+// bucket is deleted once it has refilled to its burst (no row means a full bucket) and
+// was not touched for $1 ms. Rows a claimer holds are skipped.
 constexpr const char* kLimitGarbageSql = R"(
-WITH idle_parts AS (
-  SELECT s.limit_name, s.part FROM {limit_slots} s
-  LEFT JOIN {jobs} j ON j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt
-  WHERE s.part <> ''
-  GROUP BY s.limit_name, s.part
-  HAVING bool_and(j.id IS NULL)
-     AND coalesce(max(s.taken_at), '-infinity') < now() - $1::bigint * interval '1 millisecond'
-  LIMIT $2
-), doomed AS (
-  SELECT s.limit_name, s.part, s.slot FROM {limit_slots} s
-  JOIN idle_parts i ON i.limit_name = s.limit_name AND i.part = s.part
-  FOR UPDATE OF s SKIP LOCKED
-), gone_slots AS (
-  DELETE FROM {limit_slots} s USING doomed d
-  WHERE s.limit_name = d.limit_name AND s.part = d.part AND s.slot = d.slot
-    AND (s.taken_at IS NULL OR s.taken_at < now() - $1::bigint * interval '1 millisecond')
-  RETURNING 1
-), stale AS (
-  SELECT s.limit_name, s.part, s.slot FROM {limit_slots} s
-  WHERE s.job_id IS NOT NULL AND NOT EXISTS (
-    SELECT 1 FROM {jobs} j WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
-  LIMIT $2
-  FOR UPDATE OF s SKIP LOCKED
-), released AS (
-  UPDATE {limit_slots} s SET job_id = NULL, attempt = NULL
-  FROM stale WHERE s.limit_name = stale.limit_name AND s.part = stale.part AND s.slot = stale.slot
-    AND NOT EXISTS (
-      SELECT 1 FROM {jobs} j WHERE j.id = s.job_id AND j.status = 'running' AND j.attempts = s.attempt)
-  RETURNING 1
-), full_buckets AS (
+WITH full_buckets AS (
   SELECT b.limit_name, b.part FROM {limit_buckets} b JOIN {limits} l ON l.name = b.limit_name
   WHERE b.part <> '' AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
     AND b.tokens + extract(epoch FROM now() - b.refilled_at) * coalesce(l.rate_per_second, 0)
         >= l.burst
   LIMIT $2
   FOR UPDATE OF b SKIP LOCKED
-), gone_buckets AS (
+), gone AS (
   DELETE FROM {limit_buckets} b USING full_buckets f
   WHERE b.limit_name = f.limit_name AND b.part = f.part
-    AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'
+    AND b.refilled_at < now() - $1::bigint * interval '1 millisecond'  -- as it is now
   RETURNING 1
 )
-SELECT ((SELECT count(*) FROM gone_slots) + (SELECT count(*) FROM gone_buckets) +
-        (SELECT count(*) FROM released))::int)";
+SELECT count(*)::int FROM gone)";
 // The dashboard's daemons table (sql/008_dashboard.up.sql): one upsert per heartbeat
 // interval per daemon, on a table of one row per daemon. The expiry runs on the leader
 // only; the table is tiny, so a sequential scan is what it should be.
@@ -582,7 +519,6 @@ std::string with_table(const char* sql, const std::string& schema) {
   replace_all(text, "{daemons}", schema + ".pgjobd_daemons");
   replace_all(text, "{schedules}", schema + ".pgjobd_schedules");
   replace_all(text, "{limits}", schema + ".pgjobd_limits");
-  replace_all(text, "{limit_slots}", schema + ".pgjobd_limit_slots");
   replace_all(text, "{limit_buckets}", schema + ".pgjobd_limit_buckets");
   replace_all(text, "{schema}", schema);
   replace_all(text, "{recent_errors}", kRecentErrors);
@@ -596,11 +532,9 @@ std::string with_table(const char* sql, const std::string& schema) {
   return text;
 }
 
-// A batch completion: its done CTE, the others', and with limits the release of slots.
-std::string completion(const char* done_cte, const char* freed_cte, const std::string& schema) {
-  std::string text = std::string(done_cte) + kCompleteOtherCte;
-  replace_all(text, "{freed}", freed_cte);
-  return with_table(text.c_str(), schema);
+// A batch completion: its done CTE, then the others'.
+std::string completion(const char* done_cte, const std::string& schema) {
+  return with_table((std::string(done_cte) + kCompleteOtherCte).c_str(), schema);
 }
 
 }  // namespace
@@ -609,10 +543,8 @@ std::vector<Statement> job_statements(const std::string& schema) {
   return {
       {kClaim, with_table(kClaimSql, schema)},
       {kNextDue, with_table(kNextDueSql, schema)},
-      {kComplete, completion(kCompleteDoneCte, "", schema)},
-      {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, "", schema)},
-      {kCompleteLimited, completion(kCompleteDoneCte, kFreedCte, schema)},
-      {kCompleteDeleteDoneLimited, completion(kCompleteDeleteDoneCte, kFreedCte, schema)},
+      {kComplete, completion(kCompleteDoneCte, schema)},
+      {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, schema)},
       {kCompleteOneDone, with_table(kCompleteOneDoneSql, schema)},
       {kCompleteOneDelete, with_table(kCompleteOneDeleteSql, schema)},
       {kHeartbeat, with_table(kHeartbeatSql, schema)},

@@ -24,9 +24,6 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
-// Both, when limits exist: they also release the written attempts' limit slots.
-inline constexpr const char* kCompleteLimited = "pgjobd_complete_limited";
-inline constexpr const char* kCompleteDeleteDoneLimited = "pgjobd_complete_delete_done_limited";
 // One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
 // Returns the id when the job was still ours.
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
@@ -67,10 +64,10 @@ inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
 // Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
 // written_by ('' / 0 for none).
 inline constexpr const char* kLimitsLoad = "pgjobd_limits_load";
-// Per limit: name, running (slots held), partitions with a running job.
+// Per limit: name, running jobs (concurrency limits), partitions with a running job.
 inline constexpr const char* kLimitUsage = "pgjobd_limit_usage";
-// Delete idle partitions' slot rows and full buckets: $1 idle ms, $2 batch. Returns the
-// number of rows deleted.
+// Delete idle partitions' full buckets: $1 idle ms, $2 batch. Returns the number of rows
+// deleted.
 inline constexpr const char* kLimitGarbage = "pgjobd_limit_garbage";
 
 // Schedules (README "Recurring jobs"). Times travel as whole seconds since the epoch.

@@ -30,8 +30,8 @@ struct ClaimSignal {
     cv.notify_one();
   }
 
-  // Completions were written: jobs ended in the database, so the limit slots they held
-  // are free (README "Limits"). The fetcher claims again if its last claim was held back by
+  // Completions were written: jobs ended in the database, so they no longer count against
+  // their limits (README "Limits"). The fetcher claims again if its last claim was held back by
   // a concurrency limit; otherwise this changes nothing.
   void completions_written() {
     {

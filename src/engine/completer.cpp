@@ -53,8 +53,6 @@ void Completer::submit(Completion completion) {
   if (wake) cv_.notify_one();
 }
 
-void Completer::set_limits(const LimitRegistry* limits) { limits_ = limits; }
-
 void Completer::set_on_written(std::function<void()> on_written) {
   on_written_ = std::move(on_written);
 }
@@ -150,10 +148,8 @@ void Completer::write(const std::vector<Completion>& batch, std::size_t begin, s
   const auto last = batch.begin() + static_cast<long>(end);
   try {
     const bool whole = begin == 0 && end == batch.size();  // the usual case: no copy
-    const bool limited = limits_ != nullptr && limits_->active();
     const auto write_part = [&](const std::vector<Completion>& part) {
-      return limited ? store_->complete_limited(part, worker_id_, delete_done)
-                     : store_->complete(part, worker_id_, delete_done);
+      return store_->complete(part, worker_id_, delete_done);
     };
     const CompletionReport report =
         whole ? write_part(batch) : write_part(std::vector<Completion>(first, last));

@@ -14,7 +14,6 @@
 
 #include "engine/health.hpp"
 #include "engine/service.hpp"
-#include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
 #include "store/job_store.hpp"
 
@@ -47,9 +46,6 @@ class Completer final : public Service {
   // Called (on the completer's thread) after each batch that wrote something. Set before
   // start().
   void set_on_written(std::function<void()> on_written);
-  // While these say limits exist, completions also release their limit slots (README
-  // "Limits"). Set before start().
-  void set_limits(const LimitRegistry* limits);
 
   // The attempts of completions not yet written, the batch being written included: their
   // leases must still be renewed, or a completer held up by the database could see them
@@ -89,7 +85,6 @@ class Completer final : public Service {
   int unwritten_at_stop_ = 0;
   std::function<void(Millis)> on_retries_written_;  // set before start()
   std::function<void()> on_written_;                // set before start()
-  const LimitRegistry* limits_ = nullptr;           // set before start()
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 

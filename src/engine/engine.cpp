@@ -232,7 +232,6 @@ void Engine::Impl::start() {
   });
   completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
   limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
-  completer_->set_limits(limits_.get());
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).

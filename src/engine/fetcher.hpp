@@ -118,7 +118,7 @@ class Fetcher final : public Service {
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
   // A concurrency limit held back a job in the last claim: the next batch of completions
-  // this daemon writes makes a claim due (a job it ran may have held that limit's slot),
+  // this daemon writes makes a claim due (a job it ran may have counted against it),
   // as a freed slot does for a saturated queue. written_at_claim_: ClaimSignal::written
   // when the last claim was made.
   bool limit_held_ = false;

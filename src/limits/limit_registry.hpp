@@ -27,9 +27,9 @@ class LimitRegistry {
   // nothing and applies what the database holds).
   LimitRegistry(std::optional<Limits> configured, std::string worker_id);
 
-  // A limit exists, so claims must take slots and tokens. True until the first successful
-  // read: the limited claim is right whatever the database holds, the plain one only when
-  // it holds no limit.
+  // A limit exists, so claims must count partitions and take tokens. True until the first
+  // successful read: the limited claim is right whatever the database holds, the plain one
+  // only when it holds no limit.
   bool active() const { return active_.load(std::memory_order_acquire); }
 
   // Writes the configured limits when a write is pending (start, reload), then reads the

@@ -142,10 +142,6 @@ class JobStore {
   // delete_done: remove done rows instead of keeping them (retention.done = 0).
   virtual CompletionReport complete(const std::vector<Completion>& batch,
                                     const std::string& worker_id, bool delete_done) = 0;
-  // The same when limits exist: it also releases the limit slots of the attempts it
-  // wrote, so claims find them free at once (README "Limits").
-  virtual CompletionReport complete_limited(const std::vector<Completion>& batch,
-                                            const std::string& worker_id, bool delete_done) = 0;
 
   // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
   // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
@@ -187,8 +183,8 @@ class JobStore {
   virtual std::vector<LimitDefinition> load_limits() = 0;
   // Each limit's use now.
   virtual std::vector<LimitUsage> limit_usage() = 0;
-  // Deletes up to batch_size slot and bucket rows that say nothing any more: partitions
-  // of keyed limits idle for longer than `idle`. Returns how many.
+  // Deletes up to batch_size bucket rows that say nothing any more: partitions of keyed
+  // rate limits idle for longer than `idle`. Returns how many.
   virtual int collect_limit_garbage(Millis idle, int batch_size) = 0;
   // Upserts this daemon's row in the daemons table: seen now, shown until report.ttl from
   // now; started_at stays that of the first report.

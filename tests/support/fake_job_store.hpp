@@ -226,11 +226,6 @@ class FakeJobStore final : public JobStore {
                                                     const std::vector<std::string>& types) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
-  // The fake keeps no slots: a finished job no longer counts against its limit anyway.
-  CompletionReport complete_limited(const std::vector<Completion>& batch,
-                                    const std::string& worker_id, bool delete_done) override {
-    return complete(batch, worker_id, delete_done);
-  }
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
                         bool delete_done, Millis timeout, std::stop_token stop) override;
   HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
