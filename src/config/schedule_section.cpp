@@ -1,11 +1,11 @@
 // Reads the `schedules:` section: one entry per schedule, its payload as JSON text. The
 // rules (cron text, time zone, ranges) are checked in config_rules.cpp.
-#include <cstdio>
 #include <regex>
 #include <string>
 
 #include "config/config_stages.hpp"
 #include "config/yaml_section.hpp"
+#include "text/escape.hpp"
 
 namespace pgjobd::config_detail {
 namespace {
@@ -13,44 +13,12 @@ namespace {
 // Deeper payloads are refused rather than risk the stack on a hostile file.
 constexpr int kMaxPayloadDepth = 64;
 
-void append_json_string(const std::string& text, std::string& out) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-          out += escaped;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 // A plain (unquoted) scalar as YAML 1.2's core schema reads it: null, a boolean, a number,
 // else a string. Quoted scalars are always strings.
 void append_scalar(const YAML::Node& node, std::string& out) {
   const std::string& text = node.Scalar();
   if (node.Tag() != "?") {
-    append_json_string(text, out);
+    append_json_string(out, text);
     return;
   }
   static const std::regex kNumber(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
@@ -63,7 +31,7 @@ void append_scalar(const YAML::Node& node, std::string& out) {
   } else if (std::regex_match(text, kNumber)) {
     out += text;
   } else {
-    append_json_string(text, out);
+    append_json_string(out, text);
   }
 }
 
@@ -77,7 +45,7 @@ bool append_json(const YAML::Node& node, int depth, std::string& out) {
       for (const auto& item : node) {
         if (!first) out += ',';
         first = false;
-        append_json_string(item.first.IsScalar() ? item.first.Scalar() : "", out);
+        append_json_string(out, item.first.IsScalar() ? item.first.Scalar() : "");
         out += ':';
         if (!append_json(item.second, depth + 1, out)) return false;
       }

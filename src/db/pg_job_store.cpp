@@ -67,7 +67,8 @@ auto PgJobStore::guarded(const char* operation, Fn&& fn) {
 PgJobStore::PgJobStore(DatabaseConfig config, std::string role)
     : config_(std::move(config)),
       role_(std::move(role)),
-      statements_(stmt::job_statements(quote_identifier(config_.schema))) {}
+      statements_(stmt::job_statements(quote_identifier(config_.schema)),
+                  config_.pooler == "transaction") {}
 
 PgJobStore::~PgJobStore() = default;
 
@@ -87,28 +88,14 @@ void PgJobStore::connect() {
   }
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
-    if (!unnamed_statements()) {
-      for (const auto& statement : statements_) conn_->prepare(statement.name, statement.sql);
-    }
+    statements_.prepare(*conn_);
     return 0;
   });
 }
 
-bool PgJobStore::unnamed_statements() const { return config_.pooler == "transaction"; }
-
-// Behind a transaction pooler the next transaction may run on another server connection,
-// where a statement prepared by name does not exist (or another client's of the same name
-// does): each statement then goes as an unnamed one (PQexecParams: parsed and planned
-// every time, a cost measured in the README's PgBouncer section).
 template <typename... Args>
 pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, Args&&... args) {
-  if (!unnamed_statements()) return txn.exec_prepared(name, std::forward<Args>(args)...);
-  // By text: the same name's literal may sit at another address in another object file.
-  const auto it = std::find_if(
-      statements_.begin(), statements_.end(),
-      [&](const stmt::Statement& s) { return std::string_view(s.name) == std::string_view(name); });
-  if (it == statements_.end()) throw std::logic_error(std::string("no statement ") + name);
-  return txn.exec_params(it->sql, std::forward<Args>(args)...);
+  return statements_.execute(txn, name, std::forward<Args>(args)...);
 }
 
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "db/connection.hpp"
-#include "db/statements.hpp"
+#include "db/statement_set.hpp"
 #include "store/job_store.hpp"
 
 namespace pqxx {
@@ -63,7 +63,6 @@ class PgJobStore final : public JobStore {
 
  private:
   bool connected() const;
-  bool unnamed_statements() const;  // database.pooler: transaction
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
   CompletionReport write_completions(const std::vector<Completion>& batch,
@@ -73,7 +72,7 @@ class PgJobStore final : public JobStore {
 
   DatabaseConfig config_;
   std::string role_;
-  std::vector<stmt::Statement> statements_;
+  StatementSet statements_;
   ConnectionPtr conn_;
 };
 

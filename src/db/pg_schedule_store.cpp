@@ -26,18 +26,13 @@ std::int64_t seconds_of(TickTime t) { return t.time_since_epoch().count(); }
 PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
     : config_(std::move(config)),
       role_(std::move(role)),
-      statements_(stmt::schedule_statements(quote_identifier(config_.schema))) {}
+      statements_(stmt::schedule_statements(quote_identifier(config_.schema)),
+                  config_.pooler == "transaction") {}
 
 template <typename... Args>
 pqxx::result PgScheduleStore::execute(pqxx::transaction_base& txn, const char* name,
                                       Args&&... args) {
-  if (config_.pooler != "transaction") return txn.exec_prepared(name, std::forward<Args>(args)...);
-  for (const auto& statement : statements_) {
-    if (std::string_view(statement.name) == std::string_view(name)) {
-      return txn.exec_params(statement.sql, std::forward<Args>(args)...);
-    }
-  }
-  throw std::logic_error(std::string("no statement ") + name);
+  return statements_.execute(txn, name, std::forward<Args>(args)...);
 }
 
 PgScheduleStore::~PgScheduleStore() = default;
@@ -56,9 +51,7 @@ void PgScheduleStore::connect() {
   if (conn_ && conn_->is_open()) return;
   guarded("connect", [&] {
     conn_ = open_connection(config_, role_);
-    if (config_.pooler != "transaction") {
-      for (const auto& statement : statements_) conn_->prepare(statement.name, statement.sql);
-    }
+    statements_.prepare(*conn_);
     return 0;
   });
 }

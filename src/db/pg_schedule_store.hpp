@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "db/connection.hpp"
-#include "db/statements.hpp"
+#include "db/statement_set.hpp"
 #include "store/schedule_store.hpp"
 
 namespace pqxx {
@@ -31,14 +31,12 @@ class PgScheduleStore final : public ScheduleStore {
   void connect();
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
-  // Prepared by name, or unnamed behind a transaction pooler (database.pooler), as
-  // PgJobStore does.
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
 
   DatabaseConfig config_;
   std::string role_;
-  std::vector<stmt::Statement> statements_;
+  StatementSet statements_;
   ConnectionPtr conn_;
 };
 

@@ -12,38 +12,9 @@
 namespace pgjobd {
 namespace {
 
-void append_json_string(std::string& out, std::string_view raw) {
-  // Messages and fields can carry a handler's raw bytes; a JSON line must be UTF-8.
-  const std::string text = valid_utf8(raw);
-  out += '"';
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+// Messages and fields can carry a handler's raw bytes; a JSON line must be UTF-8.
+void append_json_text(std::string& out, std::string_view raw) {
+  append_json_string(out, valid_utf8(raw));
 }
 
 // Text lines: one record is one line, whatever a message or field carries (an error's
@@ -103,17 +74,17 @@ std::string iso_timestamp(std::chrono::system_clock::time_point tp) {
 
 std::string format_json_line(const LogRecord& record) {
   std::string line = R"({"ts":")" + iso_timestamp(record.time) + R"(","level":)";
-  append_json_string(line, record.level);
+  append_json_text(line, record.level);
   line += ",\"msg\":";
-  append_json_string(line, record.message);
+  append_json_text(line, record.message);
   for (const LogField& field : record.fields) {
     line += ',';
-    append_json_string(line, field.key);
+    append_json_text(line, field.key);
     line += ':';
     if (field.numeric) {
       line += field.value;
     } else {
-      append_json_string(line, field.value);
+      append_json_text(line, field.value);
     }
   }
   line += "}\n";

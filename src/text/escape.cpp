@@ -1,4 +1,5 @@
-// Escapes control characters, for messages that quote text from outside.
+// Escapes control characters, for messages that quote text from outside, and writes JSON
+// string literals.
 #include "text/escape.hpp"
 
 #include <cstdio>
@@ -25,6 +26,30 @@ std::string escape_control_characters(std::string_view text) {
     }
   }
   return out;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(byte));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
 }
 
 }  // namespace pgjobd

@@ -11,4 +11,9 @@ namespace pgjobd {
 // sequence). Every other byte, UTF-8 included, is kept as is.
 std::string escape_control_characters(std::string_view text);
 
+// Appends `text` as a JSON string literal: quotes and backslashes escaped, \n \r \t as
+// those escapes, other C0 bytes as \u00NN; every other byte as is (the caller makes sure
+// the text is UTF-8 where that matters).
+void append_json_string(std::string& out, std::string_view text);
+
 }  // namespace pgjobd
