@@ -12,10 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include "engine/completer.hpp"
 #include "engine/health.hpp"
 #include "engine/worker_pool.hpp"
+#include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
 #include "support/fake_job_store.hpp"
 #include "support/job_gate.hpp"
@@ -58,7 +61,8 @@ class MaintenanceTest : public ::testing::Test {
 
   // A lease of 300 ms: a heartbeat every 100 ms, so a test sees several in well under a
   // second; nothing here depends on how long the lease actually is.
-  Maintenance& start_maintenance(const std::vector<std::string>& queues = {"default"}) {
+  Maintenance& start_maintenance(const std::vector<std::string>& queues = {"default"},
+                                 LimitRegistry* limits = nullptr) {
     Config config;
     config.lease.duration = Millis(300);
     config.worker.queues.clear();
@@ -66,6 +70,7 @@ class MaintenanceTest : public ::testing::Test {
     maintenance_ = std::make_unique<Maintenance>(
         config, "worker-1", database_.open_store("maintenance"), *pool_, metrics_, health_,
         [this] { return completer_->queued_jobs(); });
+    if (limits != nullptr) maintenance_->set_limits(limits);
     maintenance_->start();
     return *maintenance_;
   }
@@ -206,6 +211,25 @@ TEST_F(MaintenanceTest, LeaderResignsOnStop) {
   EXPECT_EQ(table_.resigned(), (std::vector<std::string>{"worker-1"}));
   maintenance.stop();  // safe twice, resigns once
   EXPECT_EQ(table_.resigned().size(), 1u);
+}
+
+// With nothing running, a daemon rescues every 5 s; one whose claims a limit holds back is
+// not idle (another daemon, perhaps dead, may hold the places): it rescues at the busy
+// interval (here 200 ms), so five passes take about a second, not 20 s.
+TEST_F(MaintenanceTest, DueJobsHeldBackByALimitKeepTheRescueAtTheBusyInterval) {
+  LimitRegistry limits(std::nullopt, "worker-1");
+  std::atomic<bool> holding{true};
+  std::thread fetcher([&] {
+    while (holding) {
+      limits.count_hold();  // as the fetcher does for each held claim
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  start_maintenance({"default"}, &limits);
+  EXPECT_TRUE(table_.wait_calls(StoreMethod::kLeadAndRescue, 5, seconds(4)))
+      << table_.calls(StoreMethod::kLeadAndRescue) << " passes";
+  holding = false;
+  fetcher.join();
 }
 
 TEST_F(MaintenanceTest, NonLeaderDoesNotResign) {

@@ -201,6 +201,19 @@ int run_daemon(const std::string& config_path) {
     spdlog::error("{}", e.what());
     code = kExitFailure;
   }
+  // However the block above ended, the engine and the dashboard stop here, while logging
+  // still works: after an error their destructors would otherwise drain and log after
+  // spdlog::shutdown() below, through a logger that is gone (a segfault, exit code 139).
+  try {
+    engine.drain();  // nothing to do after a normal drain
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    code = kExitFailure;
+  }
+  {
+    std::lock_guard lock(dashboard_mutex);
+    dashboard.reset();
+  }
   stop_signal_thread();
   const bool stuck = engine.busy_workers() > 0;
   spdlog::shutdown();

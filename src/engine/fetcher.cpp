@@ -215,6 +215,7 @@ std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {
   limit_held_ = false;
   if (limits_ == nullptr || !limits_->active()) return store_->claim(request);
   LimitedClaim claim = store_->claim_limited(request);
+  if (!claim.held.empty()) limits_->count_hold();
   const auto now = Clock::now();
   for (const LimitHold& hold : claim.held) {
     metrics_.limit_throttled(hold.limit, hold.reason);

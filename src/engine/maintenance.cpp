@@ -286,8 +286,12 @@ void Maintenance::heartbeat() {
 
 std::chrono::milliseconds Maintenance::next_rescue_interval() {
   const std::uint64_t submitted = pool_.submitted();
-  const bool idle = pool_.busy() == 0 && submitted == submitted_at_last_pass_;
+  const std::uint64_t holds = limits_ != nullptr ? limits_->holds() : 0;
+  // Due jobs held back by a limit count as work: another daemon may hold their places.
+  const bool idle =
+      pool_.busy() == 0 && submitted == submitted_at_last_pass_ && holds == holds_at_last_pass_;
   submitted_at_last_pass_ = submitted;
+  holds_at_last_pass_ = holds;
   return idle ? std::max<Millis>(rescue_interval_, kIdleRescueInterval) : rescue_interval_;
 }
 

@@ -117,6 +117,7 @@ class Maintenance final : public Service {
   bool leader_ = false;  // maintenance thread only
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t holds_at_last_pass_ = 0;  // LimitRegistry::holds() then
 
   mutable std::mutex mutex_;  // guards the members below up to limits_
   std::chrono::steady_clock::time_point last_renewal_;

@@ -8,6 +8,7 @@
 // Thread-safe: the maintenance loop syncs and refreshes, the fetcher reads active().
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,12 @@ class LimitRegistry {
 
   std::vector<LimitDefinition> definitions() const;
 
+  // Claims a limit held due jobs back in (the fetcher counts them). A daemon whose due jobs
+  // wait for a limit is not idle: its maintenance keeps rescuing at the busy interval, so
+  // the places a dead daemon held return within a lease and a rescue interval.
+  void count_hold() const { holds_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t holds() const { return holds_.load(std::memory_order_relaxed); }
+
  private:
   // Under mutex_: whether the database's definitions differ from the configured ones.
   bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
@@ -55,6 +62,7 @@ class LimitRegistry {
   std::vector<LimitDefinition> definitions_;
   bool warned_ = false;  // the current difference was logged
   std::atomic<bool> active_{true};
+  mutable std::atomic<std::uint64_t> holds_{0};
 };
 
 }  // namespace pgjobd

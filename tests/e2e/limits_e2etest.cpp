@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -184,6 +185,12 @@ class RunningSampler {
   std::int64_t most_ = 0;
   int samples_ = 0;
 };
+
+// SIGTERM to every daemon at once, then each must drain and exit 0.
+void stop_all(std::initializer_list<std::reference_wrapper<DaemonProcess>> daemons) {
+  for (DaemonProcess& daemon : daemons) daemon.signal(SIGTERM);
+  for (DaemonProcess& daemon : daemons) EXPECT_EQ(daemon.wait_for_exit(20s), 0) << daemon.log();
+}
 
 void stop_all(std::vector<std::unique_ptr<DaemonProcess>>& daemons) {
   for (auto& daemon : daemons) daemon->signal(SIGTERM);
@@ -585,9 +592,9 @@ TEST(LimitsE2E, SaturatedPartitionDoesNotBlockOtherJobs) {
   stop_daemon(daemon);
 }
 
-// SIGKILL of the daemon holding all 3 slots: its handlers sleep 30 s (as daemon A), the
-// others' 0.5 s. After the kill the slots come back with the rescue of A's leases (2 s, then
-// a rescue pass), B and C run the limited jobs at the full limit again, and never above it:
+// SIGKILL of the daemon holding all 3 places: its handlers sleep 30 s (as daemon A), the
+// others' 0.5 s. After the kill the places come back with the rescue of A's leases (2 s,
+// then a rescue pass), B and C run the limited jobs at the full limit again, and never above it:
 // neither in the table (sampled throughout) nor in the children's timestamps.
 // A SIGKILLed daemon's handlers outlive it (they are process groups of their own); the test
 // kills them at once, as a service manager stopping the daemon's cgroup would.
@@ -678,7 +685,9 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
       "the kill, all %d done after %.2f s; max running %lld (%d samples), max overlap %d\n",
       recovery, kJobs, all_done, static_cast<long long>(running.most()), running.samples(),
       overlap);
-  EXPECT_LT(recovery, 10.0) << "one lease (2 s) + a rescue pass + a claim";
+  // The daemons held back by the limit are not idle: they rescue every third of a lease,
+  // not every 5 s (which took 5.8 s here).
+  EXPECT_LT(recovery, 4.0) << "one lease (2 s) + a rescue interval (0.67 s) + a claim";
   EXPECT_LE(running.most(), 3);
   EXPECT_LE(overlap, 3);
   EXPECT_EQ(runs.size(), static_cast<std::size_t>(kJobs + 3));
@@ -688,10 +697,7 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
     if (run.tag == "A") continue;
     EXPECT_EQ(run.attempt, a_jobs.contains(run.id) ? 2 : 1) << "job " << run.id;
   }
-  b.signal(SIGTERM);
-  c.signal(SIGTERM);
-  EXPECT_EQ(b.wait_for_exit(20s), 0) << b.log();
-  EXPECT_EQ(c.wait_for_exit(20s), 0) << c.log();
+  stop_all({b, c});
 }
 
 // A stale owner holds nothing: A runs J1 under `concurrency: 1` and freezes (SIGSTOP); after
@@ -768,10 +774,7 @@ TEST(LimitsE2E, StaleOwnerAfterSigstopDoesNotFreeTheSlotOfTheNewAttempt) {
   EXPECT_GE(other.start, second_attempt.end) << "J2 ran beside J1's attempt 2";
   EXPECT_EQ(max_overlap(runs), 1);
   EXPECT_LE(running.most(), 1);
-  a.signal(SIGTERM);
-  b.signal(SIGTERM);
-  EXPECT_EQ(a.wait_for_exit(20s), 0) << a.log();
-  EXPECT_EQ(b.wait_for_exit(20s), 0) << b.log();
+  stop_all({a, b});
 }
 
 // Whatever ends a running attempt frees its slot (README "Limits"): under `concurrency: 1`
@@ -1017,10 +1020,7 @@ TEST(LimitsE2E, DifferingSectionsAreWarnedAboutAndAllDaemonsApplyTheDatabases) {
       static_cast<long long>(running.most()));
   EXPECT_EQ(max_overlap(runs), 2);
   EXPECT_LE(running.most(), 2);
-  x.signal(SIGTERM);
-  y.signal(SIGTERM);
-  EXPECT_EQ(x.wait_for_exit(20s), 0) << x.log();
-  EXPECT_EQ(y.wait_for_exit(20s), 0) << y.log();
+  stop_all({x, y});
 }
 
 // A daemon without a `limits:` section applies what the database holds: X has none and
@@ -1081,10 +1081,7 @@ TEST(LimitsE2E, DaemonWithoutSectionAppliesTheDatabasesLimitsAndEmptySectionRemo
       "limits: {} (X has 8 workers)\n",
       max_overlap(limited), max_overlap(unlimited));
   EXPECT_GT(max_overlap(unlimited), 2) << "the removed limit still holds";
-  x.signal(SIGTERM);
-  y.signal(SIGTERM);
-  EXPECT_EQ(x.wait_for_exit(20s), 0) << x.log();
-  EXPECT_EQ(y.wait_for_exit(20s), 0) << y.log();
+  stop_all({x, y});
 }
 
 }  // namespace
