@@ -230,6 +230,7 @@ TEST_F(MaintenanceTest, DueJobsHeldBackByALimitKeepTheRescueAtTheBusyInterval) {
       << table_.calls(StoreMethod::kLeadAndRescue) << " passes";
   holding = false;
   fetcher.join();
+  maintenance_->stop();  // before `limits`, which its thread reads, goes away
 }
 
 TEST_F(MaintenanceTest, NonLeaderDoesNotResign) {

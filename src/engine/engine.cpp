@@ -260,8 +260,11 @@ void Engine::Impl::start() {
       config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
       [this] { return completer_->queued_jobs(); });
   maintenance_->set_limits(limits_.get());
-  // Before the first claim: it must know whether limits exist (README "Limits").
-  maintenance_->prepare_limits();
+  // A daemon with a `limits:` section writes it before its first claim (README "Limits").
+  // One without has nothing to write: until the maintenance loop's first pass reads the
+  // definitions, it claims with the limited claim, which is right whatever the database
+  // holds, and the first claim does not wait for another connection.
+  if (config_.limits) maintenance_->prepare_limits();
   // A transaction pooler cannot keep a LISTEN session: without database.listen_url the
   // daemon polls (poll.max_interval) and learns of cancels at its heartbeats.
   const bool listen_through_pooler =

@@ -101,6 +101,7 @@ void Maintenance::set_limits(LimitRegistry* limits) { limits_ = limits; }
 void Maintenance::prepare_limits() {
   if (limits_ == nullptr) return;
   guarded("limits", [&] { sync_limits(); });
+  limits_prepared_ = true;
 }
 
 void Maintenance::request_limits_sync() {
@@ -160,8 +161,8 @@ void Maintenance::run(const std::stop_token& stop) {
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
-  // prepare_limits() ran just before: the first sync is one interval away.
-  auto next_limits = now + heartbeat_interval_;
+  // When prepare_limits() ran just before, the first sync is one interval away.
+  auto next_limits = limits_prepared_ ? now + heartbeat_interval_ : now;
   auto next_daemon_expiry = now;  // once leader
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {

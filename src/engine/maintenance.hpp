@@ -58,7 +58,8 @@ class Maintenance final : public Service {
   // use in pgjobd_limit_running and, as leader, deletes idle partitions' rows. Set before
   // start(); prepare_limits() does the first sync on the caller's thread, so the first
   // claim already knows whether limits exist (a failure is logged and retried by the loop;
-  // meanwhile the registry says active, the safe answer).
+  // meanwhile the registry says active, the safe answer). Without it the loop syncs at
+  // once.
   void set_limits(LimitRegistry* limits);
   void prepare_limits();
   // Now rather than at the next interval: a reload changed the section, or another
@@ -118,6 +119,7 @@ class Maintenance final : public Service {
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t holds_at_last_pass_ = 0;  // LimitRegistry::holds() then
+  bool limits_prepared_ = false;          // set before start()
 
   mutable std::mutex mutex_;  // guards the members below up to limits_
   std::chrono::steady_clock::time_point last_renewal_;
