@@ -6,31 +6,24 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
-#include <stdexcept>
-#include <string_view>
 #include <tuple>
 
 #include "db/sql_text.hpp"
-#include "db/statements.hpp"
+#include "db/statement_set.hpp"
 
 namespace pgjobd {
 
 std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
                                             const std::string& schema) {
-  // The daemon's own statements (one place for the rule of which job counts).
-  const auto statements = stmt::job_statements(quote_identifier(schema));
-  const auto text_of = [&](const char* name) {
-    for (const auto& statement : statements) {
-      if (std::string_view(statement.name) == name) return statement.sql;
-    }
-    throw std::logic_error(std::string("no statement ") + name);
-  };
+  // The daemon's own statements (one place for the rule of which job counts), sent
+  // unnamed: a command's one-off session has nothing to prepare them for.
+  const StatementSet statements(stmt::job_statements(quote_identifier(schema)), true);
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> usage;
-  for (const auto& row : txn.exec(text_of(stmt::kLimitUsage))) {
+  for (const auto& row : statements.execute(txn, stmt::kLimitUsage)) {
     usage[row[0].c_str()] = {row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};
   }
   std::vector<LimitStatsRow> rows;
-  for (const auto& row : txn.exec(text_of(stmt::kLimitsLoad))) {
+  for (const auto& row : statements.execute(txn, stmt::kLimitsLoad)) {
     LimitStatsRow out;
     out.name = row[0].c_str();
     std::vector<std::string> parts;
