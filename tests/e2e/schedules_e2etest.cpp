@@ -64,7 +64,11 @@ TEST(SchedulesE2E, ThreeDaemonsCreateOneJobPerTickAndAKilledOneLeavesNoDuplicate
   std::vector<std::unique_ptr<DaemonProcess>> daemons;
   for (int i = 0; i < 3; ++i) {
     DaemonYaml yaml(schema.name());
-    yaml.handler("ping", "{builtin: noop}").set("schedules", "{beat: {every: 1s, type: ping}}");
+    // The kill below follows a tick closely, so it can catch the killed daemon running that
+    // tick's job: a short lease lets the survivors rescue and run it within the test.
+    yaml.handler("ping", "{builtin: noop}")
+        .set("schedules", "{beat: {every: 1s, type: ping}}")
+        .set("lease", "{duration: 2s}");
     daemons.push_back(std::make_unique<DaemonProcess>(yaml.text()));
   }
   for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
