@@ -37,6 +37,12 @@
 #                  this many done rows (inserted first, as by `pgjobd bench --finished-rows`),
 #                  one more loop around the modes; run.sh's "finished" phase uses
 #                  FINISHED="0 5000000" with one daemon to compare the two
+#   STALE          statistics states (default "0"); "0 1" adds a loop: with 1, the table is
+#                  analysed while it holds only the done rows and 5 pending ones, then the
+#                  jobs are bulk-loaded and the run starts at once (no ANALYZE, autovacuum
+#                  off for the table during the run): the planner believes in a few pending
+#                  rows, as right after a bulk enqueue in production (autovacuum analyses a
+#                  minute later at best)
 #   SCHEMA         scratch schema (default pgjobd_bench_daemons)
 #   OUT            CSV to write (default bench/results/daemons.csv)
 #
@@ -62,6 +68,7 @@ daemon_counts=${DAEMONS:-1 2 4}
 concurrency=${CONCURRENCY:-64}
 modes=${MODES:-each split}
 finished_counts=${FINISHED:-0}
+stale_states=${STALE:-0}
 repeat=${REPEAT:-2}
 schema=${SCHEMA:-pgjobd_bench_daemons}
 daemon_url=${DAEMON_URL:-$url}
@@ -106,11 +113,12 @@ write_config "$work/migrate.yaml" 1 0
 "$bin" migrate -c "$work/migrate.yaml" >/dev/null
 
 mkdir -p "$(dirname "$out")"
-echo "pass,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows" >"$out"
+echo "pass,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats" >"$out"
 
 # Whole passes, so that a burst of load on the shared machine hits different runs each time.
 for ((r = 1; r <= repeat; r++)); do
   for finished in $finished_counts; do
+   for stale in $stale_states; do
     for mode in $modes; do
       for k in $daemon_counts; do
         if [[ "$mode" == each ]]; then per=$concurrency; else per=$((concurrency / k)); fi
@@ -121,8 +129,16 @@ for ((r = 1; r <= repeat; r++)); do
         if ((finished > 0)); then
           sql -c "INSERT INTO $schema.jobs (type, status, attempts, started_at, finished_at) SELECT 'noop', 'done', 1, now(), now() FROM generate_series(1, $finished)"
         fi
-        sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $jobs) g"
-        sql -c "VACUUM ANALYZE $schema.jobs"
+        if [[ "$stale" == 1 ]]; then
+          sql -c "ALTER TABLE $schema.jobs SET (autovacuum_enabled = false)"
+          sql -c "INSERT INTO $schema.jobs (type) SELECT 'noop' FROM generate_series(1, 5)"
+          sql -c "VACUUM ANALYZE $schema.jobs"
+          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $jobs - 5) g"
+        else
+          sql -c "ALTER TABLE $schema.jobs RESET (autovacuum_enabled)"
+          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $jobs) g"
+          sql -c "VACUUM ANALYZE $schema.jobs"
+        fi
         sql -c "CHECKPOINT"  # no checkpoint of the INSERTs' or the last run's WAL in this one
         load1=$(cut -d' ' -f1 /proc/loadavg)
         dsync=$(dsync_ms)
@@ -186,13 +202,14 @@ for ((r = 1; r <= repeat; r++)); do
 
         row=$(awk -v pass="$r" -v mode="$mode" -v k="$k" -v per="$per" -v jobs="$jobs" -v s="$start" -v e="$end" \
           -v sdb="$start_db" -v edb="$end_db" -v shares="$(IFS=/; echo "${shares[*]}")" \
-          -v kb="$peak_kb" -v load="$load1" -v dsync="$dsync" -v finished="$finished" 'BEGIN {
-            printf "%d,%s,%d,%d,%d,%d,%.3f,%.0f,%.3f,%s,%.1f,%s,%s,%d", pass, mode, k, per, k * per, jobs,
-              e - s, jobs / (e - s), edb - sdb, shares, kb / 1024, load, dsync, finished }')
+          -v kb="$peak_kb" -v load="$load1" -v dsync="$dsync" -v finished="$finished" -v stale="$stale" 'BEGIN {
+            printf "%d,%s,%d,%d,%d,%d,%.3f,%.0f,%.3f,%s,%.1f,%s,%s,%d,%d", pass, mode, k, per, k * per, jobs,
+              e - s, jobs / (e - s), edb - sdb, shares, kb / 1024, load, dsync, finished, stale }')
         echo "$row" >>"$out"
         echo "daemons.sh: $row" >&2
       done
     done
+   done
   done
 done
 sql -c "DROP SCHEMA IF EXISTS $schema CASCADE"
