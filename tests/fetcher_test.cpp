@@ -48,7 +48,7 @@ class FetcherTest : public ::testing::Test {
   // Poll intervals default to a minute: only a wake-up, a full batch or a freed slot after
   // one makes the fetcher claim, so every claim in a test has a cause the test controls.
   void start(int concurrency, const Slots& queue_limits = {{"default", 0}},
-             Millis poll_interval = Millis(60000)) {
+             Millis poll_interval = Millis(60000), Millis max_interval = Millis(0)) {
     WorkerConfig workers;
     workers.concurrency = concurrency;
     workers.queues.clear();
@@ -58,7 +58,7 @@ class FetcherTest : public ::testing::Test {
         [](Completion) {}, [this](int) { signal_.slot_freed(); });
     PollConfig poll;
     poll.min_interval = poll_interval;
-    poll.max_interval = poll_interval;
+    poll.max_interval = max_interval > Millis(0) ? max_interval : poll_interval;
     fetcher_ = std::make_unique<Fetcher>(
         Fetcher::Options{"worker-1", Millis(30000), poll, {"gated"}},
         database_.open_store("fetcher"), *pool_, signal_, metrics_, health_);
@@ -265,6 +265,25 @@ TEST_F(FetcherTest, FreedSlotAfterAShortPollWaitsForTheNextPollOrAWakeUp) {
   const auto requests = table_.claim_requests();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[1].limit, 3);
+}
+
+// The INSERT trigger skips its NOTIFY within 2 ms of the last one (sql/010), so a job may
+// commit just after the claim that the NOTIFY it relied on set off: a daemon woken for
+// nothing polls again at the minimum interval rather than backing off further.
+TEST_F(FetcherTest, AWakeUpThatFindsNothingIsFollowedByAPollAtTheMinimumInterval) {
+  start(4, {{"default", 0}}, Millis(100), Millis(60000));
+  // Empty polls back off: 100 ms, 200 ms, 400 ms, then 800 ms, 1.6 s, 3.2 s...
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 4, seconds(20))) << describe();
+  signal_.wake();  // a NOTIFY for a job another daemon claims, or not yet committed
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 5, seconds(20))) << describe();
+  table_.add_job("gated");  // commits after that claim, without a NOTIFY of its own
+  ASSERT_TRUE(gate_.wait_started(1, seconds(20))) << describe();
+  const auto times = table_.call_times(StoreMethod::kClaim);
+  ASSERT_GE(times.size(), 6u);
+  // The next poll after the wake-up, at 100 ms (±10%), not after the backed-off 800 ms.
+  EXPECT_GE(times[5] - times[4], milliseconds(85));
+  EXPECT_LT(times[5] - times[4], milliseconds(500));
+  EXPECT_EQ(gate_.started().size(), 1u);
 }
 
 TEST_F(FetcherTest, BacksOffThroughAnOutageAndRecovers) {

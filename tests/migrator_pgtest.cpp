@@ -34,6 +34,27 @@ class MigratorTest : public ::testing::Test {
   ConnectionPtr conn_;
 };
 
+// Counts the notifications for one schema: the channel is shared by every schema on the
+// server, and other tests (a bench run, an e2e daemon) may insert jobs meanwhile.
+class CountingReceiver final : public pqxx::notification_receiver {
+ public:
+  CountingReceiver(pqxx::connection_base& conn, const std::string& channel, std::string schema)
+      : pqxx::notification_receiver(conn, channel), schema_(std::move(schema)) {}
+  void operator()(const std::string& payload, int) override {
+    if (payload == schema_) ++count;
+  }
+  int count = 0;
+
+ private:
+  std::string schema_;
+};
+
+// Collects the notifications already committed: until one second of silence.
+void drain(pqxx::connection_base& listener) {
+  while (listener.await_notification(1, 0) > 0) {
+  }
+}
+
 TEST_F(MigratorTest, FreshSchemaNeedsMigrationAndSaysHow) {
   EXPECT_EQ(schema_version(*conn_, db_.schema), 0);
   const std::string problem = schema_problem(*conn_, db_.schema);
@@ -90,6 +111,15 @@ TEST_F(MigratorTest, SchemaNamesAreQuoted) {
   drop();
   migrate(*conn_, db_.schema);
   EXPECT_EQ(schema_version(*conn_, db_.schema), latest_schema_version());
+  {
+    // The INSERT trigger finds its clock sequence by the schema's name (sql/010).
+    auto listener = open_connection(db_, "test");
+    CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+    pqxx::nontransaction txn(*conn_);
+    txn.exec("INSERT INTO \"Mixed Case\".jobs (type) VALUES ('a')");
+    drain(*listener);
+    EXPECT_EQ(receiver.count, 1);
+  }
   drop();
 }
 
@@ -115,35 +145,70 @@ TEST_F(MigratorTest, CreatesEveryDocumentedColumnAndTheNotifyTrigger) {
   txn.exec("INSERT INTO " + table + " (type, unique_key) VALUES ('a', 'k')");
 }
 
-// Counts the notifications for one schema: the channel is shared by every schema on the
-// server, and other tests (a bench run, an e2e daemon) may insert jobs meanwhile.
-class CountingReceiver final : public pqxx::notification_receiver {
- public:
-  CountingReceiver(pqxx::connection_base& conn, const std::string& channel, std::string schema)
-      : pqxx::notification_receiver(conn, channel), schema_(std::move(schema)) {}
-  void operator()(const std::string& payload, int) override {
-    if (payload == schema_) ++count;
-  }
-  int count = 0;
-
- private:
-  std::string schema_;
-};
-
 TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
   migrate(*conn_, db_.schema);
   auto listener = open_connection(db_, "test");
   CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+  const std::string s = quote_identifier(db_.schema);
   {
     pqxx::nontransaction txn(*conn_);
-    txn.exec("INSERT INTO " + quote_identifier(db_.schema) +
-             ".jobs (type) SELECT 'bulk' FROM generate_series(1, 100000)");
-    txn.exec("INSERT INTO " + quote_identifier(db_.schema) + ".jobs (type) VALUES ('single')");
+    txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'bulk' FROM generate_series(1, 100000)");
+    // The last NOTIFY's time set back past the 2 ms window (sql/010), so that the next
+    // INSERT notifies however soon it follows.
+    txn.exec("SELECT setval('" + s + ".pgjobd_notify_clock', 0)");
+    txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('single')");
   }
-  // Both notifications were committed before we wait; collect until one second of silence.
-  while (listener->await_notification(1, 0) > 0) {
-  }
+  drain(*listener);
   EXPECT_EQ(receiver.count, 2);  // one per INSERT statement, not one per row
+}
+
+// sql/010: a NOTIFY serialises commits server-wide, so the trigger sends none within 2 ms
+// of the last (the fetcher's follow-up poll picks up what relied on that one); a clock
+// that was set back does not silence it; producers need no right on the sequence.
+TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheClockWentBack) {
+  migrate(*conn_, db_.schema);
+  auto listener = open_connection(db_, "test");
+  CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+  const std::string s = quote_identifier(db_.schema);
+  const std::string clock = "'" + s + ".pgjobd_notify_clock'";
+  const std::string now_ms = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+  pqxx::nontransaction txn(*conn_);
+  // A NOTIFY recorded by the statement itself, microseconds before its trigger runs.
+  txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'a' FROM (SELECT setval(" + clock + ", " +
+           now_ms + ")) c");
+  drain(*listener);
+  EXPECT_EQ(receiver.count, 0);
+
+  // One recorded an hour ahead: the system clock was set back since. It notifies, and
+  // records the present time.
+  txn.exec("SELECT setval(" + clock + ", " + now_ms + " + 3600000)");
+  txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('b')");
+  drain(*listener);
+  EXPECT_EQ(receiver.count, 1);
+  EXPECT_EQ(txn.exec("SELECT pg_sequence_last_value(" + clock + ") BETWEEN " + now_ms +
+                     " - 60000 AND " + now_ms)[0][0]
+                .as<bool>(),
+            true);
+
+  // A producer with INSERT on jobs and nothing on the sequence.
+  const std::string role = "pgjobd_ins_" + std::to_string(getpid());
+  txn.exec("DROP ROLE IF EXISTS " + quote_identifier(role));
+  txn.exec("CREATE ROLE " + quote_identifier(role) + " LOGIN");
+  txn.exec("GRANT USAGE ON SCHEMA " + s + " TO " + quote_identifier(role));
+  txn.exec("GRANT INSERT ON " + s + ".jobs TO " + quote_identifier(role));
+  txn.exec("SELECT setval(" + clock + ", 0)");
+  {
+    const std::string url = testing::test_database_url();
+    const auto user_at = url.find("://") + 3;
+    pqxx::connection producer(url.substr(0, user_at) + role + url.substr(url.find('@', user_at)));
+    pqxx::nontransaction insert(producer);
+    insert.exec("INSERT INTO " + s + ".jobs (type) VALUES ('c')");
+    EXPECT_THROW(insert.exec("SELECT setval(" + clock + ", 0)"), pqxx::insufficient_privilege);
+  }
+  drain(*listener);
+  EXPECT_EQ(receiver.count, 2);
+  txn.exec("DROP OWNED BY " + quote_identifier(role));
+  txn.exec("DROP ROLE " + quote_identifier(role));
 }
 
 }  // namespace

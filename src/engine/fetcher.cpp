@@ -191,7 +191,12 @@ bool Fetcher::claim_once(bool woken) {
   }
   {
     std::lock_guard lock(settings_mutex_);
-    interval_ = jobs.empty() ? std::min(interval_ * 2, max_interval_) : min_interval_;
+    // A NOTIFY is followed by a poll at the minimum interval even when its claim found
+    // nothing: the INSERT trigger sends at most one per 2 ms (sql/010_notify_debounce), and
+    // a job whose INSERT went without one, relying on this NOTIFY, may commit just after
+    // the claim it set off (another daemon may also have taken that claim's jobs).
+    const bool quiet = jobs.empty() && !woken;
+    interval_ = quiet ? std::min(interval_ * 2, max_interval_) : min_interval_;
   }
   // Higher priority first; RETURNING does not keep the claim order.
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# A steady stream: producers insert jobs at a fixed rate, one job per INSERT from several
+# client connections, while one real `pgjobd run` works them off; every second the script
+# records the backlog, the pick-up latency of the jobs finished in that second, and the
+# sizes of the table and of its claim index (issue 15, point 2).
+#
+#   DATABASE_URL=postgresql://... bench/stream.sh         (bench/run.sh's "stream" phase)
+#
+# First the burst rate is measured (bench/daemons.sh: one daemon, $BURST_JOBS preloaded
+# jobs, best of two), unless BURST_RATE is given; then, for each fraction in $FRACTIONS,
+# a fresh scratch schema, one daemon (worker.concurrency $CONCURRENCY, builtin noop,
+# retention.done $RETENTION) and pgbench inserting at fraction x burst rate for $DURATION
+# seconds:
+#
+#   pgbench -n -R RATE -c CLIENTS -j 2 -T DURATION -f insert.sql   (INSERT ... VALUES ('noop'))
+#
+# pgbench spaces the INSERTs as a Poisson process at RATE in total and reports how far
+# behind its schedule it fell (its "schedule lag"), so a run where the producers, not the
+# daemon, fell short says so in its log.
+#
+# Pick-up latency = started_at - created_at of each job: from the start of the INSERT's
+# transaction to the start of the claim's (both now(), one clock: the database's). Each
+# sample covers the jobs finished in one whole second of the database's clock, one second
+# behind (so that completions in flight have committed), read through the finished-rows
+# index; samples are taken every half second and deduplicated, so no second is missed.
+#
+# Environment:
+#   DATABASE_URL   the database (required); scratch schema $SCHEMA in it is dropped and recreated
+#   PGJOBD_BIN     default build/release/pgjobd
+#   FRACTIONS      default "0.5 0.9"
+#   DURATION       seconds per run (default 600; the 1-hour churn run: DURATION=3600 FRACTIONS=0.5)
+#   CLIENTS        producer connections (default 16)
+#   CONCURRENCY    the daemon's worker.concurrency (default 64)
+#   RETENTION      the daemon's retention.done (default 1m: done rows are pruned, so the table
+#                  stays bounded only if retention and autovacuum keep up, which is measured)
+#   BURST_RATE     jobs/s to take fractions of (default: measured first)
+#   BURST_JOBS     jobs of that measurement (default 20000)
+#   SCHEMA         default pgjobd_bench_stream
+#   OUT            output directory (default bench/results): stream_<fraction>.csv per run
+#                  and stream_summary.csv, one row per run
+#
+# stream_<fraction>.csv columns: t (seconds since the run started), second (epoch of the
+# window), finished (jobs finished in that second), p50_ms, p99_ms, max_ms, over_10ms (jobs
+# whose pick-up took longer than 10 ms), backlog (pending and failed rows at the sample),
+# running, table_mb (jobs heap, with TOAST), claim_idx_mb, indexes_mb (all indexes of jobs),
+# dead_rows (pg_stat_user_tables.n_dead_tup).
+set -euo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+url=${DATABASE_URL:?"stream.sh: DATABASE_URL is required"}
+bin=${PGJOBD_BIN:-build/release/pgjobd}
+fractions=${FRACTIONS:-0.5 0.9}
+duration=${DURATION:-600}
+clients=${CLIENTS:-16}
+concurrency=${CONCURRENCY:-64}
+retention=${RETENTION:-1m}
+burst_jobs=${BURST_JOBS:-20000}
+schema=${SCHEMA:-pgjobd_bench_stream}
+out=${OUT:-bench/results}
+[[ -x "$bin" ]] || { echo "stream.sh: $bin not built" >&2; exit 1; }
+command -v pgbench >/dev/null || { echo "stream.sh: pgbench not found (postgresql-client)" >&2; exit 1; }
+[[ "$schema" =~ ^[a-z_][a-z0-9_]*$ && "$schema" != public ]] || {
+  echo "stream.sh: SCHEMA must be a plain scratch identifier, not public" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/pgjobd-stream.XXXXXX)
+daemon_pid=""
+watch_pid=""
+# shellcheck disable=SC2317  # (called from the trap)
+cleanup() {
+  if [[ -n "$watch_pid" ]]; then kill "$watch_pid" 2>/dev/null || true; fi
+  if [[ -n "$daemon_pid" ]]; then kill -KILL "$daemon_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+export PGOPTIONS="-c client_min_messages=warning"
+sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
+
+mkdir -p "$out"
+burst=${BURST_RATE:-}
+if [[ -z "$burst" ]]; then
+  DATABASE_URL=$url PGJOBD_BIN=$bin JOBS=$burst_jobs DAEMONS=1 MODES=each REPEAT=2 \
+    OUT="$work/burst.csv" bench/daemons.sh 2>"$work/burst.log" ||
+    { cat "$work/burst.log" >&2; exit 1; }
+  burst=$(awk -F, 'NR > 1 && $8 > best { best = $8 } END { print best }' "$work/burst.csv")
+  echo "stream.sh: burst of $burst_jobs jobs, one daemon: $burst jobs/s (best of 2)" >&2
+fi
+
+cat >"$work/insert.sql" <<EOF
+INSERT INTO $schema.jobs (type) VALUES ('noop');
+EOF
+
+# The sample of one whole second, one second behind the database's clock.
+cat >"$work/sample.sql" <<EOF
+WITH w AS (
+  SELECT date_trunc('second', clock_timestamp()) - interval '2 seconds' AS a
+), f AS (
+  SELECT extract(epoch FROM j.started_at - j.created_at) * 1000 AS ms
+  FROM $schema.jobs j, w
+  WHERE j.status IN ('done', 'dead', 'cancelled')
+    AND j.finished_at >= w.a AND j.finished_at < w.a + interval '1 second'
+)
+SELECT extract(epoch FROM w.a)::bigint,
+       (SELECT count(*) FROM f),
+       (SELECT coalesce(round(percentile_disc(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 2), 0) FROM f),
+       (SELECT coalesce(round(percentile_disc(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 2), 0) FROM f),
+       (SELECT coalesce(round(max(ms)::numeric, 2), 0) FROM f),
+       (SELECT count(*) FROM f WHERE ms > 10),
+       (SELECT count(*) FROM $schema.jobs WHERE status IN ('pending', 'failed')),
+       (SELECT count(*) FROM $schema.jobs WHERE status = 'running'),
+       round(pg_table_size('$schema.jobs') / 1048576.0, 1),
+       round(pg_relation_size('$schema.jobs_claim_idx') / 1048576.0, 1),
+       round(pg_indexes_size('$schema.jobs') / 1048576.0, 1),
+       (SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = '$schema' AND relname = 'jobs')
+FROM w
+EOF
+
+summary=$out/stream_summary.csv
+[[ -f "$summary" ]] ||
+  echo "fraction,rate,duration_s,clients,burst_rate,inserted,inserted_per_s,pgbench_lag_ms,insert_latency_ms,finished,p50_ms,p99_bound_ms,share_over_10ms,backlog_max,backlog_end,backlog_slope_per_min,table_mb_max,claim_idx_mb_max,load1_before" >"$summary"
+
+for fraction in $fractions; do
+  rate=$(awk -v b="$burst" -v f="$fraction" 'BEGIN { printf "%d", b * f }')
+  csv=$out/stream_$fraction.csv
+  sql -c "DROP SCHEMA IF EXISTS $schema CASCADE"
+  port=$(free_port)
+  cat >"$work/daemon.yaml" <<EOF
+database: {url: '${url//\'/\'\'}', schema: $schema}
+worker: {concurrency: $concurrency}
+handlers: {noop: {builtin: noop}}
+retention: {done: $retention}
+metrics: {listen: "127.0.0.1:$port"}
+log: {level: warn}
+EOF
+  "$bin" migrate -c "$work/daemon.yaml" >/dev/null
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  echo "stream.sh: $fraction of $burst = $rate jobs/s for ${duration}s, $clients producers" >&2
+
+  "$bin" run -c "$work/daemon.yaml" >"$work/daemon.log" 2>&1 &
+  daemon_pid=$!
+  for _ in $(seq 100); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  # One psql session samples every half second; rows are deduplicated by their second below.
+  { echo "\\pset tuples_only on"; echo "\\pset format unaligned"; echo "\\pset fieldsep ,"
+    cat "$work/sample.sql"; echo "\\watch 0.5"; } |
+    psql "$url" -qX >"$work/samples.raw" 2>"$work/watch.log" &
+  watch_pid=$!
+  pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" "$url" \
+    >"$work/pgbench.log" 2>&1 || { cat "$work/pgbench.log" >&2; exit 1; }
+  # The last jobs' pick-up, and the sample of the last whole second.
+  for _ in $(seq 100); do
+    [[ "$(sql -c "SELECT count(*) FROM $schema.jobs WHERE status IN ('pending', 'failed', 'running')")" == 0 ]] && break
+    sleep 0.1
+  done
+  sleep 3  # two more whole seconds of samples, so the last second of the stream is read
+  kill "$watch_pid"; wait "$watch_pid" 2>/dev/null || true; watch_pid=""
+  kill -TERM "$daemon_pid"
+  wait "$daemon_pid" || { echo "stream.sh: the daemon did not exit 0" >&2; cat "$work/daemon.log" >&2; exit 1; }
+  daemon_pid=""
+  if grep -q . "$work/daemon.log"; then echo "stream.sh: daemon warnings:" >&2; cat "$work/daemon.log" >&2; fi
+
+  echo "t,second,finished,p50_ms,p99_ms,max_ms,over_10ms,backlog,running,table_mb,claim_idx_mb,indexes_mb,dead_rows" >"$csv"
+  awk -F, 'NF >= 12 && !seen[$1]++ {
+      if (!first) first = $1
+      printf "%d,%s\n", $1 - first, $0 }' "$work/samples.raw" >>"$csv"
+  inserted=$(sql -c "SELECT coalesce(max(id), 0) FROM $schema.jobs")
+  # "rate limit schedule lag: avg 1.287 (max 77.721) ms", "latency average = 3.037 ms"
+  lag=$(awk '/schedule lag: avg/ { for (i = 1; i < NF; i++) if ($i == "avg") print $(i + 1) }' "$work/pgbench.log")
+  insert_ms=$(awk '/^latency average =/ { print $4 }' "$work/pgbench.log")
+  cat "$work/pgbench.log" >"$out/stream_${fraction}_pgbench.log"
+  # Steady part: the samples between the first and the last 10 seconds of the stream; the
+  # median of its per-second medians.
+  steady() { awk -F, -v d="$duration" 'NR > 1 && $1 >= 10 && $1 <= d - 10' "$csv"; }
+  med=$(steady | cut -d, -f4 | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
+  awk -F, -v med="$med" -v f="$fraction" -v rate="$rate" -v d="$duration" -v c="$clients" -v b="$burst" \
+      -v ins="$inserted" -v lag="${lag:-}" -v insms="${insert_ms:-}" -v load="$load1" '
+    NR == 1 { next }
+    { t[NR] = $1; fin[NR] = $3; over[NR] = $7; bl[NR] = $8
+      tb[NR] = $10; ci[NR] = $11; n = NR }
+    END {
+      for (i = 2; i <= n; i++) {
+        if (t[i] < 10 || t[i] > d - 10) continue
+        total += fin[i]; slow += over[i]; if (bl[i] > blmax) blmax = bl[i]
+        if (tb[i] > tbmax) tbmax = tb[i]; if (ci[i] > cimax) cimax = ci[i]
+        sx += t[i]; sy += bl[i]; sxx += t[i] * t[i]; sxy += t[i] * bl[i]; m++
+      }
+      # The p99 as a bound: the share of the jobs whose pick-up took over 10 ms.
+      slope = (m > 1 && m * sxx - sx * sx) ? (m * sxy - sx * sy) / (m * sxx - sx * sx) * 60 : 0
+      share = total ? slow / total : 0
+      p99b = (share < 0.01) ? "10" : ">10"
+      printf "%s,%d,%d,%d,%s,%d,%.0f,%s,%s,%d,%.2f,%s,%.4f,%d,%d,%.1f,%.1f,%.1f,%s\n", f, rate, d, c, b,
+        ins, ins / d, lag, insms, total, med, p99b, share, blmax, bl[n], slope,
+        tbmax, cimax, load
+    }' "$csv" >>"$summary"
+  tail -1 "$summary" >&2
+done
+sql -c "DROP SCHEMA IF EXISTS $schema CASCADE"
