@@ -33,13 +33,18 @@
 #                 each timed run                                     -> results/finished_rows.csv
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
+#        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
+#                 from 16 pgbench producers at 0.5 and 0.9 of the burst rate for 10
+#                 minutes each, pick-up latency and backlog every second
+#                                                -> results/stream_*.csv, stream.png
 #   5. renders bench/plot.gp -> results/throughput.png, and writes results/machine.txt
 #      (CPU, memory, PostgreSQL version and settings, commit, date) and results/summary.txt.
 #
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished rss]; a partial run
+#   PHASES         which phases to run [main sync sweep daemons finished rss; "stream" on
+#                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
 #   FINISHED_ROWS  done rows for the main run's second burn-down [5000000]
@@ -48,6 +53,7 @@
 #   SWEEP_PASSES   passes over all the concurrencies [2]; the chart plots the best
 #   DAEMON_JOBS    jobs per multi-daemon run [100000]; REPEAT runs each [2]
 #   RSS_JOBS       jobs of the RSS run [1000000]
+#   STREAM_SECONDS length of each stream run [600]; STREAM_FRACTIONS [0.5 0.9]
 #   QUICK=1        small everything: a smoke test of the scripts, not a measurement
 #   SKIP_BUILD=1   use build/release/pgjobd as it is
 set -euo pipefail
@@ -62,12 +68,14 @@ out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
 all_phases="main sync sweep daemons finished rss"
 phases=${PHASES:-$all_phases}
+stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
   jobs=${JOBS:-10000} finished_rows=${FINISHED_ROWS:-200000}
   sweep=${SWEEP:-1 4 16 64 256} sweep_jobs=${SWEEP_JOBS:-5000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-500} sweep_passes=${SWEEP_PASSES:-1}
   daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
   rss_jobs=${RSS_JOBS:-100000} rss_batch=20000
+  stream_seconds=${STREAM_SECONDS:-30}
   main_extra=(--latency-jobs 200 --idle-seconds 5)
 else
   jobs=${JOBS:-100000} finished_rows=${FINISHED_ROWS:-5000000}
@@ -75,6 +83,7 @@ else
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000
+  stream_seconds=${STREAM_SECONDS:-600}
   main_extra=()
 fi
 
@@ -260,6 +269,16 @@ if wants rss; then
   mark rss after
 fi
 
+if wants stream; then
+  log "stream: single-row INSERTs at ${stream_fractions} of the burst rate, ${stream_seconds} s each"
+  mark stream before
+  rm -f "$out"/stream_*.csv "$out"/stream_*_pgbench.log
+  DURATION=$stream_seconds FRACTIONS=$stream_fractions OUT=$out bench/stream.sh
+  rates=$(awk -F, 'NR > 1 { printf "%s%s", sep, $2; sep = " " }' "$out/stream_summary.csv")
+  gnuplot -e "results='$out'; fractions='$stream_fractions'; rates='$rates'" bench/stream.gp
+  mark stream after
+fi
+
 # 5: chart and summary. Best of the runs for each point: noise on a shared machine (CPU
 # and, above all, disk flushes of other tenants) only ever slows a run down.
 if [[ -f "$out/sweep.csv" ]]; then
@@ -303,7 +322,7 @@ fi
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv rss.txt; do
+  for f in sweep.csv daemons.csv finished_rows.csv rss.txt stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
   echo "load (1, 5, 15 min):"

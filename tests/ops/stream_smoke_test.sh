@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Smoke run of bench/stream.sh (a steady stream of single-row INSERTs from pgbench, one
+# daemon, per-second latency and backlog) against the test database, a few seconds at a
+# low rate, so that CI keeps the script working:
+#
+#   PGJOBD_TEST_DATABASE_URL=... bash tests/ops/stream_smoke_test.sh PATH/TO/pgjobd
+#
+# Without PGJOBD_TEST_DATABASE_URL or pgbench it prints a SKIP line and passes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bin=${1:?usage: stream_smoke_test.sh PATH/TO/pgjobd}
+url=${PGJOBD_TEST_DATABASE_URL:-}
+if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 0; fi
+for tool in pgbench psql curl; do
+  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 0; fi
+done
+
+out=$(mktemp -d /tmp/pgjobd-stream-smoke.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+# 200 jobs/s for 6 s: 1,200 jobs.
+if ! DATABASE_URL=$url PGJOBD_BIN=$bin DURATION=6 FRACTIONS=0.5 BURST_RATE=400 CLIENTS=2 \
+  SCHEMA="pgjobd_stream_smoke_$$" OUT=$out timeout 60 bench/stream.sh >"$out/log" 2>&1; then
+  echo "FAIL: bench/stream.sh (smoke) failed:" >&2
+  cat "$out/log" >&2
+  exit 1
+fi
+fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out"/stream_* >&2; exit 1; }
+[[ -f "$out/stream_0.5.csv" && -f "$out/stream_summary.csv" ]] || fail "no CSV written"
+# The summary: rate 200, about 1,200 jobs inserted (pgbench's Poisson schedule), the
+# backlog empty at the end.
+awk -F, 'NR == 2 && $2 == 200 && $6 >= 900 && $6 <= 1500 && $15 == 0 { ok = 1 }
+         END { exit !ok }' "$out/stream_summary.csv" ||
+  fail "unexpected summary (rate 200, 900-1500 inserted, backlog 0 at the end)"
+# Every job finished, and each was seen in some second's sample exactly once.
+finished=$(awk -F, 'NR > 1 { n += $3 } END { print n + 0 }' "$out/stream_0.5.csv")
+inserted=$(awk -F, 'NR == 2 { print $6 }' "$out/stream_summary.csv")
+[[ "$finished" == "$inserted" ]] || fail "the samples count $finished finished jobs, $inserted were inserted"
+# A latency for the seconds in which jobs finished.
+awk -F, 'NR > 1 && $3 > 0 && $4 > 0 { n++ } END { exit !(n >= 4) }' "$out/stream_0.5.csv" ||
+  fail "fewer than 4 seconds with finished jobs and a latency"
+echo "PASS: stream smoke ($inserted jobs, every one sampled once)"
