@@ -39,15 +39,23 @@ plot results . "/sweep_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 p
 # --- right panel ---------------------------------------------------------------------
 set title "Throughput vs number of daemons (real pgjobd run, " . daemon_jobs . " jobs, one database, best of runs)"
 set logscale x 2
-set xrange [0.8:5]
-set xtics ("1" 1, "2" 2, "4" 4)
+set xrange [0.8:10]
+set xtics ("1" 1, "2" 2, "4" 4, "8" 8)
 set xlabel "pgjobd daemons (separate processes), log2 scale"
+# The pooler phase's curve (8 daemons, direct and through PgBouncer), when it was run.
+pooled = results . "/pooler_best.csv"
+if (system("test -f " . pooled . " && echo 1 || echo 0") + 0 == 0) pooled = results . "/daemons_best.csv"
 plot results . "/daemons_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 ps 1.3 lc rgb "#2ca02c" \
        title "64 workers per daemon (K x 64 in total)", \
-     "" skip 1 using 1:2:(sprintf("%.0f", $2)) with labels offset 0,1.1 font ",9" tc rgb "#2ca02c" notitle, \
-     "" skip 1 using 1:3 with linespoints lw 2.5 pt 5 ps 1.2 lc rgb "#9467bd" \
+     pooled skip 1 using 1:(pooled eq results . "/daemons_best.csv" ? NaN : $3) with linespoints lw 2.5 dt 4 pt 9 ps 1.3 lc rgb "#ff7f0e" \
+       title "64 per daemon through one PgBouncer (transaction mode, 20 server connections)", \
+     "" skip 1 using 1:(pooled eq results . "/daemons_best.csv" ? NaN : $3):(sprintf("%.0f", $3)) with labels offset 0,-1.1 font ",9" tc rgb "#ff7f0e" notitle, \
+     "" skip 1 using 1:(pooled eq results . "/daemons_best.csv" ? NaN : $2) with linespoints lw 1.5 dt 2 pt 6 ps 1 lc rgb "#2ca02c" \
+       title "64 per daemon, direct, same phase as the PgBouncer runs", \
+     results . "/daemons_best.csv" skip 1 using 1:2:(sprintf("%.0f", $2)) with labels offset 0,1.1 font ",9" tc rgb "#2ca02c" notitle, \
+     results . "/daemons_best.csv" skip 1 using 1:3 with linespoints lw 2.5 pt 5 ps 1.2 lc rgb "#9467bd" \
        title "64 workers split between the daemons (64/K each)", \
-     "" skip 1 using 1:3:($1 == 1 ? "" : sprintf("%.0f", $3)) with labels offset 0,-1.1 font ",9" tc rgb "#9467bd" notitle, \
+     results . "/daemons_best.csv" skip 1 using 1:3:($1 == 1 ? "" : sprintf("%.0f", $3)) with labels offset 0,-1.1 font ",9" tc rgb "#9467bd" notitle, \
      results . "/daemons.csv" skip 1 using 3:8 with points pt 1 ps 1 lc rgb "#888888" title "each run", \
      target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s"
 

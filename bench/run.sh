@@ -31,6 +31,10 @@
 #        finished bench/daemons.sh with one daemon: 100,000 jobs in an otherwise empty
 #                 table vs next to 5,000,000 done rows, alternating, a CHECKPOINT before
 #                 each timed run                                     -> results/finished_rows.csv
+#        pooler   bench/daemons.sh with 1, 2, 4 and 8 daemons x 64 workers, connecting
+#                 directly and through one PgBouncer in transaction mode (pool of 20
+#                 server connections, database.pooler: transaction, LISTEN past it),
+#                 alternating                                -> results/pooler.csv
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
 #        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
@@ -43,7 +47,7 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished rss; "stream" on
+#   PHASES         which phases to run [main sync sweep daemons finished pooler rss; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -66,7 +70,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished rss"
+all_phases="main sync sweep daemons finished pooler rss"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -94,9 +98,12 @@ if [[ -e "$pgdir" && ! -f "$pgdir/data/PG_VERSION" && -n "$(ls -A "$pgdir" 2>/de
 fi
 
 work=$(mktemp -d /tmp/pgjobd-bench.XXXXXX)
+# The pooler phase's PgBouncer runs as postgres, which cannot enter $work (mode 700).
+bouncer_dir=${pgdir%/}-pgbouncer
 started_pg=0
 # shellcheck disable=SC2317  # (called from traps)
 cleanup() {
+  scripts/pgbouncer.sh stop "$bouncer_dir" >/dev/null 2>&1 || true
   if ((started_pg)); then
     scripts/pg-cluster.sh stop "$pgdir" || true
     echo "bench/run.sh: stopped the benchmark PostgreSQL in $pgdir" >&2
@@ -262,6 +269,23 @@ if wants finished; then
   mark finished after
 fi
 
+if wants pooler; then
+  log "pooler: 1, 2, 4 and 8 daemons, $daemon_jobs jobs, direct and through PgBouncer"
+  mark pooler before
+  pooled=$(scripts/pgbouncer.sh start "$bouncer_dir" "$url" 20 | tail -1)
+  echo "pass,route,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats" >"$out/pooler.csv"
+  for ((pass = 1; pass <= repeat; pass++)); do
+    for route in direct pgbouncer; do
+      if [[ "$route" == direct ]]; then target=$url pooler=none; else target=$pooled pooler=transaction; fi
+      JOBS=$daemon_jobs REPEAT=1 DAEMONS="1 2 4 8" MODES=each DAEMON_URL=$target POOLER=$pooler \
+        OUT="$work/pooler_run.csv" bench/daemons.sh
+      tail -n +2 "$work/pooler_run.csv" | sed "s/^1,/$pass,$route,/" >>"$out/pooler.csv"
+    done
+  done
+  scripts/pgbouncer.sh stop "$bouncer_dir"
+  mark pooler after
+fi
+
 if wants rss; then
   log "rss: one daemon over $rss_jobs jobs"
   mark rss before
@@ -297,6 +321,13 @@ if [[ -f "$out/daemons.csv" ]]; then
           for (i = 1; i <= n; i++) print ks[i] "," best["each", ks[i]] + 0 "," best["split", ks[i]] + 0 }' \
     "$out/daemons.csv" >"$out/daemons_best.csv"
 fi
+if [[ -f "$out/pooler.csv" ]]; then
+  awk -F, 'NR > 1 { k = $4; if (!(k in seen)) { seen[k] = 1; ks[++n] = k }
+                    if ($9 + 0 > best[$2, k] + 0) best[$2, k] = $9 }
+    END { print "daemons,direct_best_jobs_per_s,pgbouncer_best_jobs_per_s"
+          for (i = 1; i <= n; i++) print ks[i] "," best["direct", ks[i]] + 0 "," best["pgbouncer", ks[i]] + 0 }' \
+    "$out/pooler.csv" >"$out/pooler_best.csv"
+fi
 if [[ -f "$out/sweep_best.csv" && -f "$out/daemons_best.csv" ]]; then
   gnuplot -e "results='$out'" bench/plot.gp
   log "chart: $out/throughput.png"
@@ -322,7 +353,7 @@ fi
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv rss.txt stream_summary.csv; do
+  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
   echo "load (1, 5, 15 min):"
