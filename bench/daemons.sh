@@ -86,12 +86,8 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_frame
 
-export PGOPTIONS="-c client_min_messages=warning"
-sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 now() { date +%s.%N; }
 
 write_config() {  # FILE WORKERS PORT [URL POOLER]

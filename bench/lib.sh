@@ -26,3 +26,15 @@ dsync_ms() {
   dd if=/dev/zero of="$DSYNC_PROBE" bs=8k count=200 oflag=dsync conv=notrunc 2>&1 |
     awk -F', ' '/copied/ { split($(NF - 1), t, " "); printf "%.2f", t[1] / 200 * 1000 }'
 }
+
+# The scratch scripts' common frame, once they have defined cleanup(): it runs however the
+# script ends (an interrupt too), psql is quiet about notices, and sql() runs a statement
+# on the script's $url.
+bench_frame() {
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  export PGOPTIONS="-c client_min_messages=warning"
+}
+# shellcheck disable=SC2154  # url: each script's own
+sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }

@@ -43,14 +43,9 @@ cleanup() {
   if [[ -n "$pid" ]]; then kill -KILL "$pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-export PGOPTIONS="-c client_min_messages=warning"
-sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+bench_frame
 port=$(free_port)
 
 cat >"$work/pgjobd.yaml" <<EOF

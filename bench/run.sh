@@ -146,7 +146,6 @@ export DATABASE_URL=$url PGJOBD_DATABASE_URL=$url
 unset PGJOBD_CONFIG
 log "PostgreSQL at $url"
 export PGOPTIONS="-c client_min_messages=warning"
-sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 
 mkdir -p "$out"
 partial=0

@@ -76,12 +76,8 @@ cleanup() {
   if [[ -n "$daemon_pid" ]]; then kill -KILL "$daemon_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_frame
 
-export PGOPTIONS="-c client_min_messages=warning"
-sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 
 mkdir -p "$out"
 burst=${BURST_RATE:-}

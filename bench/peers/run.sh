@@ -76,15 +76,11 @@ cleanup() {
   scripts/pg-cluster.sh stop "$cluster" || true
   rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_frame
 
 url=$(scripts/pg-cluster.sh start "$cluster")
-export PGOPTIONS="-c client_min_messages=warning"
 export DSYNC_PROBE=$cluster/dsync-probe
 dsync_probe_init "$DSYNC_PROBE"
-sql() { psql "$url" -v ON_ERROR_STOP=1 -qAt "$@"; }
 now() { date +%s.%N; }
 peer() { node "$here/peer.js" "$@"; }
 
