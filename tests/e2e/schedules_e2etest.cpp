@@ -21,12 +21,15 @@ namespace {
 
 using WallClock = std::chrono::system_clock;
 
-// The ticks (seconds since the epoch) of the jobs schedule `name` created, in order.
+// The ticks (seconds since the epoch) of the jobs schedule `name` created, in order. Read
+// from the unique_key ('schedule:NAME:2026-12-01T13:06:43Z'), not from run_at: a rescue
+// (a job whose daemon was killed) sets run_at anew.
 std::vector<std::int64_t> ticks_of(TestSchema& schema, const std::string& name) {
   const std::string list = schema.query(
-      "SELECT string_agg(extract(epoch FROM run_at)::bigint::text, ' ' ORDER BY run_at) "
+      "SELECT string_agg(extract(epoch FROM t)::bigint::text, ' ' ORDER BY t) "
+      "FROM (SELECT regexp_replace(unique_key, '^schedule:[^:]*:', '')::timestamptz AS t "
       "FROM {jobs} WHERE unique_key LIKE 'schedule:" +
-      name + ":%'");
+      name + ":%') ticks");
   std::vector<std::int64_t> ticks;
   std::istringstream words(list);
   for (std::int64_t t = 0; words >> t;) ticks.push_back(t);
