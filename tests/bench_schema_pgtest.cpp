@@ -12,13 +12,6 @@
 namespace pgjobd {
 namespace {
 
-// The test URL with another user name (the test cluster trusts local connections).
-std::string url_for_role(const std::string& url, const std::string& role) {
-  const auto scheme_end = url.find("://") + 3;
-  const auto at = url.find('@', scheme_end);
-  return url.substr(0, scheme_end) + role + url.substr(at);
-}
-
 TEST(BenchSchema, LifeCycleUnderARoleThatMayNotCheckpoint) {
   testing::TestSchema admin;  // a superuser session, for the role's set-up
   const std::string role = quote_identifier("pgjobd_bench_" + std::to_string(getpid()));
@@ -28,7 +21,7 @@ TEST(BenchSchema, LifeCycleUnderARoleThatMayNotCheckpoint) {
              "', current_database()); END $$");
   {
     DatabaseConfig db;
-    db.url = url_for_role(testing::test_database_url(), role.substr(1, role.size() - 2));
+    db.url = testing::test_database_url_for_role(role.substr(1, role.size() - 2));
     db.schema = admin.name() + "_bench";
     BenchSchema schema(db, "noop");
     schema.recreate();

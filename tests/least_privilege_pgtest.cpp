@@ -17,13 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The test URL with another user name (the test cluster trusts local connections).
-std::string url_for_role(const std::string& url, const std::string& role) {
-  const auto scheme_end = url.find("://") + 3;
-  const auto at = url.find('@', scheme_end);
-  return url.substr(0, scheme_end) + role + url.substr(at);
-}
-
 TEST(LeastPrivilege, RuntimeRoleWithoutDdlRightsRunsJobs) {
   testing::TestSchema schema;
   const std::string role = "pgjobd_rt_" + std::to_string(getpid());
@@ -36,7 +29,7 @@ TEST(LeastPrivilege, RuntimeRoleWithoutDdlRightsRunsJobs) {
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   Config config = schema.config();
-  config.database.url = url_for_role(testing::test_database_url(), role);
+  config.database.url = testing::test_database_url_for_role(role);
   {
     // The role can enqueue but not change the schema.
     DatabaseConfig db = config.database;

@@ -198,9 +198,7 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
   txn.exec("GRANT INSERT ON " + s + ".jobs TO " + quote_identifier(role));
   txn.exec("SELECT setval(" + clock + ", 0)");
   {
-    const std::string url = testing::test_database_url();
-    const auto user_at = url.find("://") + 3;
-    pqxx::connection producer(url.substr(0, user_at) + role + url.substr(url.find('@', user_at)));
+    pqxx::connection producer(testing::test_database_url_for_role(role));
     pqxx::nontransaction insert(producer);
     insert.exec("INSERT INTO " + s + ".jobs (type) VALUES ('c')");
     EXPECT_THROW(insert.exec("SELECT setval(" + clock + ", 0)"), pqxx::insufficient_privilege);

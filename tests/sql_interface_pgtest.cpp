@@ -476,13 +476,8 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
       " -v runtime_role=" + runtime + " -v producer_role=" + producer +
       " -v operator_role=" + operator_role + " -f " PGJOBD_SOURCE_DIR "/sql/grants.sql";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  const auto url_for = [](const std::string& role) {
-    const std::string url = testing::test_database_url();
-    const auto scheme_end = url.find("://") + 3;
-    return url.substr(0, scheme_end) + role + url.substr(url.find('@', scheme_end));
-  };
   {
-    Session app(schema, url_for(producer));
+    Session app(schema, testing::test_database_url_for_role(producer));
     EXPECT_FALSE(app.query("SELECT {s}.pgjobd_enqueue('a')").empty());
     EXPECT_FALSE(app.query("SELECT id FROM {s}.pgjobd_enqueue_ex('a')").empty());
     EXPECT_EQ(app.column("SELECT * FROM {s}.pgjobd_enqueue_many('[{\"type\": \"a\"}]')").size(),
@@ -504,7 +499,7 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
       "INSERT INTO {jobs} (type, status, attempts, finished_at) VALUES ('a', 'dead', 5, now()) "
       "RETURNING id");
   {
-    Session ops(schema, url_for(operator_role));
+    Session ops(schema, testing::test_database_url_for_role(operator_role));
     EXPECT_EQ(ops.query("SELECT {s}.pgjobd_retry(" + dead + ")"), "dead");
     EXPECT_EQ(ops.query("SELECT {s}.pgjobd_cancel(" + dead + ", 'by the operator')"), "cancelled");
     EXPECT_EQ(ops.query("SELECT last_error FROM {s}.jobs WHERE id = " + dead),
@@ -526,7 +521,7 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
   {
     // The runtime role reads pgjobd_queues for the claim.
     DatabaseConfig db = schema.config().database;
-    db.url = url_for(runtime);
+    db.url = testing::test_database_url_for_role(runtime);
     PgJobStore store(db, "test");
     EXPECT_TRUE(store.paused_queues({"default"}).empty());
     // 3 enqueued by the producer, 1 by the operator, 1 retried.

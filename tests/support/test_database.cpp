@@ -24,6 +24,12 @@ std::string test_database_url() {
   return url;
 }
 
+std::string test_database_url_for_role(const std::string& role) {
+  const std::string url = test_database_url();
+  const auto user_at = url.find("://") + 3;
+  return url.substr(0, user_at) + role + url.substr(url.find('@', user_at));
+}
+
 namespace {
 DatabaseConfig database_config(const std::string& schema) {
   DatabaseConfig db;

@@ -15,6 +15,8 @@ namespace pgjobd::testing {
 
 // The server under test; fails the test run loudly when the variable is unset.
 std::string test_database_url();
+// The same server as another role (the test cluster trusts local connections).
+std::string test_database_url_for_role(const std::string& role);
 
 class TestSchema {
  public:
