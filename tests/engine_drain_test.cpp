@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 
 #include "engine/engine_factory.hpp"
@@ -140,6 +141,39 @@ TEST_F(EngineDrainTest, AfterTheTimeoutJobsAreStoppedAndReleasedAndNothingNewIsC
   for (const auto id : waiting) EXPECT_EQ(table_.row(id).times_claimed, 0) << "job " << id;
   // One claim: the limited one while the engine has not read the (empty) limits yet.
   EXPECT_EQ(table_.calls(StoreMethod::kClaim) + table_.calls(StoreMethod::kClaimLimited), 1);
+}
+
+// worker.prefetch: jobs claimed beyond the threads and not started when the drain begins go
+// back to the queue at once (attempt not counted), for the other daemons, instead of
+// being run during the drain; the job on the thread finishes.
+TEST_F(EngineDrainTest, HeldJobsNotStartedAreReleasedAtOnceWithoutRunning) {
+  // Quick jobs first: finished at pace, they give the next claim a prefetch budget.
+  const auto quick = table_.add_jobs(30, "gated");
+  for (const auto id : quick) gate_.release(id);
+  const std::int64_t running = table_.add_job("gated");
+  const std::int64_t held = table_.add_job("gated");
+  Config config = engine_config(1, Millis(30000));
+  Engine& engine = start_engine(config);
+  ASSERT_TRUE(gate_.wait_started(31));
+  ASSERT_EQ(gate_.started().back(), running);
+  // The claim that took the running job took the next one too, beyond the one thread.
+  ASSERT_TRUE(table_.wait_until([&] { return table_.row(held).status == FakeStatus::kRunning; }))
+      << "the job after it was not claimed with it";
+
+  auto drained = std::async(std::launch::async, [&] { engine.drain(); });
+  ASSERT_TRUE(table_.wait_until([&] { return table_.row(held).status == FakeStatus::kPending; }))
+      << "the held job was not released when the drain began";
+  EXPECT_EQ(drained.wait_for(seconds(0)), std::future_status::timeout);  // the other runs on
+  gate_.release(running);
+  ASSERT_EQ(drained.wait_for(seconds(30)), std::future_status::ready);
+  drained.get();
+
+  const auto started = gate_.started();
+  EXPECT_EQ(std::count(started.begin(), started.end(), held), 0) << "the held job was run";
+  EXPECT_EQ(table_.row(held).job.attempt, 0);  // the claim's attempt undone
+  EXPECT_EQ(table_.row(held).times_claimed, 1);
+  EXPECT_EQ(table_.row(running).status, FakeStatus::kDone);
+  EXPECT_EQ(engine.unwritten_completions(), 0);
 }
 
 TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {

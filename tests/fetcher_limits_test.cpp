@@ -91,6 +91,18 @@ TEST_F(FetcherLimitsTest, ClaimsWithTheLimitedClaimWhileLimitsExist) {
   EXPECT_EQ(gate_.running(), 2) << "the fake's limit of 2 was exceeded";
 }
 
+// A job held for a thread is a running row, which the limits count: no claim asks for
+// more than the free threads while limits apply, however fast jobs finish.
+TEST_F(FetcherLimitsTest, NoPrefetchWhileLimitsApply) {
+  table_.set_limits({limit_on_gated("partner", 100)});
+  table_.add_jobs(40, "gated");
+  gate_.release_all();
+  start(2);  // worker.prefetch at its default
+  ASSERT_TRUE(gate_.wait_finished(40));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0);
+  for (const auto& request : table_.claim_requests()) EXPECT_LE(request.limit, 2);
+}
+
 TEST_F(FetcherLimitsTest, ARateHoldIsAwaitedUntilItsTokenNotPolledInALoop) {
   table_.set_limits({limit_on_gated("mail", 0)});
   table_.set_rate_hold("mail", milliseconds(400));

@@ -45,12 +45,17 @@ class FetcherTest : public ::testing::Test {
     if (fetcher_) fetcher_->stop();
   }
 
+  // Off unless a test sets it before start(): the slot counts of most tests do not move
+  // with the pace of finished jobs.
+  int prefetch_ = 0;
+
   // Poll intervals default to a minute: only a wake-up, a full batch or a freed slot after
   // one makes the fetcher claim, so every claim in a test has a cause the test controls.
   void start(int concurrency, const Slots& queue_limits = {{"default", 0}},
              Millis poll_interval = Millis(60000), Millis max_interval = Millis(0)) {
     WorkerConfig workers;
     workers.concurrency = concurrency;
+    workers.prefetch = prefetch_;
     workers.queues.clear();
     for (const auto& [name, limit] : queue_limits) workers.queues[name].concurrency = limit;
     pool_ = std::make_unique<WorkerPool>(
@@ -164,6 +169,21 @@ TEST_F(FetcherTest, ClaimsOnlyTheFreedSlotsAndNeverOverfillsThePool) {
     EXPECT_GE(request.limit, 1);
     EXPECT_LE(request.limit, 4);
   }
+}
+
+// worker.prefetch: with jobs finishing at pace, claims ask for more than the free threads;
+// the surplus waits in the pool, and every job still runs exactly once.
+TEST_F(FetcherTest, ClaimsBeyondTheFreeThreadsWhileJobsFinishAtPace) {
+  table_.add_jobs(40, "gated");
+  gate_.release_all();
+  prefetch_ = 100;
+  start(2, {{"default", 0}}, Millis(20));
+  ASSERT_TRUE(gate_.wait_finished(40)) << describe();
+  EXPECT_LE(gate_.max_running(), 2);
+  EXPECT_EQ(claimed_in_all(), 40);
+  int largest = 0;
+  for (const auto& request : table_.claim_requests()) largest = std::max(largest, request.limit);
+  EXPECT_GT(largest, 2) << describe();
 }
 
 TEST_F(FetcherTest, HonoursPerQueueLimits) {

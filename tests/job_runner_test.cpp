@@ -161,21 +161,23 @@ TEST_F(JobRunnerTest, StopTokenReachesTheHandler) {
 // handler that threw when cancelled got a retry with its attempt counted, and on its last
 // attempt the job went dead, for a job only interrupted by a restart.
 TEST_F(JobRunnerTest, ResultOfAStoppedHandlerIsIgnoredAndTheJobReleased) {
-  JobRunner runner = runner_with({{"throws", [](const Job&, std::stop_token) -> JobResult {
-                                     throw std::runtime_error("cancelled");
-                                   }}});
   JobStop shutdown;
-  shutdown.request(StopCause::kDaemon);
+  JobRunner runner =
+      runner_with({{"throws", [&shutdown](const Job&, std::stop_token) -> JobResult {
+                      shutdown.request(StopCause::kDaemon);  // while the handler runs
+                      throw std::runtime_error("cancelled");
+                    }}});
   const auto completion = runner.run(job_of("throws", 5, 5), shutdown);
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kReleased);  // was dead before the fix
 }
 
 TEST_F(JobRunnerTest, DoneResultOfAStoppedHandlerStands) {
-  JobRunner runner =
-      runner_with({{"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
   JobStop shutdown;
-  shutdown.request(StopCause::kDaemon);
+  JobRunner runner = runner_with({{"ok", [&shutdown](const Job&, std::stop_token) {
+                                     shutdown.request(StopCause::kDaemon);
+                                     return JobResult::done();
+                                   }}});
   const auto completion = runner.run(job_of("ok", 1), shutdown);
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kDone);
@@ -184,17 +186,45 @@ TEST_F(JobRunnerTest, DoneResultOfAStoppedHandlerStands) {
 // Stopped because pgjobd_cancel asked: the job ends cancelled whatever the handler made of
 // the stop (an exception here), never released or retried; a done result still stands.
 TEST_F(JobRunnerTest, AJobStoppedForACancelEndsCancelledUnlessDone) {
-  JobRunner runner = runner_with(
-      {{"throws", [](const Job&, std::stop_token) -> JobResult { throw std::runtime_error("x"); }},
-       {"ok", [](const Job&, std::stop_token) { return JobResult::done(); }}});
   JobStop cancel;
-  cancel.request(StopCause::kCancelled);
+  JobStop cancel_of_done;
+  JobRunner runner = runner_with({{"throws",
+                                   [&cancel](const Job&, std::stop_token) -> JobResult {
+                                     cancel.request(StopCause::kCancelled);
+                                     throw std::runtime_error("x");
+                                   }},
+                                  {"ok", [&cancel_of_done](const Job&, std::stop_token) {
+                                     cancel_of_done.request(StopCause::kCancelled);
+                                     return JobResult::done();
+                                   }}});
   const auto cancelled = runner.run(job_of("throws", 1), cancel);
   ASSERT_TRUE(cancelled.has_value());
   EXPECT_EQ(cancelled->outcome, Outcome::kCancelled);
-  const auto done = runner.run(job_of("ok", 1), cancel);
+  const auto done = runner.run(job_of("ok", 1), cancel_of_done);
   ASSERT_TRUE(done.has_value());
   EXPECT_EQ(done->outcome, Outcome::kDone);
+}
+
+// A job held for a thread (worker.prefetch) may be stopped before it starts: its lease
+// lost, the daemon draining, or pgjobd_cancel. Its handler is never called; the job goes
+// back to the queue, attempt not counted, or ends cancelled.
+TEST_F(JobRunnerTest, AJobStoppedBeforeItStartsIsNotRun) {
+  int calls = 0;
+  JobRunner runner = runner_with({{"ok", [&calls](const Job&, std::stop_token) {
+                                     ++calls;
+                                     return JobResult::done();
+                                   }}});
+  JobStop lost_lease;
+  lost_lease.request(StopCause::kDaemon);
+  const auto released = runner.run(job_of("ok", 2), lost_lease);
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ(released->outcome, Outcome::kReleased);
+  JobStop cancel;
+  cancel.request(StopCause::kCancelled);
+  const auto cancelled = runner.run(job_of("ok", 2), cancel);
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(cancelled->outcome, Outcome::kCancelled);
+  EXPECT_EQ(calls, 0);
 }
 
 // A cancel outranks a daemon stop whichever came first: the row's request makes the job

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -23,18 +24,22 @@ using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 using Slots = std::map<std::string, int>;
 
-WorkerConfig workers(int concurrency, const Slots& queue_limits = {{"default", 0}}) {
+// Without prefetch unless asked: the slot counts of most tests do not move as jobs finish.
+WorkerConfig workers(int concurrency, const Slots& queue_limits = {{"default", 0}},
+                     int prefetch = 0) {
   WorkerConfig config;
   config.concurrency = concurrency;
+  config.prefetch = prefetch;
   config.queues.clear();
   for (const auto& [name, limit] : queue_limits) config.queues[name].concurrency = limit;
   return config;
 }
 
-Job job_in(std::int64_t id, const std::string& queue = "default") {
+Job job_in(std::int64_t id, const std::string& queue = "default", int priority = 0) {
   Job job;
   job.id = id;
   job.queue = queue;
+  job.priority = priority;
   job.type = "gated";
   return job;
 }
@@ -61,7 +66,8 @@ class WorkerPoolTest : public ::testing::Test {
           events_.push_back("freed busy=" + std::to_string(busy_now));
           ++freed_;
           cv_.notify_all();
-        });
+        },
+        [this] { return now_.load(); });
     return *pool_;
   }
 
@@ -96,6 +102,8 @@ class WorkerPoolTest : public ::testing::Test {
   int freed_ = 0;
   bool hold_handover_ = false;  // the complete callback blocks while set
   std::int64_t in_handover_ = 0;
+  // The prefetch budget's clock: a test moves it by hand.
+  std::atomic<Clock::time_point> now_{Clock::time_point{} + seconds(1000)};
   std::unique_ptr<WorkerPool> pool_;  // last: its workers are joined first
 };
 
@@ -187,6 +195,29 @@ TEST_F(WorkerPoolTest, ResizeDownLetsRunningJobsFinishAndClaimsNothingUntilBelow
   ASSERT_TRUE(gate_.wait_started(4));
   gate_.release(4);
   ASSERT_TRUE(wait_freed(4));
+}
+
+// Jobs held beyond the threads (worker.prefetch) do not keep surplus threads alive after a
+// shrink: the smaller bound holds for them too.
+TEST_F(WorkerPoolTest, ResizeDownHoldsForHeldJobsToo) {
+  WorkerPool& pool = make_pool(workers(3));
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3)});
+  ASSERT_TRUE(gate_.wait_started(3));
+  pool.submit({job_in(4), job_in(5), job_in(6)});  // held
+  pool.resize(workers(1));
+  gate_.release(1);
+  gate_.release(2);
+  gate_.release(3);
+  ASSERT_TRUE(wait_freed(3));
+  ASSERT_TRUE(gate_.wait_started(4));
+  // The two surplus threads left: the next held job waits for the one thread.
+  EXPECT_FALSE(gate_.wait_started(5, std::chrono::milliseconds(200)));
+  EXPECT_EQ(pool.working(), 1);
+  gate_.release_all();
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  EXPECT_EQ(gate_.max_running(), 3);  // the three from before the resize
+  EXPECT_EQ(gate_.started().size(), 6u);
 }
 
 TEST_F(WorkerPoolTest, ResizeChangesQueueLimitsLive) {
@@ -340,6 +371,73 @@ TEST_F(WorkerPoolTest, StopLetsTheJobsInHandFinish) {
   std::lock_guard lock(mutex_);
   ASSERT_EQ(completions_.size(), 1u);
   EXPECT_EQ(completions_[0].outcome, Outcome::kDone);
+}
+
+// worker.prefetch: beyond its threads the pool may hold as many jobs as it finished in the
+// last 50 ms (PrefetchBudget), never while the fetcher asks without prefetch (limits).
+TEST_F(WorkerPoolTest, PrefetchRoomFollowsTheJobsJustFinished) {
+  WorkerPool& pool = make_pool(workers(2, {{"default", 0}}, 10));
+  pool.start();
+  EXPECT_EQ(pool.claimable(), 2);  // nothing finished yet: the threads only
+  pool.submit({job_in(1), job_in(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+  gate_.release(1);
+  gate_.release(2);
+  ASSERT_TRUE(wait_freed(2));
+  EXPECT_EQ(pool.claimable(), 4);
+  EXPECT_EQ(pool.holdable(), 4);
+  EXPECT_EQ(pool.claimable(/*prefetch=*/false), 2);
+  EXPECT_EQ(pool.holdable(/*prefetch=*/false), 2);
+  now_ = now_.load() + seconds(1);  // the pace is forgotten
+  EXPECT_EQ(pool.claimable(), 2);
+}
+
+TEST_F(WorkerPoolTest, HeldJobsWaitForAThreadHighestPriorityFirst) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  pool.submit({job_in(2), job_in(3)});
+  pool.submit({job_in(4, "default", 5)});  // a later claim's urgent job
+  EXPECT_EQ(pool.busy(), 4);               // in hand
+  EXPECT_EQ(pool.working(), 1);            // on a thread
+  EXPECT_EQ(pool.running().size(), 4u);    // each held job's lease is renewed too
+  EXPECT_EQ(pool.claimable(), 0);
+  gate_.release_all();
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  EXPECT_EQ(gate_.started(), (std::vector<std::int64_t>{1, 4, 2, 3}));
+}
+
+TEST_F(WorkerPoolTest, ReleaseQueuedHandsBackTheHeldJobsWithoutRunningThem) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  pool.submit({job_in(2), job_in(3)});
+  const std::vector<JobAttempt> released = pool.release_queued();
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[0].id, 2);
+  EXPECT_EQ(released[1].id, 3);
+  EXPECT_EQ(pool.busy(), 1);
+  EXPECT_EQ(pool.working(), 1);
+  EXPECT_EQ(pool.running().size(), 1u);
+  EXPECT_TRUE(pool.release_queued().empty());
+  gate_.release(1);
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  EXPECT_EQ(gate_.started(), (std::vector<std::int64_t>{1}));
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(completions_.size(), 1u);  // the released ones' are the caller's to write
+}
+
+TEST_F(WorkerPoolTest, AHeldJobStoppedBeforeItStartsReachesTheExecutorStopped) {
+  WorkerPool& pool = make_pool(workers(1));
+  pool.start();
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  pool.submit({job_in(2)});
+  EXPECT_EQ(pool.cancel_jobs({{2, 1}}).size(), 1u);  // held: not yet started, still cancellable
+  gate_.release(1);
+  ASSERT_TRUE(gate_.wait_stopped(2));
 }
 
 }  // namespace

@@ -48,8 +48,14 @@ struct WorkerConfig {
   // Queues this daemon serves. Empty in the file means {default: {}}.
   std::map<std::string, QueueConfig> queues = {{"default", {}}};
   // A job whose payload (as JSON text) is larger is not read nor run: it ends dead, saying
-  // why. Bounds the memory a claim can take: at most concurrency × this in payloads.
+  // why. Bounds the memory a claim can take: concurrency × this in running jobs' payloads;
+  // the jobs held by prefetch are kept to about 32 MB of payloads.
   int max_payload_bytes = 4 * 1024 * 1024;
+  // Claimed jobs the daemon may hold beyond its workers, waiting for one, so that a claim
+  // takes more jobs per statement on a backlog of short jobs. Adaptive below this bound:
+  // only for jobs under 10 ms on average, at most the jobs finished in the last 50 ms
+  // (engine/prefetch_budget.hpp). 0: none.
+  int prefetch = 1000;
 
   bool operator==(const WorkerConfig&) const = default;
 };

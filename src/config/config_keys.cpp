@@ -87,6 +87,12 @@ constexpr ConfigKey kKeys[] = {
         "worker.max_payload_bytes", "4194304", kLive,
         "a job whose payload is larger (as JSON text) is not run: it ends `dead`, saying why; "
         "1024..1073741823"),
+    field<&Config::worker, &WorkerConfig::prefetch>(
+        "worker.prefetch", "1000", kLive,
+        "claimed jobs held beyond the workers, waiting for one, so that a claim takes more "
+        "jobs at once: only while jobs take under 10 ms on average, at most as many as the "
+        "workers finished in the last 50 ms and about 32 MB of payloads; none while `limits` "
+        "apply; 0 = off, 0..10000"),
     field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
                                                     "poll interval while jobs keep arriving (> 0)"),
     field<&Config::poll, &PollConfig::max_interval>(

@@ -110,6 +110,9 @@ void check_worker(const WorkerConfig& worker, Rules& rules) {
       "must be from " + std::to_string(kMinPayloadLimit) + " to " +
           std::to_string(kMaxPayloadLimit) + " (PostgreSQL's largest text), got " +
           std::to_string(worker.max_payload_bytes));
+  rules.require(worker.prefetch >= 0 && worker.prefetch <= kMaxConcurrency, "worker.prefetch",
+                "must be from 0 to " + std::to_string(kMaxConcurrency) + ", got " +
+                    std::to_string(worker.prefetch));
   rules.require(!worker.queues.empty(), "worker.queues", "serve at least one queue");
   for (const auto& [name, queue] : worker.queues) {
     std::string key = "worker.queues." + name;

@@ -98,7 +98,7 @@ class Engine::Impl {
   int unwritten_completions() const { return unwritten_completions_.load(); }
   int busy() const {
     std::lock_guard lock(parts_mutex_);
-    return pool_ ? pool_->busy() : stuck_jobs_.load();
+    return pool_ ? pool_->working() : stuck_jobs_.load();
   }
   void request_stop() { stop_requested_ = true; }
   bool responsive() const {
@@ -389,6 +389,15 @@ void Engine::Impl::drain() {
   if (listener_) listener_->stop();
   fetcher_->stop();
   scheduler_->stop();  // no new ticks: the other daemons, or the next start, fire them
+  // Jobs held for a thread (worker.prefetch) have not started: back to the queue now, for
+  // the other daemons, rather than run during the drain.
+  const std::vector<JobAttempt> unstarted = pool_->release_queued();
+  for (const JobAttempt& job : unstarted) {
+    completer_->submit({job, Outcome::kReleased, {}, Millis(0)});
+  }
+  if (!unstarted.empty()) {
+    spdlog::info("released {} claimed job(s) no worker had started", unstarted.size());
+  }
 
   bool idle = pool_->wait_idle(Clock::now() + config.shutdown.timeout);
   if (!idle) {

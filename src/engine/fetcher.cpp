@@ -65,7 +65,9 @@ void Fetcher::set_max_payload_bytes(std::int64_t bytes) {
   max_payload_bytes_ = bytes;
 }
 
-int Fetcher::claim_batch_floor() const { return std::max(1, pool_.capacity() / 2); }
+int Fetcher::claim_batch_floor() const { return std::max(1, pool_.holdable(prefetch()) / 2); }
+
+bool Fetcher::prefetch() const { return limits_ == nullptr || !limits_->active(); }
 
 Millis Fetcher::max_interval() const {
   std::lock_guard lock(settings_mutex_);
@@ -80,7 +82,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   std::unique_lock lock(signal_.mutex);
   const auto saturated_queue_has_room = [&] {
     if (saturated_.empty()) return false;
-    for (const QueueSlots& slot : pool_.free_slots()) {
+    for (const QueueSlots& slot : pool_.free_slots(prefetch())) {
       if (saturated_.count(slot.queue) > 0) return true;
     }
     return false;
@@ -102,7 +104,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   while (!stop.stop_requested()) {
     hinted_due_ = std::min(hinted_due_, signal_.due_hint);
     signal_.due_hint = Clock::time_point::max();
-    const int free = pool_.claimable();
+    const int free = pool_.claimable(prefetch());
     if (due() && enough_free(free)) {
       woken_ = signal_.woken;
       signal_.woken = false;
@@ -163,7 +165,7 @@ bool Fetcher::claim_once(bool woken) {
   // claim (or the next one that is made, if there is no slot to claim for now).
   if (woken) next_due_stale_ = true;
   ClaimRequest request;
-  auto budget = pool_.claim_budget();
+  auto budget = pool_.claim_budget(prefetch());
   request.slots = std::move(budget.slots);
   request.limit = budget.limit;
   if (request.slots.empty() || request.limit <= 0) return false;
@@ -198,15 +200,21 @@ bool Fetcher::claim_once(bool woken) {
     const bool quiet = jobs.empty() && !woken;
     interval_ = quiet ? std::min(interval_ * 2, max_interval_) : min_interval_;
   }
-  // Higher priority first; RETURNING does not keep the claim order.
+  // The claim's order (RETURNING does not keep it): higher priority first, then the longest
+  // due (the earliest run_at: every wait of one claim is measured from the same now()),
+  // then id. With prefetch a claim holds many jobs that wait for a thread in this order.
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
-    return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.queue_wait_seconds != b.queue_wait_seconds) {
+      return a.queue_wait_seconds > b.queue_wait_seconds;
+    }
+    return a.id < b.id;
   });
   for (const Job& job : jobs) {
     spdlog::debug("claimed job {} ({}) attempt {}", job.id, job.type, job.attempt);
   }
   pool_.submit(std::move(jobs));
-  metrics_.set_workers_busy(pool_.busy());
+  metrics_.set_workers_busy(pool_.working());
   // The handlers are started first: asking for the next due job does not delay them.
   if (full) {
     next_due_stale_ = true;  // a backlog hides later jobs: ask once it is worked off

@@ -86,6 +86,9 @@ class Fetcher final : public Service {
   // are counted and, for rate limits, awaited).
   std::vector<Job> claim_jobs(const ClaimRequest& request);
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
+  // Whether claims may take jobs beyond the free threads (worker.prefetch): not while
+  // limits apply, since a held job is a running row and would count against them.
+  bool prefetch() const;
   void mark_progress();
 
   const std::string worker_id_;

@@ -46,8 +46,11 @@ std::optional<Completion> JobRunner::run(const Job& job, const JobStop& stop) {
     std::lock_guard lock(settings_mutex_);
     settings = settings_;
   }
+  // A job held for a thread (worker.prefetch) may be stopped before it starts: cancelled,
+  // or its lease lost. Its handler is not called; the job ends as a stopped one (below).
   JobResult result =
-      job.oversized_payload_bytes > 0
+      stop.stop_requested() ? JobResult::released()
+      : job.oversized_payload_bytes > 0
           ? JobResult::dead("payload is " + std::to_string(job.oversized_payload_bytes) +
                             " bytes of JSON text, over worker.max_payload_bytes: not run")
           : call_handler(*settings, job, stop.token());

@@ -233,7 +233,7 @@ void Maintenance::report_daemon() {
   // At each heartbeat interval while the busy count moves; otherwise once per lease, which
   // is enough to stay within the row's 3 × lease and keeps an idle daemon's cost at one
   // statement per lease (0.03/s at the default 30 s) rather than three.
-  const int busy = pool_.busy();
+  const int busy = pool_.working();
   const auto now = Clock::now();
   if (last_daemon_report_ && busy == daemon_.busy &&
       now - *last_daemon_report_ < config_.lease.duration) {
@@ -351,7 +351,7 @@ void Maintenance::collect_stats() {
   metrics_.set_queue_depth(depth);
   metrics_.set_oldest_due_age({oldest.begin(), oldest.end()});
   metrics_.set_queue_paused(paused);
-  metrics_.set_workers_busy(pool_.busy());
+  metrics_.set_workers_busy(pool_.working());
 }
 
 void Maintenance::check_schema() { health_.set_problem("schema", store_->schema_problem()); }

@@ -1,9 +1,13 @@
 #pragma once
 // A fixed set of worker threads bounded by slots: one global count (worker.concurrency)
 // and one per queue (worker.queues.NAME.concurrency). The fetcher asks for free slots,
-// claims at most that many jobs, and submits each; a submitted job always has a thread
-// waiting for it, so a claimed job starts at once. Its threads follow the Service contract:
-// start() launches them; stop() lets the jobs in hand finish and joins them.
+// claims at most that many jobs, and submits each. Beyond its threads the pool may hold a
+// few claimed jobs waiting for one (worker.prefetch, bounded by PrefetchBudget), highest
+// priority first; without prefetch a submitted job always has a thread waiting for it.
+// Held jobs are in hand like running ones: heartbeats renew their leases, a cancel or a
+// lost lease stops them before they start, and drain hands them back (release_queued).
+// Its threads follow the Service contract: start() launches them; stop() lets the jobs in
+// hand finish and joins them.
 
 #include <atomic>
 #include <condition_variable>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "engine/job_stop.hpp"
+#include "engine/prefetch_budget.hpp"
 #include "engine/service.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/job.hpp"
@@ -40,8 +45,9 @@ class WorkerPool final : public Service {
   // Called after a job left the pool (its slot is free again), with the jobs still busy.
   using SlotFreed = std::function<void(int busy_now)>;
 
-  WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
-             SlotFreed slot_freed);
+  // `now`: the prefetch budget's clock (a unit test's own).
+  WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
+             PrefetchBudget::Now now = &std::chrono::steady_clock::now);
   ~WorkerPool() override;  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -50,12 +56,16 @@ class WorkerPool final : public Service {
   void request_stop() override;  // idle threads exit; busy ones once their job returns
   void join() override;
 
-  // Free slots per served queue (each already capped by the global free count).
-  std::vector<QueueSlots> free_slots() const;
+  // Free slots per served queue (each already capped by the global free count). With
+  // `prefetch`, the global count includes what PrefetchBudget allows beyond the threads;
+  // the fetcher asks without it while limits apply (a held job would count against them).
+  std::vector<QueueSlots> free_slots(bool prefetch = true) const;
   // The served queues (worker.queues), free slots or not, in name order.
   std::vector<std::string> queues() const;
   // How many jobs could start now: min(global free, sum of the queues' free slots).
-  int claimable() const;
+  int claimable(bool prefetch = true) const;
+  // The most jobs the pool would hold now: its threads plus the prefetch budget.
+  int holdable(bool prefetch = true) const;
   // Both of the above, read together: what one claim may ask for. (Read apart, a job
   // finishing in between made the limit exceed the slots offered, and the claim that
   // returned fewer jobs than its limit looked like the end of the backlog.)
@@ -63,12 +73,20 @@ class WorkerPool final : public Service {
     std::vector<QueueSlots> slots;
     int limit = 0;
   };
-  ClaimBudget claim_budget() const;
+  ClaimBudget claim_budget(bool prefetch = true) const;
   // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
   // queue had a free slot.
   void submit(std::vector<Job> jobs);
 
+  // Jobs in hand: running, handing over, or held waiting for a thread.
   int busy() const { return busy_.load(std::memory_order_relaxed); }
+  // Of these, the ones a thread has taken (what the workers-busy gauge shows).
+  int working() const {
+    return busy_.load(std::memory_order_relaxed) - queued_.load(std::memory_order_relaxed);
+  }
+  // Takes the held jobs no thread has started out of the pool and returns them (drain:
+  // their completions release them to the queue, the attempt not counted).
+  std::vector<JobAttempt> release_queued();
   // Jobs submitted since the pool was made: unchanged between two looks means no new work.
   std::uint64_t submitted() const;
   int capacity() const;
@@ -102,7 +120,8 @@ class WorkerPool final : public Service {
 
  private:
   void worker_loop();
-  std::vector<QueueSlots> free_slots_locked() const;
+  std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
+  int global_free_locked(bool prefetch) const;
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
   // (same id, same attempt) before the worker that ran it has cleaned up.
@@ -115,7 +134,7 @@ class WorkerPool final : public Service {
     bool handler_returned = false;  // its completion is on its way to the database
   };
   struct Task {
-    Job job;
+    Job job;  // held in priority order: a later claim's urgent job is not stuck behind
     std::uint64_t ticket;
     std::shared_ptr<const JobStop> stop;
   };
@@ -137,6 +156,8 @@ class WorkerPool final : public Service {
   std::uint64_t next_ticket_ = 0;
   std::map<std::string, int> queue_busy_;
   std::atomic<int> busy_{0};
+  std::atomic<int> queued_{0};  // pending_.size(), readable without the lock
+  PrefetchBudget prefetch_;
   bool stopping_ = false;
   bool interrupted_ = false;
   void grow_locked();  // starts threads up to capacity_
