@@ -132,12 +132,19 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
   schema.exec("ANALYZE {jobs}");
   testing::StatementPlans plans(schema);
   const std::vector<std::string> executes = {
+      // $9: the done rows' common attempt, or 0 when they differ.
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w')",
+          "'{10}', 'w', 1)",
+      std::string(stmt::kComplete) +
+          "('{1,2}', '{1,2}', '{3}', '{1}', '{failed}', '{e}', "
+          "'{10}', 'w', 0)",
       std::string(stmt::kCompleteDeleteDone) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{dead}', "
-          "'{e}', '{0}', 'w')",
+          "'{e}', '{0}', 'w', 1)",
+      std::string(stmt::kCompleteDeleteDone) +
+          "('{1,2}', '{2,1}', '{3}', '{1}', '{dead}', "
+          "'{e}', '{0}', 'w', 0)",
       std::string(stmt::kCompleteOneDone) + "(1, 1, 'w')",
       std::string(stmt::kCompleteOneDelete) + "(1, 1, 'w')",
       std::string(stmt::kHeartbeat) + "('{1,2}', '{1,1}', 'w', 30000)",
@@ -322,6 +329,41 @@ TEST(JobStore, CompletionGuardRefusesAJobAnotherWorkerOwns) {
   report = store.complete({{{id, 1}, Outcome::kRetry, "late", Millis(0)}}, "owner", false);
   EXPECT_EQ(report.stale, 1);
   EXPECT_EQ(schema.query("SELECT status FROM {jobs}"), "done");
+}
+
+// Done rows are matched to their attempt one of two ways (statements.cpp, kCompleteDoneCte):
+// against the batch's common attempt when all of its done rows carry the same one, else
+// through each row's slot in the arrays. Both fence off an attempt that is not the row's,
+// for a kept or a deleted done row alike.
+TEST(JobStore, DoneRowsAreFencedByTheirAttemptInUniformAndMixedBatches) {
+  for (const bool delete_done : {false, true}) {
+    SCOPED_TRACE(delete_done ? "retention.done 0" : "done rows kept");
+    TestSchema schema;
+    schema.insert_jobs("a", 4);
+    PgJobStore store(schema.config().database, "test");
+    const auto ids = ids_of(store.claim({{{"default", 4}}, {"a"}, 4, "w", kLease}));
+    ASSERT_EQ(ids.size(), 4u);
+    // ids[1] and ids[3] are at attempt 2 now (rescued and claimed again by the same daemon).
+    schema.exec("UPDATE {jobs} SET attempts = 2 WHERE id IN (" + std::to_string(ids[1]) + ", " +
+                std::to_string(ids[3]) + ")");
+    // Uniform: all say attempt 1; ids[1] is no longer at it.
+    auto report = store.complete({{{ids[0], 1}, Outcome::kDone, "", Millis(0)},
+                                  {{ids[1], 1}, Outcome::kDone, "", Millis(0)}},
+                                 "w", delete_done);
+    EXPECT_EQ(report.written, 1);
+    EXPECT_EQ(report.stale, 1);
+    // Mixed: ids[2] at 1 and ids[3] at 2 are right; ids[1] at 3 is not.
+    report = store.complete({{{ids[2], 1}, Outcome::kDone, "", Millis(0)},
+                             {{ids[3], 2}, Outcome::kDone, "", Millis(0)},
+                             {{ids[1], 3}, Outcome::kDone, "", Millis(0)}},
+                            "w", delete_done);
+    EXPECT_EQ(report.written, 2);
+    EXPECT_EQ(report.stale, 1);
+    EXPECT_EQ(schema.count("status = 'running'"), 1);
+    EXPECT_EQ(schema.query("SELECT id FROM {jobs} WHERE status = 'running'"),
+              std::to_string(ids[1]));
+    EXPECT_EQ(schema.count("status = 'done'"), delete_done ? 0 : 3);
+  }
 }
 
 TEST(JobStore, DeleteDoneRemovesTheRow) {

@@ -286,6 +286,11 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
         other_delays.push_back(c.retry_delay.count());
       }
     }
+    // The done rows' common attempt, or 0 when they differ (statements.cpp, kCompleteDoneCte).
+    std::int64_t common_attempt = done_attempts.empty() ? 0 : done_attempts.front();
+    for (const std::int64_t attempt : done_attempts) {
+      if (attempt != common_attempt) common_attempt = 0;
+    }
     CompletionReport report;
     pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
     count_round_trip();
@@ -293,7 +298,7 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
         execute(txn, statement, int_array_literal(done_ids), int_array_literal(done_attempts),
                 int_array_literal(other_ids), int_array_literal(other_attempts),
                 text_array_literal(other_statuses), text_array_literal(other_errors),
-                int_array_literal(other_delays), worker_id);
+                int_array_literal(other_delays), worker_id, common_attempt);
     report.written = rows[0][0].as<int>();
     report.stale = static_cast<int>(batch.size()) - report.written;
     return report;
