@@ -188,6 +188,7 @@ TEST(MetricsTest, OldestDueAgeZeroesMissingQueues) {
 TEST(MetricsTest, ScalarsAndBuildInfo) {
   Metrics metrics({"default"}, {"a"});
   metrics.set_workers_busy(3);
+  metrics.set_jobs_held(40);
   metrics.set_workers_max(16);
   metrics.retried();
   metrics.retried();
@@ -198,6 +199,7 @@ TEST(MetricsTest, ScalarsAndBuildInfo) {
   metrics.set_poll_interval(0.25);
   const std::string text = scrape(metrics);
   EXPECT_TRUE(has_line(text, "pgjobd_workers_busy 3")) << text;
+  EXPECT_TRUE(has_line(text, "pgjobd_jobs_held 40"));
   EXPECT_TRUE(has_line(text, "pgjobd_workers_max 16"));
   EXPECT_TRUE(has_line(text, "pgjobd_retries_total 2"));
   EXPECT_TRUE(has_line(text, "pgjobd_rescued_total 4"));
@@ -218,7 +220,7 @@ TEST(MetricsTest, EveryFamilyHasHelpText) {
   for (const char* name :
        {"pgjobd_jobs_total", "pgjobd_job_duration_seconds", "pgjobd_queue_wait_seconds",
         "pgjobd_queue_depth", "pgjobd_oldest_due_job_age_seconds", "pgjobd_workers_busy",
-        "pgjobd_workers_max", "pgjobd_retries_total", "pgjobd_rescued_total",
+        "pgjobd_jobs_held", "pgjobd_workers_max", "pgjobd_retries_total", "pgjobd_rescued_total",
         "pgjobd_stale_writes_total", "pgjobd_completions_dropped_total", "pgjobd_fetch_batch_size",
         "pgjobd_poll_interval_seconds", "pgjobd_db_errors_total", "pgjobd_build_info"}) {
     EXPECT_NE(text.find(std::string("# HELP ") + name + " "), std::string::npos) << name;

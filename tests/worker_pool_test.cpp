@@ -401,6 +401,7 @@ TEST_F(WorkerPoolTest, HeldJobsWaitForAThreadHighestPriorityFirst) {
   pool.submit({job_in(4, "default", 5)});  // a later claim's urgent job
   EXPECT_EQ(pool.busy(), 4);               // in hand
   EXPECT_EQ(pool.working(), 1);            // on a thread
+  EXPECT_EQ(pool.held(), 3);               // waiting for one
   EXPECT_EQ(pool.running().size(), 4u);    // each held job's lease is renewed too
   EXPECT_EQ(pool.claimable(), 0);
   gate_.release_all();

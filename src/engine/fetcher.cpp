@@ -215,6 +215,7 @@ bool Fetcher::claim_once(bool woken) {
   }
   pool_.submit(std::move(jobs));
   metrics_.set_workers_busy(pool_.working());
+  metrics_.set_jobs_held(pool_.held());
   // The handlers are started first: asking for the next due job does not delay them.
   if (full) {
     next_due_stale_ = true;  // a backlog hides later jobs: ask once it is worked off

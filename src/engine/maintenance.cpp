@@ -352,6 +352,7 @@ void Maintenance::collect_stats() {
   metrics_.set_oldest_due_age({oldest.begin(), oldest.end()});
   metrics_.set_queue_paused(paused);
   metrics_.set_workers_busy(pool_.working());
+  metrics_.set_jobs_held(pool_.held());
 }
 
 void Maintenance::check_schema() { health_.set_problem("schema", store_->schema_problem()); }

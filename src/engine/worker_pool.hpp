@@ -84,6 +84,8 @@ class WorkerPool final : public Service {
   int working() const {
     return busy_.load(std::memory_order_relaxed) - queued_.load(std::memory_order_relaxed);
   }
+  // The jobs held for a thread (worker.prefetch), waiting.
+  int held() const { return queued_.load(std::memory_order_relaxed); }
   // Takes the held jobs no thread has started out of the pool and returns them (drain:
   // their completions release them to the queue, the attempt not counted).
   std::vector<JobAttempt> release_queued();

@@ -123,6 +123,12 @@ struct Metrics::State {
                                         .Help("Workers running a job right now.")
                                         .Register(*registry)
                                         .Add({});
+  prometheus::Gauge& jobs_held =
+      prometheus::BuildGauge()
+          .Name("pgjobd_jobs_held")
+          .Help("Claimed jobs waiting in this daemon for a worker (worker.prefetch).")
+          .Register(*registry)
+          .Add({});
   prometheus::Gauge& workers_max = prometheus::BuildGauge()
                                        .Name("pgjobd_workers_max")
                                        .Help("Most jobs this daemon runs at once.")
@@ -407,6 +413,7 @@ void Metrics::set_queue_paused(const std::vector<std::string>& paused) {
 }
 
 void Metrics::set_workers_busy(int busy) { state_->workers_busy.Set(busy); }
+void Metrics::set_jobs_held(int held) { state_->jobs_held.Set(held); }
 
 void Metrics::set_workers_max(int max) { state_->workers_max.Set(max); }
 

@@ -62,6 +62,7 @@ class Metrics {
   // queues; a queue not served is ignored.
   void set_queue_paused(const std::vector<std::string>& paused);
   void set_workers_busy(int busy);         // pgjobd_workers_busy
+  void set_jobs_held(int held);            // pgjobd_jobs_held
   void set_workers_max(int max);           // pgjobd_workers_max
   void retried();                          // pgjobd_retries_total
   void rescued(int count);                 // pgjobd_rescued_total
