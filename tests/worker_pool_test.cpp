@@ -61,9 +61,9 @@ class WorkerPoolTest : public ::testing::Test {
     pool_ = std::make_unique<WorkerPool>(
         config, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { handed_over(std::move(completion)); },
-        [this](int busy_now) {
+        [this](int working_now) {
           std::lock_guard lock(mutex_);
-          events_.push_back("freed busy=" + std::to_string(busy_now));
+          events_.push_back("freed busy=" + std::to_string(working_now));
           ++freed_;
           cv_.notify_all();
         },
@@ -439,6 +439,62 @@ TEST_F(WorkerPoolTest, AHeldJobStoppedBeforeItStartsReachesTheExecutorStopped) {
   EXPECT_EQ(pool.cancel_jobs({{2, 1}}).size(), 1u);  // held: not yet started, still cancellable
   gate_.release(1);
   ASSERT_TRUE(gate_.wait_stopped(2));
+}
+
+TEST_F(WorkerPoolTest, OnceArmedOnlyTheJobThatFreesEnoughSlotsWakesTheFetcher) {
+  WorkerPool& pool = make_pool(workers(4));
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3), job_in(4)});
+  ASSERT_TRUE(gate_.wait_started(4));
+  EXPECT_FALSE(pool.arm_slot_wake(2));  // none free: armed for the second slot to free
+
+  gate_.release(1);
+  ASSERT_TRUE(
+      wait_until([&] { return pool.busy() == 3 && pool.running().size() == 3; }, seconds(20)));
+  gate_.release(2);  // the second: the one wake-up, then the pool is disarmed
+  ASSERT_TRUE(wait_freed(1));
+  gate_.release(3);
+  ASSERT_TRUE(wait_until([&] { return pool.running().size() == 1; }, seconds(20)));
+  gate_.release(4);  // the pool falls idle: told whatever was armed (the busy gauge)
+  ASSERT_TRUE(wait_freed(2));
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "complete 2", "freed busy=2",
+                                               "complete 3", "complete 4", "freed busy=0"}));
+}
+
+TEST_F(WorkerPoolTest, ArmingWhenEnoughAreFreeSaysSoAndAQueueLimitAlwaysWakes) {
+  WorkerPool& pool = make_pool(workers(4, {{"a", 1}, {"b", 0}}));
+  pool.start();
+  pool.submit({job_in(1, "a"), job_in(2, "b"), job_in(3, "b")});
+  ASSERT_TRUE(gate_.wait_started(3));
+  EXPECT_TRUE(pool.arm_slot_wake(1));   // one free already: look again, nothing armed
+  EXPECT_FALSE(pool.arm_slot_wake(0));  // nothing wanted
+  gate_.release(2);
+  ASSERT_TRUE(wait_until([&] { return pool.running().size() == 2; }, seconds(20)));
+  gate_.release(1);  // queue a's own slot: a saturated queue may be waiting for it
+  ASSERT_TRUE(wait_freed(1));
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 2", "complete 1", "freed busy=1"}));
+}
+
+TEST_F(WorkerPoolTest, MoreJobsThanWaitingThreadsWakeThemAll) {
+  WorkerPool& pool = make_pool(workers(3, {{"default", 0}}, 100));
+  pool.start();
+  // Held jobs need a measured pace (PrefetchBudget): three short jobs finish first.
+  pool.submit({job_in(1), job_in(2), job_in(3)});
+  ASSERT_TRUE(gate_.wait_started(3));
+  for (int id = 1; id <= 3; ++id) gate_.release(id);
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  ASSERT_GE(pool.claimable(), 6);
+  std::vector<Job> jobs;
+  for (int id = 10; id < 16; ++id) jobs.push_back(job_in(id));
+  pool.submit(std::move(jobs));  // six jobs, three idle threads: notify_all
+  ASSERT_TRUE(gate_.wait_started(6));
+  for (int id = 10; id < 16; ++id) gate_.release(id);
+  ASSERT_TRUE(gate_.wait_started(9));
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(completions_.size(), 9u);
 }
 
 }  // namespace

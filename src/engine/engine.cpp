@@ -243,8 +243,8 @@ void Engine::Impl::start() {
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));
       },
-      [metrics = metrics_.get(), signal = claim_signal_](int busy_now) {
-        metrics->set_workers_busy(busy_now);
+      [metrics = metrics_.get(), signal = claim_signal_](int working_now) {
+        metrics->set_workers_busy(working_now);
         signal->slot_freed();
       });
   auto fetcher = std::make_unique<Fetcher>(

@@ -109,8 +109,14 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
       woken_ = signal_.woken;
       signal_.woken = false;
       written_at_claim_ = signal_.written;
+      pool_.arm_slot_wake(0, prefetch());  // the jobs finishing during the claim: no wake-up
       return true;
     }
+    // The freed slots that would change the answer: with none free, the first one; with a
+    // claim due but too few free, enough for a batch; otherwise none (what is awaited then
+    // is a time or an event). A queue with its own limit wakes us on each of its jobs.
+    const int wanted = free <= 0 ? 1 : due() ? claim_batch_floor() : 0;
+    if (pool_.arm_slot_wake(wanted, prefetch())) continue;  // freed meanwhile: look again
     // Pool full: a finishing job wakes us. The wait is cut into slices so that a loop
     // waiting for slots busy with long jobs still shows progress to the watchdog.
     auto until = Clock::now() + progress_slice_;

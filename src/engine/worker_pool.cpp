@@ -104,6 +104,10 @@ int WorkerPool::holdable(bool prefetch) const {
 
 WorkerPool::ClaimBudget WorkerPool::claim_budget(bool prefetch) const {
   std::lock_guard lock(mutex_);
+  return claim_budget_locked(prefetch);
+}
+
+WorkerPool::ClaimBudget WorkerPool::claim_budget_locked(bool prefetch) const {
   ClaimBudget budget{free_slots_locked(prefetch), 0};
   for (const auto& slot : budget.slots) budget.limit += slot.free;
   // After a resize down, busy can exceed the capacity for a while: nothing to claim.
@@ -123,14 +127,18 @@ std::uint64_t WorkerPool::submitted() const {
 
 void WorkerPool::submit(std::vector<Job> jobs) {
   if (jobs.empty()) return;
+  const std::size_t count = jobs.size();
+  std::size_t waiting = 0;
   {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     std::size_t largest_payload = 0;
     for (Job& job : jobs) {
       const std::uint64_t ticket = next_ticket_++;
-      auto& entry = running_[ticket] =
-          Entry{{job.id, job.attempt}, std::make_shared<JobStop>(), now, false, false, false};
+      const Entry& entry = running_
+                               .try_emplace(ticket, JobAttempt{job.id, job.attempt},
+                                            std::make_shared<JobStop>(), now)
+                               .first->second;
       ++queue_busy_[job.queue];
       busy_.fetch_add(1, std::memory_order_relaxed);
       largest_payload = std::max(largest_payload, job.payload.size());
@@ -142,17 +150,30 @@ void WorkerPool::submit(std::vector<Job> jobs) {
     }
     prefetch_.claimed(largest_payload);
     queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+    waiting = static_cast<std::size_t>(waiting_);
   }
-  // One wake-up per job: a worker passing the wake-up on to the next (one notify per batch)
-  // measured 35-45% slower, its extra wake-ups finding the queue already emptied.
-  for (std::size_t i = 0; i < jobs.size(); ++i) work_ready_.notify_one();
+  // One wake-up per job, but only for threads that wait: a busy one takes the next held
+  // job without one. A worker passing the wake-up on to the next (one notify per batch)
+  // measured 35-45% slower, its extra wake-ups finding the queue already emptied; a
+  // notify per job of a thousand held ones made a futex call for each, as the woken
+  // threads ran their job and waited again before the loop ended (a third of the daemon's
+  // time in the kernel). With more jobs than waiting threads, one call wakes them all.
+  if (count >= waiting) {
+    work_ready_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < count; ++i) work_ready_.notify_one();
+  }
 }
 
 void WorkerPool::worker_loop() {
   std::unique_lock lock(mutex_);
   while (true) {
-    work_ready_.wait(lock,
-                     [&] { return stopping_ || !pending_.empty() || live_threads_ > capacity_; });
+    const auto ready = [&] { return stopping_ || !pending_.empty() || live_threads_ > capacity_; };
+    if (!ready()) {
+      ++waiting_;
+      work_ready_.wait(lock, ready);
+      --waiting_;
+    }
     if (!stopping_ && live_threads_ > capacity_) {
       // Surplus after a resize down: exits even with jobs held (worker.prefetch), which the
       // remaining threads run, so the smaller bound holds at once. The wake-up this thread
@@ -165,26 +186,54 @@ void WorkerPool::worker_loop() {
     Task task = std::move(pending_.front());
     pending_.pop_front();
     queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+    Entry& entry = running_.at(task.ticket);  // erased only by this thread from now on
     lock.unlock();
 
     const auto started = prefetch_.now();  // its clock is fixed: no lock needed
     std::optional<Completion> completion = executor_(task.job, *task.stop);
-    lock.lock();
-    running_.at(task.ticket).handler_returned = true;
-    lock.unlock();
+    entry.handler_returned.store(true);
     if (completion) complete_(std::move(*completion));  // only now may "done" be written
     lock.lock();
     --queue_busy_[task.job.queue];
     prefetch_.finished(started);
     const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    lock.unlock();
-    slot_freed_(busy_now);
-    lock.lock();
+    if (slot_wake_wanted_locked(task.job.queue, busy_now)) {
+      const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
+      lock.unlock();
+      slot_freed_(working_now);
+      lock.lock();
+    }
     // Last: once wait_idle() sees the job gone, this thread no longer calls out. The lock
     // is kept into the next wait, and only the last job out wakes wait_idle().
     running_.erase(task.ticket);
     if (running_.empty()) idle_.notify_all();
   }
+}
+
+bool WorkerPool::slot_wake_wanted_locked(const std::string& queue, int busy_now) {
+  if (busy_now <= wake_at_busy_) {
+    if (wake_at_busy_ != kEverySlot) wake_at_busy_ = kNoSlotWake;  // once per arming
+    return true;
+  }
+  // A queue's own limit: its slot may be what a saturated queue waits for. An idle pool:
+  // the busy gauge (set by the callback) then reads 0 whatever the fetcher waits for.
+  const auto limit = queue_limits_.find(queue);
+  return busy_now == 0 || (limit != queue_limits_.end() && limit->second > 0);
+}
+
+bool WorkerPool::arm_slot_wake(int free_wanted, bool prefetch) {
+  std::lock_guard lock(mutex_);
+  if (free_wanted <= 0) {
+    wake_at_busy_ = kNoSlotWake;
+    return false;
+  }
+  const int free = claim_budget_locked(prefetch).limit;
+  if (free >= free_wanted) return true;
+  // Each job leaving frees a slot. A prefetch budget that grows meanwhile frees more, so
+  // the wake-up may come a few jobs late; one that shrinks makes it early, and the fetcher
+  // arms again.
+  wake_at_busy_ = busy_.load(std::memory_order_relaxed) - (free_wanted - free);
+  return false;
 }
 
 std::vector<JobAttempt> WorkerPool::release_queued() {

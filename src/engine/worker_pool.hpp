@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,8 +43,10 @@ class WorkerPool final : public Service {
   using Executor = std::function<std::optional<Completion>(const Job& job, const JobStop& stop)>;
   // Receives each completion after its job is marked finished (the completer's submit).
   using Complete = std::function<void(Completion)>;
-  // Called after a job left the pool (its slot is free again), with the jobs still busy.
-  using SlotFreed = std::function<void(int busy_now)>;
+  // Called after a job left the pool (its slot is free again), with the jobs then on a
+  // thread (working()), when the fetcher waits for it (arm_slot_wake), when the job's queue
+  // has its own limit, or when the pool became idle.
+  using SlotFreed = std::function<void(int working_now)>;
 
   // `now`: the prefetch budget's clock (a unit test's own).
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
@@ -74,6 +77,14 @@ class WorkerPool final : public Service {
     int limit = 0;
   };
   ClaimBudget claim_budget(bool prefetch = true) const;
+  // Asks for SlotFreed once `free_wanted` jobs could be claimed (claimable) rather than
+  // after every job: with prefetch a claim hands over a thousand short jobs, and waking the
+  // fetcher for each of them (a futex wake and a look at the pool, under this lock) cost
+  // more than the jobs. 0 asks for none but those the pool always makes (see SlotFreed).
+  // Until the first call, every job leaving the pool calls it. Returns true, arming
+  // nothing, when that many are claimable already: the caller looks again instead of
+  // waiting for a wake-up that may not come.
+  bool arm_slot_wake(int free_wanted, bool prefetch = true);
   // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
   // queue had a free slot.
   void submit(std::vector<Job> jobs);
@@ -124,16 +135,22 @@ class WorkerPool final : public Service {
   void worker_loop();
   std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
   int global_free_locked(bool prefetch) const;
+  ClaimBudget claim_budget_locked(bool prefetch) const;
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
   // (same id, same attempt) before the worker that ran it has cleaned up.
   struct Entry {
+    Entry(JobAttempt attempt, std::shared_ptr<JobStop> job_stop,
+          std::chrono::steady_clock::time_point submitted_at)
+        : job(attempt), stop(std::move(job_stop)), submitted(submitted_at) {}
     JobAttempt job;
     std::shared_ptr<JobStop> stop;  // shared with the worker running it, which reads it unlocked
     std::chrono::steady_clock::time_point submitted;
     bool lease_lost = false;
     bool cancelled = false;
-    bool handler_returned = false;  // its completion is on its way to the database
+    // Its completion is on its way to the database. Set by the worker without the lock
+    // (one lock less per job), read under it.
+    std::atomic<bool> handler_returned = false;
   };
   struct Task {
     Job job;  // held in priority order: a later claim's urgent job is not stuck behind
@@ -159,6 +176,13 @@ class WorkerPool final : public Service {
   std::map<std::string, int> queue_busy_;
   std::atomic<int> busy_{0};
   std::atomic<int> queued_{0};  // pending_.size(), readable without the lock
+  int waiting_ = 0;             // threads waiting for work_ready_
+  // A job leaving the pool calls SlotFreed when at most this many remain busy (then it is
+  // reset to kNoSlotWake until armed again); kEverySlot until the fetcher arms it.
+  static constexpr int kEverySlot = std::numeric_limits<int>::max();
+  static constexpr int kNoSlotWake = -1;
+  int wake_at_busy_ = kEverySlot;
+  bool slot_wake_wanted_locked(const std::string& queue, int busy_now);
   PrefetchBudget prefetch_;
   bool stopping_ = false;
   bool interrupted_ = false;
