@@ -168,25 +168,30 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
 // minute). The claim takes its LIMIT from the free slots at run time, so the planner
 // cannot count on a small result and keeps the ordered index scan, which stops after the
 // first rows it can lock; this pins that, for a table never analysed and one analysed
-// just before the bulk load, under both plan cache modes.
+// just before the bulk load, under both plan cache modes. Claims of 1,000 (worker.prefetch)
+// too: the UPDATE then reaches the claimed rows by primary key, where a join on the picked
+// ids alone was planned as a hash join over a sequential scan of the whole table.
 TEST(JobStore, ClaimWalksTheClaimIndexInOrderWhateverTheStatisticsSay) {
   const auto check = [](TestSchema& schema, const std::string& when) {
     testing::StatementPlans plans(schema);
-    const std::string execute =
-        std::string(stmt::kClaim) + "('{default}', '{64}', '{a}', 64, 'w', 30000, 'off', 1000000)";
-    for (const char* mode : testing::StatementPlans::kModes) {
-      const std::string plan = plans.explain(execute, mode);
-      const std::string context = when + ", " + mode + "\n" + plan;
-      EXPECT_NE(plan.find("Index Scan using jobs_claim_idx"), std::string::npos) << context;
-      EXPECT_EQ(plan.find("Bitmap Heap Scan on jobs"), std::string::npos) << context;
-      EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << context;
-      // One sort only: the claimed batch's (at most 64 rows), none of the pending rows.
-      std::size_t sorts = 0;
-      for (std::size_t at = plan.find("Sort Key"); at != std::string::npos;
-           at = plan.find("Sort Key", at + 1)) {
-        ++sorts;
+    for (const std::string batch : {"64", "1000"}) {
+      const std::string execute = std::string(stmt::kClaim) + "('{default}', '{" + batch +
+                                  "}', '{a}', " + batch + ", 'w', 30000, 'off', 1000000)";
+      for (const char* mode : testing::StatementPlans::kModes) {
+        const std::string plan = plans.explain(execute, mode);
+        const std::string context = when + ", " + mode + ", batch " + batch + "\n" + plan;
+        EXPECT_NE(plan.find("Index Scan using jobs_claim_idx"), std::string::npos) << context;
+        EXPECT_NE(plan.find("using jobs_pkey on jobs"), std::string::npos) << context;
+        EXPECT_EQ(plan.find("Bitmap Heap Scan on jobs"), std::string::npos) << context;
+        EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << context;
+        // One sort only: the claimed batch's, none of the pending rows.
+        std::size_t sorts = 0;
+        for (std::size_t at = plan.find("Sort Key"); at != std::string::npos;
+             at = plan.find("Sort Key", at + 1)) {
+          ++sorts;
+        }
+        EXPECT_EQ(sorts, 1u) << context;
       }
-      EXPECT_EQ(sorts, 1u) << context;
     }
   };
   const std::string bulk_load =
@@ -207,6 +212,14 @@ TEST(JobStore, ClaimWalksTheClaimIndexInOrderWhateverTheStatisticsSay) {
     schema.exec("ANALYZE {jobs}");
     schema.exec(bulk_load);
     check(schema, "analysed with 5 pending rows, then 20,000 more");
+  }
+  {
+    TestSchema schema;  // a backlog the statistics know of
+    schema.exec(
+        "INSERT INTO {jobs} (type, payload) "
+        "SELECT 'a', jsonb_build_object('n', i) FROM generate_series(1, 100000) i");
+    schema.exec("ANALYZE {jobs}");
+    check(schema, "analysed with 100,000 pending rows");
   }
 }
 

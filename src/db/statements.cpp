@@ -36,6 +36,11 @@ namespace {
 // missed the NOTIFY, and no job is claimed between a pause and a daemon hearing of it.
 // The anti-join only touches the few `slots` rows (one per served queue) and the small
 // pgjobd_queues table; the per-queue scans of jobs below are planned as before.
+//
+// The UPDATE reaches the picked rows through the primary key (`id = ANY (ARRAY(...))`,
+// beside the join that RETURNING needs). Joined by `j.id = picked.id` alone, a claim of a
+// thousand rows (worker.prefetch) on a table of 100,000 was planned as a hash join over a
+// sequential scan of the whole table: 45-50 ms per claim instead of 11-16.
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
@@ -59,7 +64,7 @@ UPDATE {jobs} j
 SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
     locked_until = now() + $6::bigint * interval '1 millisecond',
     started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL
-FROM picked WHERE j.id = picked.id
+FROM picked WHERE j.id = picked.id AND j.id = ANY (ARRAY(SELECT p.id FROM picked p))
 RETURNING j.id, j.queue, j.type,
           CASE WHEN octet_length(picked.body) <= $8 THEN picked.body END,
           j.attempts, j.max_attempts, j.priority,
