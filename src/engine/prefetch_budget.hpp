@@ -31,7 +31,6 @@ class PrefetchBudget {
   explicit PrefetchBudget(int max = 0, Now now = &Clock::now) : max_(max), now_(std::move(now)) {}
 
   void set_max(int max) { max_ = max; }
-  int max() const { return max_; }
   // The budget's clock: a job's start and finish are read from it.
   Clock::time_point now() const { return now_(); }
   // A job that started at `started` left its worker (now).
