@@ -16,6 +16,7 @@
 
 #include "db/connection.hpp"
 #include "db/sql_text.hpp"
+#include "db/statement_set.hpp"
 #include "db/statements.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
@@ -565,6 +566,31 @@ TEST(JobStore, QueueStatsSurviveAnInfiniteRunAt) {
   EXPECT_EQ(rows["q2/pending"].count, 2);  // 'infinity' is never due
   EXPECT_GE(rows["q2/pending"].oldest_due_age_seconds, 19.0);
   EXPECT_LT(rows["q2/pending"].oldest_due_age_seconds, 120.0);
+}
+
+// A generic plan is made once, for the table as it is then, and kept: made on a new,
+// nearly empty table it reads the claimed rows with a sequential scan, however large the
+// table grows (a stream into a new schema fell to about 100 jobs/s). So the claim is never
+// prepared by name: PostgreSQL plans it at each execution, on a direct connection too.
+TEST(JobStore, TheClaimIsPlannedAtEachExecutionNeverFromACachedPlan) {
+  TestSchema schema;
+  schema.insert_jobs("a", 3);
+  pqxx::connection conn(schema.config().database.url);
+  const StatementSet statements(stmt::job_statements(quote_identifier(schema.name())), false);
+  statements.prepare(conn);  // libpqxx prepares a statement at its first execution
+  pqxx::work txn(conn);
+  for (int i = 0; i < 7; ++i) {  // past the five custom plans that precede a generic one
+    const pqxx::result claimed =
+        statements.execute(txn, stmt::kClaim, "{default}", "{1}", "{a}", 1, "w", 30000, "", 100000);
+    EXPECT_EQ(claimed.size(), i < 3 ? 1u : 0u) << i;
+  }
+  statements.execute(txn, stmt::kHeartbeat, "{1}", "{1}", "w", 30000);
+  std::set<std::string> prepared;
+  for (const auto& row : txn.exec("SELECT name FROM pg_prepared_statements")) {
+    prepared.insert(row[0].as<std::string>());
+  }
+  EXPECT_EQ(prepared.count(stmt::kClaim), 0u);
+  EXPECT_EQ(prepared.count(stmt::kHeartbeat), 1u);  // the others are prepared by name
 }
 
 // The statistics run on every daemon every 30 s: each branch stays on its partial index

@@ -9,15 +9,17 @@ namespace pgjobd {
 
 void StatementSet::prepare(pqxx::connection_base& conn) const {
   if (unnamed_) return;
-  for (const auto& statement : statements_) conn.prepare(statement.name, statement.sql);
+  for (const auto& statement : statements_) {
+    if (!statement.replan) conn.prepare(statement.name, statement.sql);
+  }
 }
 
-const std::string& StatementSet::sql_of(const char* name) const {
+const stmt::Statement& StatementSet::find(const char* name) const {
   const auto it = std::find_if(
       statements_.begin(), statements_.end(),
       [&](const stmt::Statement& s) { return std::string_view(s.name) == std::string_view(name); });
   if (it == statements_.end()) throw std::logic_error(std::string("no statement ") + name);
-  return it->sql;
+  return *it;
 }
 
 }  // namespace pgjobd

@@ -20,19 +20,21 @@ class StatementSet {
   StatementSet(std::vector<stmt::Statement> statements, bool unnamed)
       : statements_(std::move(statements)), unnamed_(unnamed) {}
 
-  // On a new connection: prepares every statement, unless they go unnamed.
+  // On a new connection: prepares every statement, unless they go unnamed (all of them
+  // behind a pooler; those marked Statement::replan everywhere).
   void prepare(pqxx::connection_base& conn) const;
 
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args) const {
-    if (!unnamed_) return txn.exec_prepared(name, std::forward<Args>(args)...);
-    return txn.exec_params(sql_of(name), std::forward<Args>(args)...);
+    const stmt::Statement& statement = find(name);
+    if (!unnamed_ && !statement.replan) return txn.exec_prepared(name, std::forward<Args>(args)...);
+    return txn.exec_params(statement.sql, std::forward<Args>(args)...);
   }
 
  private:
   // Found by text: the same name's literal may sit at another address in another object
   // file. Throws std::logic_error for a name not in the set.
-  const std::string& sql_of(const char* name) const;
+  const stmt::Statement& find(const char* name) const;
 
   std::vector<stmt::Statement> statements_;
   bool unnamed_;
