@@ -43,7 +43,9 @@
 # window), finished (jobs finished in that second), p50_ms, p99_ms, max_ms, over_10ms (jobs
 # whose pick-up took longer than 10 ms), backlog (pending and failed rows at the sample),
 # running, table_mb (jobs heap, with TOAST), claim_idx_mb, indexes_mb (all indexes of jobs),
-# dead_rows (pg_stat_user_tables.n_dead_tup).
+# dead_rows (pg_stat_user_tables.n_dead_tup). stream_summary.csv's last three columns are
+# the producers' own INSERT times (sent to commit acknowledged, a tenth of them sampled):
+# p50, p99 and the share over 10 ms, the floor under the pick-up latency.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -120,7 +122,7 @@ EOF
 
 summary=$out/stream_summary.csv
 [[ -f "$summary" ]] ||
-  echo "fraction,rate,duration_s,clients,burst_rate,inserted,inserted_per_s,pgbench_lag_ms,insert_latency_ms,finished,p50_ms,p99_bound_ms,share_over_10ms,backlog_max,backlog_end,backlog_slope_per_min,table_mb_max,claim_idx_mb_max,load1_before" >"$summary"
+  echo "fraction,rate,duration_s,clients,burst_rate,inserted,inserted_per_s,pgbench_lag_ms,insert_latency_ms,finished,p50_ms,p99_bound_ms,share_over_10ms,backlog_max,backlog_end,backlog_slope_per_min,table_mb_max,claim_idx_mb_max,load1_before,insert_p50_ms,insert_p99_ms,insert_share_over_10ms" >"$summary"
 
 for fraction in $fractions; do
   rate=$(awk -v b="$burst" -v f="$fraction" 'BEGIN { printf "%d", b * f }')
@@ -150,7 +152,10 @@ EOF
     cat "$work/sample.sql"; echo "\\watch 0.5"; } |
     psql "$url" -qX >"$work/samples.raw" 2>"$work/watch.log" &
   watch_pid=$!
-  pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" "$url" \
+  # -l: a tenth of the INSERTs logged with their latency, the floor under the pick-up.
+  rm -f "$work"/insert_log.*
+  pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" \
+    -l --sampling-rate=0.1 --log-prefix="$work/insert_log" "$url" \
     >"$work/pgbench.log" 2>&1 || { cat "$work/pgbench.log" >&2; exit 1; }
   # The last jobs' pick-up, and the sample of the last whole second.
   for _ in $(seq 100); do
@@ -172,13 +177,22 @@ EOF
   # "rate limit schedule lag: avg 1.287 (max 77.721) ms", "latency average = 3.037 ms"
   lag=$(awk '/schedule lag: avg/ { for (i = 1; i < NF; i++) if ($i == "avg") print $(i + 1) }' "$work/pgbench.log")
   insert_ms=$(awk '/^latency average =/ { print $4 }' "$work/pgbench.log")
+  # Each logged INSERT's own time, from being sent to its commit acknowledged: pgbench's
+  # latency less its schedule lag (fields 3 and 7, in microseconds). The pick-up is measured
+  # from the start of the INSERT's transaction, so it cannot be shorter than its commit.
+  read -r ins_p50 ins_p99 ins_over < <(cat "$work"/insert_log.* | awk 'NF >= 7 { print ($3 - $7) / 1000 }' |
+    sort -n | awk '{ v[NR] = $1; if ($1 > 10) over++ }
+      END { if (!NR) { print "0 0 0"; exit }
+            i = int(NR * 0.99); if (i < NR * 0.99) i++  # nearest rank
+            printf "%.2f %.2f %.4f\n", v[int((NR + 1) / 2)], v[i], over / NR }')
   cat "$work/pgbench.log" >"$out/stream_${fraction}_pgbench.log"
   # Steady part: the samples between the first and the last 10 seconds of the stream; the
   # median of its per-second medians.
   steady() { awk -F, -v d="$duration" 'NR > 1 && $1 >= 10 && $1 <= d - 10' "$csv"; }
   med=$(steady | cut -d, -f4 | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
   awk -F, -v med="$med" -v f="$fraction" -v rate="$rate" -v d="$duration" -v c="$clients" -v b="$burst" \
-      -v ins="$inserted" -v lag="${lag:-}" -v insms="${insert_ms:-}" -v load="$load1" '
+      -v ins="$inserted" -v lag="${lag:-}" -v insms="${insert_ms:-}" -v load="$load1" \
+      -v ip50="$ins_p50" -v ip99="$ins_p99" -v iover="$ins_over" '
     NR == 1 { next }
     { t[NR] = $1; fin[NR] = $3; over[NR] = $7; bl[NR] = $8
       tb[NR] = $10; ci[NR] = $11; n = NR }
@@ -193,9 +207,9 @@ EOF
       slope = (m > 1 && m * sxx - sx * sx) ? (m * sxy - sx * sy) / (m * sxx - sx * sx) * 60 : 0
       share = total ? slow / total : 0
       p99b = (share < 0.01) ? "10" : ">10"
-      printf "%s,%d,%d,%d,%s,%d,%.0f,%s,%s,%d,%.2f,%s,%.4f,%d,%d,%.1f,%.1f,%.1f,%s\n", f, rate, d, c, b,
+      printf "%s,%d,%d,%d,%s,%d,%.0f,%s,%s,%d,%.2f,%s,%.4f,%d,%d,%.1f,%.1f,%.1f,%s,%s,%s,%s\n", f, rate, d, c, b,
         ins, ins / d, lag, insms, total, med, p99b, share, blmax, bl[n], slope,
-        tbmax, cimax, load
+        tbmax, cimax, load, ip50, ip99, iover
     }' "$csv" >>"$summary"
   tail -1 "$summary" >&2
 done

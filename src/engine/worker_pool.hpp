@@ -136,6 +136,9 @@ class WorkerPool final : public Service {
   std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
   int global_free_locked(bool prefetch) const;
   ClaimBudget claim_budget_locked(bool prefetch) const;
+  // Whether the job leaving with busy_now left calls SlotFreed (see wake_at_busy_).
+  bool slot_wake_wanted_locked(const std::string& queue, int busy_now);
+  void grow_locked();  // starts threads up to capacity_
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
   // (same id, same attempt) before the worker that ran it has cleaned up.
@@ -182,11 +185,9 @@ class WorkerPool final : public Service {
   static constexpr int kEverySlot = std::numeric_limits<int>::max();
   static constexpr int kNoSlotWake = -1;
   int wake_at_busy_ = kEverySlot;
-  bool slot_wake_wanted_locked(const std::string& queue, int busy_now);
   PrefetchBudget prefetch_;
   bool stopping_ = false;
   bool interrupted_ = false;
-  void grow_locked();  // starts threads up to capacity_
   // Declared last: threads are joined before the state they use is destroyed.
   std::vector<std::thread> threads_;
 };

@@ -32,6 +32,11 @@ fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out"/stream_* >&2; exit 1; }
 awk -F, 'NR == 2 && $2 == 200 && $6 >= 900 && $6 <= 1500 && $15 == 0 { ok = 1 }
          END { exit !ok }' "$out/stream_summary.csv" ||
   fail "unexpected summary (rate 200, 900-1500 inserted, backlog 0 at the end)"
+# The producers' own INSERT times (pgbench's log, a tenth sampled): a p50 above zero, a
+# p99 at least as long, a share between 0 and 1.
+awk -F, 'NR == 2 && NF == 22 && $20 > 0 && $21 >= $20 && $22 >= 0 && $22 <= 1 { ok = 1 }
+         END { exit !ok }' "$out/stream_summary.csv" ||
+  fail "no INSERT times in the summary (insert_p50_ms, insert_p99_ms, insert_share_over_10ms)"
 # Every job finished, and each was seen in some second's sample exactly once.
 finished=$(awk -F, 'NR > 1 { n += $3 } END { print n + 0 }' "$out/stream_0.5.csv")
 inserted=$(awk -F, 'NR == 2 { print $6 }' "$out/stream_summary.csv")
