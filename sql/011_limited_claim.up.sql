@@ -424,20 +424,26 @@ BEGIN
       END IF;
 
       -- By primary key like the lock above (otherwise a hash join over two sequential
-      -- scans of the table), and kept simple: it is planned at every call that claims.
+      -- scans of the table), and kept simple: it is planned at every call that claims. Each
+      -- payload is turned into text once.
       IF cardinality(claimed) > 0 THEN
         RETURN QUERY EXECUTE $q$
-          UPDATE %1$I.jobs j
-          SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $2,
-              locked_until = now() + $3 * interval '1 millisecond',
-              started_at = now(), updated_at = now(), cancel_requested_at = NULL,
-              cancel_reason = NULL
-          WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
-          RETURNING j.id, j.queue, j.type,
-                    CASE WHEN octet_length(j.payload::text) <= $4 THEN j.payload::text END,
-                    j.attempts, j.max_attempts, j.priority::int,
-                    extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8,
-                    octet_length(j.payload::text)::bigint, NULL::text, NULL::text, NULL::float8$q$
+          WITH claimed_rows AS (
+            UPDATE %1$I.jobs j
+            SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $2,
+                locked_until = now() + $3 * interval '1 millisecond',
+                started_at = now(), updated_at = now(), cancel_requested_at = NULL,
+                cancel_reason = NULL
+            WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
+            RETURNING j.id, j.queue, j.type, j.payload::text AS body, j.attempts,
+                      j.max_attempts, j.priority::int AS priority,
+                      extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8
+                        AS waited
+          )
+          SELECT c.id, c.queue, c.type, CASE WHEN octet_length(c.body) <= $4 THEN c.body END,
+                 c.attempts, c.max_attempts, c.priority, c.waited,
+                 octet_length(c.body)::bigint, NULL::text, NULL::text, NULL::float8
+          FROM claimed_rows c$q$
         USING claimed, owner, lease_ms, max_payload;
       END IF;
       RETURN QUERY
