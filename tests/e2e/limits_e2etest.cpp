@@ -397,13 +397,29 @@ TEST(LimitsE2E, RateLimitByQueueCountsRetries) {
   std::vector<double> starts;
   for (const HandlerRun& run : mail) starts.push_back(seconds(run.start - mail.front().start));
   const Window worst = worst_window(starts, kRate, kBurst);
+  // The claims the limit governs, as the table holds them: the failed first attempts in
+  // attempt_log, the second in started_at (each the claim's transaction time).
+  std::vector<double> claims;
+  std::istringstream claimed(
+      schema.query("SELECT string_agg(extract(epoch FROM t - t0)::text, ' ' ORDER BY t) FROM ("
+                   "SELECT t, min(t) OVER () AS t0 FROM ("
+                   "SELECT started_at AS t FROM {jobs} WHERE queue = 'mail' UNION ALL "
+                   "SELECT (a.value ->> 'started_at')::timestamptz FROM {jobs} j, "
+                   "jsonb_array_elements(j.attempt_log) a WHERE j.queue = 'mail') s) x"));
+  for (double t = 0; claimed >> t;) claims.push_back(t);
+  ASSERT_EQ(claims.size(), 30u);
+  const Window worst_claims = worst_window(claims, kRate, kBurst);
   const double span = starts.back() - starts.front();
   const double other_span = seconds(other.back().start - other.front().start);
   std::printf(
       "[ limits ] rate by queue with retries: 30 starts (15 first, 15 retries) over %.2f s, "
-      "worst window %s; 8 unlimited starts over %.3f s\n",
-      span, worst.describe().c_str(), other_span);
-  EXPECT_LE(worst.excess, 1.0) << worst.describe();
+      "worst window %s; of the claims: %s; 8 unlimited starts over %.3f s\n",
+      span, worst.describe().c_str(), worst_claims.describe().c_str(), other_span);
+  EXPECT_LE(worst_claims.excess, 1.0) << "claims exceed the bucket: " << worst_claims.describe();
+  // A child starts after its claim by its spawn time, which varied by up to 0.22 s on a
+  // loaded machine (the first children), 2.2 tokens at 10/s: the claims above must keep to
+  // the bucket exactly, the children's starts within that spread.
+  EXPECT_LE(worst.excess, 2.5) << "children's starts exceed the bucket: " << worst.describe();
   EXPECT_GE(span, 2.5) << "29 starts beyond a burst of 1 at 10/s take 2.9 s";
   EXPECT_LE(span, 6.0);
   EXPECT_LT(other_span, 1.0) << "queue default is not limited";
