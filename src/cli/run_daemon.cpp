@@ -177,7 +177,7 @@ int run_daemon(const std::string& config_path) {
     systemd.start_watchdog([&] { return engine.responsive(); });
     shutdown.wait();
     {
-      // The dashboard stops alongside the drain (civetweb takes up to 2 s to notice a stop);
+      // The dashboard stops alongside the drain (it waits for its requests in progress);
       // the jthread joins however the drain ends.
       const std::jthread stop_dashboard([&] {
         std::lock_guard lock(dashboard_mutex);
