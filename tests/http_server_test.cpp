@@ -4,12 +4,14 @@
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "http/listener_stop.hpp"
 #include "metrics/metrics.hpp"
 
 namespace pgjobd {
@@ -58,7 +60,7 @@ class FlippableProbe {
   std::string reason_;
 };
 
-// One server for the whole suite: stopping a civetweb server takes up to its 2 s poll quantum.
+// One server for the whole suite (two of the tests start a second one).
 class HttpServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -141,6 +143,33 @@ TEST_F(HttpServerTest, OccupiedPortThrowsNamingTheAddress) {
   }
   // The first server is unaffected.
   EXPECT_EQ(get(server_->port(), "/readyz").status, 200);
+}
+
+// Right after a request, civetweb's listening thread has just begun a 2 s wait for the
+// next connection and would notice a stop only after it (http/listener_stop.hpp): the
+// daemon's exit took 2 s after its drain. Both a specific and a wildcard address.
+TEST_F(HttpServerTest, StopsWithoutWaitingOutCivetwebsPoll) {
+  for (const std::string listen : {"127.0.0.1:0", "0.0.0.0:0"}) {
+    auto other =
+        std::make_unique<HttpServer>(listen, metrics_->registry(), [] { return std::string(); });
+    EXPECT_EQ(get(other->port(), "/healthz").status, 200) << listen;
+    const auto before = std::chrono::steady_clock::now();
+    other.reset();
+    const double stop =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+    EXPECT_LT(stop, 1.0) << listen << ": the stop took " << stop << " s";
+  }
+}
+
+TEST(KnockAddress, ReachesTheListenerOrLoopbackForAWildcard) {
+  EXPECT_EQ(knock_address("127.0.0.1:9187"), "127.0.0.1");
+  EXPECT_EQ(knock_address("10.1.2.3:0"), "10.1.2.3");
+  EXPECT_EQ(knock_address("0.0.0.0:9187"), "127.0.0.1");
+  EXPECT_EQ(knock_address("localhost:8080"), "127.0.0.1");
+  EXPECT_EQ(knock_address("9187"), "127.0.0.1");
+  EXPECT_EQ(knock_address("[::]:9187"), "::1");
+  EXPECT_EQ(knock_address("[::1]:9187"), "::1");
+  EXPECT_EQ(knock_address("[fd00::5]:80"), "fd00::5");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "http/listener_stop.hpp"
 #include "log/secrets.hpp"
 
 namespace pgjobd {
@@ -85,6 +86,7 @@ int begin_request(mg_connection* conn) {
 
 struct HttpServer::State {
   int port = 0;
+  std::string knock_host;  // see http/listener_stop.hpp
   std::shared_ptr<const ReadinessProbe> probe;
   // The Exposer keeps only a weak_ptr; holding it here keeps /metrics populated.
   std::shared_ptr<prometheus::Registry> registry;
@@ -110,6 +112,7 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Re
     throw std::runtime_error("cannot listen on " + listen + ": no listening port");
   }
   state_->port = ports.front();
+  state_->knock_host = knock_address(listen);
   state_->exposer->RegisterCollectable(state_->registry);
   ProbeRegistry& probes = probe_registry();
   std::lock_guard lock(probes.mutex);
@@ -119,7 +122,7 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Re
 HttpServer::~HttpServer() {
   // Stop serving first (joins civetweb's threads), then forget the probe, unless another
   // server has meanwhile taken the port and registered its own.
-  state_->exposer.reset();
+  stop_with_knocks(state_->knock_host, state_->port, [this] { state_->exposer.reset(); });
   ProbeRegistry& probes = probe_registry();
   std::lock_guard lock(probes.mutex);
   if (auto found = probes.by_port.find(state_->port);

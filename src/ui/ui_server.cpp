@@ -3,19 +3,14 @@
 #include "ui/ui_server.hpp"
 
 #include <civetweb.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstring>
-#include <future>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "http/listener_stop.hpp"
 #include "ui/dashboard.hpp"
 
 namespace pgjobd::ui {
@@ -26,7 +21,7 @@ struct UiServer::State {
   Dashboard dashboard;
   mg_context* context = nullptr;
   int port = 0;
-  std::string wake_host;  // an address of this listener that connect() reaches
+  std::string knock_host;  // see http/listener_stop.hpp
 };
 
 namespace {
@@ -128,32 +123,6 @@ std::string civetweb_listen(const std::string& listen) {
   return listen;
 }
 
-// Where to connect to reach a listener on `listen` (host:port, [v6]:port or a bare port,
-// already validated): its own address, or loopback for a wildcard one.
-std::string wake_host(const std::string& listen) {
-  const std::size_t colon = listen.rfind(':');
-  std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host == "0.0.0.0" || host == "localhost") return "127.0.0.1";
-  if (host == "::") return "::1";
-  return host;
-}
-
-// Opens and at once closes a connection to host:port, which ends civetweb's wait for one.
-void knock(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-  if (fd >= 0) {
-    (void)connect(fd, found->ai_addr, found->ai_addrlen);  // refused once it stopped: fine
-    close(fd);
-  }
-  freeaddrinfo(found);
-}
-
 }  // namespace
 
 UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
@@ -180,25 +149,12 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
     throw std::runtime_error("dashboard: cannot listen on " + config.listen + ": no port");
   }
   state_->port = listening[0].port;
-  state_->wake_host = wake_host(config.listen);
+  state_->knock_host = knock_address(config.listen);
 }
 
 UiServer::~UiServer() {
-  // civetweb's listening thread checks for a stop only between waits for a connection,
-  // which last up to 2 s (its SOCKET_TIMEOUT_QUANTUM), and mg_stop waits for it: every
-  // test of the dashboard and every exit of `pgjobd ui` took about that long. A connection
-  // of our own ends the wait; knocking until mg_stop returns covers a knock that lands
-  // just before the stop flag is set (that connection is served and closed like any other).
-  std::promise<void> stopped;
-  std::future<void> done = stopped.get_future();
-  std::thread stopper([this, &stopped] {
-    mg_stop(state_->context);
-    stopped.set_value();
-  });
-  while (done.wait_for(std::chrono::milliseconds(10)) == std::future_status::timeout) {
-    knock(state_->wake_host, state_->port);
-  }
-  stopper.join();
+  // Waits for requests in progress; milliseconds otherwise (http/listener_stop.hpp).
+  stop_with_knocks(state_->knock_host, state_->port, [this] { mg_stop(state_->context); });
   mg_exit_library();
 }
 
