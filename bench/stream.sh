@@ -43,7 +43,11 @@
 # window), finished (jobs finished in that second), p50_ms, p99_ms, max_ms, over_10ms (jobs
 # whose pick-up took longer than 10 ms), backlog (pending and failed rows at the sample),
 # running, table_mb (jobs heap, with TOAST), claim_idx_mb, indexes_mb (all indexes of jobs),
-# dead_rows (pg_stat_user_tables.n_dead_tup). stream_summary.csv's last three columns are
+# dead_rows (pg_stat_user_tables.n_dead_tup), oldest_xact_s (the age of the oldest open
+# transaction holding a snapshot in the database: while one is open, no dead row newer than
+# it can be cleaned up), claims (the daemon's claim queries that second, from
+# pgjobd_claim_duration_seconds scraped every half second), claim_mean_ms and slow_claims
+# (those of 1 s or more). stream_summary.csv's last three columns are
 # the producers' own INSERT times (sent to commit acknowledged, a tenth of them sampled):
 # p50, p99 and the share over 10 ms, the floor under the pick-up latency.
 set -euo pipefail
@@ -72,9 +76,11 @@ command -v pgbench >/dev/null || { echo "stream.sh: pgbench not found (postgresq
 work=$(mktemp -d /tmp/pgjobd-stream.XXXXXX)
 daemon_pid=""
 watch_pid=""
+scrape_pid=""
 # shellcheck disable=SC2317  # (called from the trap)
 cleanup() {
   if [[ -n "$watch_pid" ]]; then kill "$watch_pid" 2>/dev/null || true; fi
+  if [[ -n "$scrape_pid" ]]; then kill "$scrape_pid" 2>/dev/null || true; fi
   if [[ -n "$daemon_pid" ]]; then kill -KILL "$daemon_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
@@ -116,7 +122,10 @@ SELECT extract(epoch FROM w.a)::bigint,
        round(pg_table_size('$schema.jobs') / 1048576.0, 1),
        round(pg_relation_size('$schema.jobs_claim_idx') / 1048576.0, 1),
        round(pg_indexes_size('$schema.jobs') / 1048576.0, 1),
-       (SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = '$schema' AND relname = 'jobs')
+       (SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = '$schema' AND relname = 'jobs'),
+       (SELECT coalesce(round(extract(epoch FROM max(clock_timestamp() - xact_start))::numeric, 1), 0)
+        FROM pg_stat_activity
+        WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid())
 FROM w
 EOF
 
@@ -152,6 +161,16 @@ EOF
     cat "$work/sample.sql"; echo "\\watch 0.5"; } |
     psql "$url" -qX >"$work/samples.raw" 2>"$work/watch.log" &
   watch_pid=$!
+  # The claim histogram every half second: "epoch count sum count_under_1s" per scrape.
+  while true; do
+    curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null | awk -v now="$(date +%s)" '
+      /^pgjobd_claim_duration_seconds_count / { c = $2 }
+      /^pgjobd_claim_duration_seconds_sum / { s = $2 }
+      /^pgjobd_claim_duration_seconds_bucket\{le="1(\.0+)?"\} / { f = $2 }
+      END { if (c != "") print now, c, s, f }'
+    sleep 0.5
+  done >"$work/claims.raw" &
+  scrape_pid=$!
   # -l: a tenth of the INSERTs logged with their latency, the floor under the pick-up.
   rm -f "$work"/insert_log.*
   pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" \
@@ -164,15 +183,27 @@ EOF
   done
   sleep 3  # two more whole seconds of samples, so the last second of the stream is read
   kill "$watch_pid"; wait "$watch_pid" 2>/dev/null || true; watch_pid=""
+  kill "$scrape_pid"; wait "$scrape_pid" 2>/dev/null || true; scrape_pid=""
   kill -TERM "$daemon_pid"
   wait "$daemon_pid" || { echo "stream.sh: the daemon did not exit 0" >&2; cat "$work/daemon.log" >&2; exit 1; }
   daemon_pid=""
   if grep -q . "$work/daemon.log"; then echo "stream.sh: daemon warnings:" >&2; cat "$work/daemon.log" >&2; fi
 
-  echo "t,second,finished,p50_ms,p99_ms,max_ms,over_10ms,backlog,running,table_mb,claim_idx_mb,indexes_mb,dead_rows" >"$csv"
-  awk -F, 'NF >= 12 && !seen[$1]++ {
+  echo "t,second,finished,p50_ms,p99_ms,max_ms,over_10ms,backlog,running,table_mb,claim_idx_mb,indexes_mb,dead_rows,oldest_xact_s,claims,claim_mean_ms,slow_claims" >"$csv"
+  # Each second's claims: the last scrape within it less the last one before it.
+  awk -F, -v scrapes="$work/claims.raw" '
+    BEGIN { while ((getline line < scrapes) > 0) {
+              split(line, f, " "); c[f[1]] = f[2]; s[f[1]] = f[3]; u[f[1]] = f[4] } }
+    NF >= 13 && !seen[$1]++ {
       if (!first) first = $1
-      printf "%d,%s\n", $1 - first, $0 }' "$work/samples.raw" >>"$csv"
+      n = 0; mean = 0; slow = 0
+      if (($1 in c) && (($1 - 1) in c)) {
+        n = c[$1] - c[$1 - 1]
+        if (n > 0) mean = (s[$1] - s[$1 - 1]) / n * 1000
+        slow = n - (u[$1] - u[$1 - 1])
+      }
+      printf "%d,%s,%d,%.2f,%d\n", $1 - first, $0, n, mean, slow }' \
+    "$work/samples.raw" >>"$csv"
   inserted=$(sql -c "SELECT coalesce(max(id), 0) FROM $schema.jobs")
   # "rate limit schedule lag: avg 1.287 (max 77.721) ms", "latency average = 3.037 ms"
   lag=$(awk '/schedule lag: avg/ { for (i = 1; i < NF; i++) if ($i == "avg") print $(i + 1) }' "$work/pgbench.log")

@@ -5,15 +5,20 @@
 #include "engine/fetcher.hpp"
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <map>
+#include <thread>
 
 #include "engine/claim_signal.hpp"
 #include "engine/health.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
+#include "support/daemon_process.hpp"
 #include "support/fake_job_store.hpp"
 #include "support/job_gate.hpp"
+#include "support/log_capture.hpp"
 #include "support/wait_until.hpp"
 
 namespace pgjobd {
@@ -23,6 +28,8 @@ using pgjobd::testing::FakeDatabase;
 using pgjobd::testing::FakeJobTable;
 using pgjobd::testing::FakeStatus;
 using pgjobd::testing::JobGate;
+using pgjobd::testing::LogCapture;
+using pgjobd::testing::metric_value;
 using pgjobd::testing::StoreMethod;
 using pgjobd::testing::wait_until;
 using std::chrono::milliseconds;
@@ -119,6 +126,44 @@ class FetcherTest : public ::testing::Test {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Fetcher> fetcher_;  // last: stopped before the pool
 };
+
+// Every claim's time goes to pgjobd_claim_duration_seconds; one of a second or more is
+// warned about, then no more than once a minute. The fake's claim is held for 1.1 s (the
+// duration under test), twice.
+TEST_F(FetcherTest, ClaimTimesAreMeasuredAndSlowOnesWarnedAboutOnceAMinute) {
+  LogCapture log;  // before the fetcher's thread starts
+  const auto samples = [&](const std::string& name,
+                           const std::map<std::string, std::string>& labels = {}) {
+    return metric_value(prometheus::TextSerializer().Serialize(metrics_.registry()->Collect()),
+                        name, labels)
+        .value_or(-1);
+  };
+  const auto hold_one_claim = [&] {
+    ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));
+    std::this_thread::sleep_for(milliseconds(1100));
+    table_.unblock(StoreMethod::kClaim);
+  };
+  table_.add_jobs(2, "gated");
+  table_.block(StoreMethod::kClaim);
+  start(4);
+  hold_one_claim();
+  ASSERT_TRUE(gate_.wait_started(2)) << describe();
+  ASSERT_TRUE(wait_until([&] { return log.contains("slow claim: "); }, seconds(20)));
+  EXPECT_TRUE(log.contains(" s for 2 job(s) (1 claim(s) of 1 s or more")) << log.all();
+
+  table_.block(StoreMethod::kClaim);
+  table_.add_jobs(1, "gated");
+  signal_.wake();
+  hold_one_claim();
+  ASSERT_TRUE(gate_.wait_started(3)) << describe();
+  fetcher_->stop();  // no claim in progress from here on
+  const double count = samples("pgjobd_claim_duration_seconds_count");
+  const double fast = samples("pgjobd_claim_duration_seconds_bucket", {{"le", "1"}});
+  EXPECT_EQ(count, table_.calls(StoreMethod::kClaim)) << "every claim is counted";
+  EXPECT_EQ(count - fast, 2) << "two claims over 1 s";
+  EXPECT_GE(samples("pgjobd_claim_duration_seconds_sum"), 2.2);
+  EXPECT_EQ(log.count("slow claim: "), 1) << "the second within a minute of the first";
+}
 
 TEST_F(FetcherTest, IdlePoolClaimsAllFreeSlotsInOneClaim) {
   const std::int64_t other = table_.add_job("no-handler");

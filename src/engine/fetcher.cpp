@@ -182,7 +182,9 @@ bool Fetcher::claim_once(bool woken) {
     request.types = types_;
     request.max_payload_bytes = max_payload_bytes_;
   }
+  const auto began = Clock::now();
   std::vector<Job> jobs = claim_jobs(request);
+  note_claim_time(Clock::now() - began, jobs.size());
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;
   // A queue that got every slot it was offered likely has more waiting: its next freed
@@ -229,6 +231,27 @@ bool Fetcher::claim_once(bool woken) {
     learn_next_due(request);
   }
   return full;
+}
+
+void Fetcher::note_claim_time(Clock::duration took, std::size_t jobs) {
+  const double seconds = std::chrono::duration<double>(took).count();
+  metrics_.claim_duration(seconds);
+  if (took < kSlowClaim) return;
+  ++slow_claims_;
+  const auto now = Clock::now();
+  if (slow_warned_at_ != Clock::time_point{} && now - slow_warned_at_ < kSlowClaimWarnEvery) {
+    return;
+  }
+  // Each claim is a few milliseconds normally; a claim of a second holds up every job due
+  // meanwhile. (The stall in bench/README.md's hour of churn was slow claims or a fetcher
+  // that waited: this and the histogram tell which.)
+  spdlog::warn(
+      "slow claim: {:.2f} s for {} job(s) ({} claim(s) of 1 s or more since the last such "
+      "warning); due jobs wait meanwhile. pgjobd_claim_duration_seconds has every claim's "
+      "time; the server's log shows why (log_min_duration_statement, auto_explain)",
+      seconds, jobs, slow_claims_);
+  slow_claims_ = 0;
+  slow_warned_at_ = now;
 }
 
 std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {

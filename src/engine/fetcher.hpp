@@ -73,6 +73,10 @@ class Fetcher final : public Service {
 
   // After a claim, the next one waits at most this long for claim_batch_floor() free slots.
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
+  // A claim that takes this long is warned about, at most once per kSlowClaimWarnEvery
+  // (every claim's time is in pgjobd_claim_duration_seconds).
+  static constexpr Millis kSlowClaim{1000};
+  static constexpr std::chrono::seconds kSlowClaimWarnEvery{60};
 
  private:
   void run(const std::stop_token& stop);
@@ -85,6 +89,8 @@ class Fetcher final : public Service {
   // The claim itself: the plain one, or the limited one while limits exist (whose holds
   // are counted and, for rate limits, awaited).
   std::vector<Job> claim_jobs(const ClaimRequest& request);
+  // Counts the claim's time in the metrics and warns when it was slow.
+  void note_claim_time(std::chrono::steady_clock::duration took, std::size_t jobs);
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
   // Whether claims may take jobs beyond the free threads (worker.prefetch): not while
   // limits apply, since a held job is a running row and would count against them.
@@ -126,6 +132,9 @@ class Fetcher final : public Service {
   // when the last claim was made.
   bool limit_held_ = false;
   std::uint64_t written_at_claim_ = 0;
+  // Slow claims since the last warning, and when that was (see kSlowClaim).
+  int slow_claims_ = 0;
+  std::chrono::steady_clock::time_point slow_warned_at_{};
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
   ServiceThread thread_;  // last: joined before the members it uses go away

@@ -165,6 +165,14 @@ struct Metrics::State {
                                            .Help("Jobs claimed per fetch query.")
                                            .Register(*registry)
                                            .Add({}, kBatchBuckets);
+  // 1 ms .. 60 s as the handlers': a claim takes milliseconds; one that takes a second
+  // or more stalls the daemon (see the fetcher's warning).
+  prometheus::Histogram& claim_duration =
+      prometheus::BuildHistogram()
+          .Name("pgjobd_claim_duration_seconds")
+          .Help("Time a claim query took, from sending it to its last row.")
+          .Register(*registry)
+          .Add({}, kDurationBuckets);
   prometheus::Gauge& poll_interval = prometheus::BuildGauge()
                                          .Name("pgjobd_poll_interval_seconds")
                                          .Help("Current interval between fetch polls.")
@@ -425,6 +433,7 @@ void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
 void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
 
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }
+void Metrics::claim_duration(double seconds) { state_->claim_duration.Observe(seconds); }
 
 void Metrics::set_poll_interval(double seconds) { state_->poll_interval.Set(seconds); }
 

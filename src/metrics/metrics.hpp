@@ -69,6 +69,7 @@ class Metrics {
   void stale_write(int count);             // pgjobd_stale_writes_total
   void completion_dropped();               // pgjobd_completions_dropped_total
   void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
+  void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
   // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
   // kOtherLabel.

@@ -44,4 +44,10 @@ inserted=$(awk -F, 'NR == 2 { print $6 }' "$out/stream_summary.csv")
 # A latency for the seconds in which jobs finished.
 awk -F, 'NR > 1 && $3 > 0 && $4 > 0 { n++ } END { exit !(n >= 4) }' "$out/stream_0.5.csv" ||
   fail "fewer than 4 seconds with finished jobs and a latency"
+# The daemon's claims, from its /metrics: some seconds with claims and a mean time for
+# them; none of 1 s or more at this rate; the oldest transaction's age, a number.
+awk -F, 'NR > 1 && NF == 17 && $14 >= 0 && $17 == 0 { rows++ }
+         NR > 1 && $15 > 0 && $16 > 0 { claimed++ }
+         END { exit !(rows == NR - 1 && claimed >= 3) }' "$out/stream_0.5.csv" ||
+  fail "per-second claims missing (oldest_xact_s, claims, claim_mean_ms, slow_claims)"
 echo "PASS: stream smoke ($inserted jobs, every one sampled once)"
