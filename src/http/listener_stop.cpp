@@ -17,7 +17,10 @@ void knock(const std::string& host, int port) {
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  // Non-blocking: an address of this host completes the handshake within connect(), and
+  // whatever else happens (a firewall dropping the SYN) must not hold up the stop.
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                        found->ai_protocol);
   if (fd >= 0) {
     (void)connect(fd, found->ai_addr, found->ai_addrlen);
     close(fd);
