@@ -196,6 +196,7 @@ TEST(MetricsTest, ScalarsAndBuildInfo) {
   metrics.stale_write(1);
   metrics.fetch_batch(3);
   metrics.fetch_batch(16);
+  metrics.fetch_batch(1060);  // a prefetching claim
   metrics.set_poll_interval(0.25);
   const std::string text = scrape(metrics);
   EXPECT_TRUE(has_line(text, "pgjobd_workers_busy 3")) << text;
@@ -207,7 +208,9 @@ TEST(MetricsTest, ScalarsAndBuildInfo) {
   EXPECT_TRUE(has_line(text, R"(pgjobd_fetch_batch_size_bucket{le="2"} 0)"));
   EXPECT_TRUE(has_line(text, R"(pgjobd_fetch_batch_size_bucket{le="4"} 1)"));
   EXPECT_TRUE(has_line(text, R"(pgjobd_fetch_batch_size_bucket{le="1024"} 2)"));
-  EXPECT_TRUE(has_line(text, "pgjobd_fetch_batch_size_sum 19"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_fetch_batch_size_bucket{le="2048"} 3)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_fetch_batch_size_bucket{le="16384"} 3)"));
+  EXPECT_TRUE(has_line(text, "pgjobd_fetch_batch_size_sum 1079"));
   EXPECT_TRUE(has_line(text, "pgjobd_poll_interval_seconds 0.25"));
   EXPECT_TRUE(has_line(text, R"(pgjobd_build_info{version="0.1.0"} 1)"));
 }

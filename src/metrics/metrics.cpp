@@ -30,9 +30,11 @@ const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
 // 1 ms .. 1 h: a healthy queue waits milliseconds, a backlogged one minutes or hours.
 const prometheus::Histogram::BucketBoundaries kQueueWaitBuckets = {
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600};
-// Powers of two up to 1024: a claim never takes more than the free worker slots.
-const prometheus::Histogram::BucketBoundaries kBatchBuckets = {1,  2,   4,   8,   16,  32,
-                                                               64, 128, 256, 512, 1024};
+// Powers of two up to 16384: a claim takes at most the free workers (worker.concurrency,
+// up to 10,000) and the jobs held for them (worker.prefetch, 1,000 by default): up to
+// 1024 alone, the usual prefetching claim of a little over 1,000 showed only as +Inf.
+const prometheus::Histogram::BucketBoundaries kBatchBuckets = {
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
 // The operations that report database errors (fetcher, completer, listener, maintenance):
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
