@@ -398,18 +398,29 @@ int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
   });
 }
 
-std::optional<std::chrono::microseconds> PgJobStore::next_due(
-    const std::vector<std::string>& queues, const std::vector<std::string>& types) {
+DueTimes PgJobStore::next_due(const std::vector<std::string>& queues,
+                              const std::vector<std::string>& types,
+                              std::chrono::microseconds look_back) {
   connect();
-  return guarded("next due", [&]() -> std::optional<std::chrono::microseconds> {
+  return guarded("next due", [&] {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows =
-        execute(txn, stmt::kNextDue, text_array_literal(queues), text_array_literal(types));
-    if (rows.empty() || rows[0][0].is_null()) return std::nullopt;
+        execute(txn, stmt::kNextDue, text_array_literal(queues), text_array_literal(types),
+                static_cast<std::int64_t>(std::max(look_back.count(), std::int64_t{0})));
+    DueTimes due;
+    if (rows.empty()) return due;
     // Rounded up: waking a microsecond early finds the job not yet due.
-    return std::chrono::microseconds(
-        static_cast<std::int64_t>(std::ceil(rows[0][0].as<double>() * 1e6)));
+    if (!rows[0][0].is_null()) {
+      due.next_in = std::chrono::microseconds(
+          static_cast<std::int64_t>(std::ceil(rows[0][0].as<double>() * 1e6)));
+    }
+    // Rounded down: a job that may have come due after the claim looked counts as such.
+    if (!rows[0][1].is_null()) {
+      due.last_due_ago = std::chrono::microseconds(
+          static_cast<std::int64_t>(std::floor(rows[0][1].as<double>() * 1e6)));
+    }
+    return due;
   });
 }
 

@@ -33,8 +33,8 @@ class PgJobStore final : public JobStore {
 
   std::vector<Job> claim(const ClaimRequest& request) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
-  std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
-                                                    const std::vector<std::string>& types) override;
+  DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
+                    std::chrono::microseconds look_back) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,

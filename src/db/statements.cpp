@@ -78,23 +78,29 @@ RETURNING j.id, j.queue, j.type,
           extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8,
           octet_length(picked.body)::bigint)";
 
-// The wait until the next job this daemon could claim becomes due (the fetcher asks after
-// a short claim, never after a full one, so a busy daemon does not pay for it). It sees
-// what the claim sees: the served queues ($1) that are not paused, the served types ($2),
-// pending and failed rows, but only those not yet due: a due job the claim skipped is
-// locked by another session or waits for a slot, and counting it would wake the fetcher
-// over and over for nothing.
+// When the jobs this daemon could claim become due (the fetcher asks after a short claim,
+// never after a full one, so a busy daemon does not pay for it): the wait until the first
+// one not due yet, and how long ago the last one already due came due, if that was within
+// the last $3 microseconds. It sees what the claim sees: the served queues ($1) that are
+// not paused, the served types ($2), pending and failed rows. The fetcher tells from the
+// second answer whether a due job may have come due after its claim looked (while the
+// claim and this question were on their way): such a job was not skipped by the claim,
+// and it claims again at once. A job due before the claim looked was: it is locked by
+// another session or waits for a slot, and counting it would wake the fetcher over and
+// over for nothing. ($3 is the time since the claim began, plus a second: older due jobs
+// are not looked at, so a queue with many due jobs of types this daemon does not serve
+// costs at most its last second of them.)
 //
 // The claim index leads with (queue, priority DESC) and only then run_at, so a plain
 // min(run_at) per queue reads every live entry of the queue: every job scheduled for
 // later, possibly millions. Instead, a loose index scan finds each distinct priority of a
 // queue (one index probe each: `priority < previous ORDER BY priority DESC LIMIT 1`), and
 // for each (queue, priority) the first future run_at is one more probe of the same index
-// (`priority = p AND run_at > now() ORDER BY run_at LIMIT 1`): a few probes per queue
-// whatever the table holds. The type is a filter on that probe, so future jobs of types
-// this daemon does not serve, due before its own, are read past (as the claim reads past
-// due ones).
-// The answer is clamped to a day inside the aggregate: a run_at of 'infinity' would make
+// (`priority = p AND run_at > now() ORDER BY run_at LIMIT 1`), the last due one another,
+// backwards: a few probes per queue whatever the table holds. The type is a filter on
+// those probes, so jobs of types this daemon does not serve are read past (as the claim
+// reads past due ones).
+// The wait is clamped to a day: a run_at of 'infinity' would make
 // the subtraction fail ("cannot subtract infinite timestamps"), and the fetcher never
 // waits longer than poll.max_interval anyway.
 constexpr const char* kNextDueSql = R"(
@@ -113,16 +119,23 @@ WITH RECURSIVE served AS (
           WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority < p.priority
           ORDER BY j.priority DESC LIMIT 1)
   FROM priorities p WHERE p.priority IS NOT NULL
+), probes AS (
+  SELECT (SELECT j.run_at FROM {jobs} j
+          WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority = p.priority
+            AND j.run_at > now() AND j.type = ANY($2::text[])
+          ORDER BY j.run_at LIMIT 1) AS next_at,
+         (SELECT j.run_at FROM {jobs} j
+          WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority = p.priority
+            AND j.run_at <= now() AND j.run_at > now() - $3::bigint * interval '1 microsecond'
+            AND j.type = ANY($2::text[])
+          ORDER BY j.run_at DESC LIMIT 1) AS due_at
+  FROM priorities p WHERE p.priority IS NOT NULL
 )
-SELECT extract(epoch FROM min(least(n.run_at, now() + interval '1 day')) - now())::float8
-FROM priorities p CROSS JOIN LATERAL (
-  SELECT j.run_at FROM {jobs} j
-  WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority = p.priority
-    AND j.run_at > now() AND j.type = ANY($2::text[])
-  ORDER BY j.run_at
-  LIMIT 1
-) n
-WHERE p.priority IS NOT NULL)";
+SELECT CASE WHEN next_at IS NOT NULL  -- least() would turn no job into a day
+         THEN extract(epoch FROM least(next_at, now() + interval '1 day') - now())::float8
+       END,
+       extract(epoch FROM now() - due_at)::float8
+FROM (SELECT min(next_at) AS next_at, max(due_at) AS due_at FROM probes) m)";
 
 // Writes about jobs found by id (completions, heartbeats) spell the fence's status test
 // `(status = 'running') IS TRUE`: the same test, but one the planner cannot match to the

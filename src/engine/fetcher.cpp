@@ -182,9 +182,9 @@ bool Fetcher::claim_once(bool woken) {
     request.types = types_;
     request.max_payload_bytes = max_payload_bytes_;
   }
-  const auto began = Clock::now();
+  claim_began_ = Clock::now();
   std::vector<Job> jobs = claim_jobs(request);
-  note_claim_time(Clock::now() - began, jobs.size());
+  note_claim_time(Clock::now() - claim_began_, jobs.size());
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;
   // A queue that got every slot it was offered likely has more waiting: its next freed
@@ -286,11 +286,28 @@ void Fetcher::learn_next_due(const ClaimRequest& request) {
   if (!next_due_stale_ && !reached && queues == next_due_queues_) return;
   // Stays stale if the query fails: the next claim asks again.
   next_due_stale_ = true;
-  const std::optional<std::chrono::microseconds> wait = store_->next_due(queues, request.types);
-  next_due_ = wait ? Clock::now() + *wait : Clock::time_point::max();
+  const DueTimes due = store_->next_due(
+      queues, request.types,
+      std::chrono::ceil<std::chrono::microseconds>(Clock::now() - claim_began_) + kDueLookBack);
+  const auto answered = Clock::now();
+  // A due job the claim skipped is stuck (locked by another session, or no slot: waking
+  // for it would spin), but one may have come due after the claim looked, while the claim
+  // and this question were on their way; waiting for the next job not due yet left it to
+  // the next poll (DelayedE2E: a retry due 1 ms after another's claim waited 4.5 s). The
+  // time from the claim's start to this answer holds the time between the two statements'
+  // reading of the clock: a job that came due less long ago may have come due after the
+  // claim looked, and is claimed at once. At worst that is one claim for a stuck job due
+  // just before the claim looked; the next question, asked after that claim, looks past it.
+  if (due.last_due_ago && *due.last_due_ago < answered - claim_began_) {
+    next_due_ = answered;
+    spdlog::debug("a job came due {}us ago, maybe after the claim looked: claiming again",
+                  due.last_due_ago->count());
+  } else {
+    next_due_ = due.next_in ? answered + *due.next_in : Clock::time_point::max();
+    if (due.next_in) spdlog::debug("next job due in {}us", due.next_in->count());
+  }
   next_due_queues_ = std::move(queues);
   next_due_stale_ = false;
-  if (wait) spdlog::debug("next job due in {}us", wait->count());
 }
 
 }  // namespace pgjobd

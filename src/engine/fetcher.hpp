@@ -8,7 +8,8 @@
 // Jobs that are not due yet (a run_at in the future, a retry after its backoff) are woken
 // for at their due time, not found by the next poll: after a claim that came back short
 // the fetcher asks the store when the next job it could claim is due (next_due) and ends
-// its wait then; a retry the completer wrote arrives as ClaimSignal::due_at without a
+// its wait then, or claims again at once if one came due while that claim was on its way
+// (see learn_next_due); a retry the completer wrote arrives as ClaimSignal::due_at without a
 // query. It asks only when what it knew may have changed (a NOTIFY or other wake-up, a
 // full batch, the awaited time reached, a reload of the served queues): a poll that finds
 // nothing costs the one claim it cost before. The wait is still never longer than the poll
@@ -73,6 +74,10 @@ class Fetcher final : public Service {
 
   // After a claim, the next one waits at most this long for claim_batch_floor() free slots.
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
+  // How much further back than the claim's start the question after it looks for jobs
+  // come due (see learn_next_due): a second covers any question slower to arrive than its
+  // claim, and bounds what it reads of a queue's due jobs of types this daemon lacks.
+  static constexpr std::chrono::seconds kDueLookBack{1};
   // A claim that takes this long is warned about, at most once per kSlowClaimWarnEvery
   // (every claim's time is in pgjobd_claim_duration_seconds).
   static constexpr Millis kSlowClaim{1000};
@@ -126,6 +131,8 @@ class Fetcher final : public Service {
   bool next_due_stale_ = true;                // next_due_ may be wrong: ask after the next claim
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
+  // When the last claim began: next_due looks past jobs due before then (see learn_next_due).
+  std::chrono::steady_clock::time_point claim_began_{};
   // A concurrency limit held back a job in the last claim: the next batch of completions
   // this daemon writes makes a claim due (a job it ran may have counted against it),
   // as a freed slot does for a saturated queue. written_at_claim_: ClaimSignal::written

@@ -95,6 +95,17 @@ struct LimitHold {
   std::optional<std::chrono::microseconds> retry_in;
 };
 
+// What JobStore::next_due saw, at one moment of the database's clock.
+struct DueTimes {
+  // How long until the earliest job not due yet is. Nothing when there is none.
+  std::optional<std::chrono::microseconds> next_in;
+  // How long ago the job that came due last did, if within the look_back asked for (the
+  // time since the claim began, and a margin). A due job the claim skipped is locked by
+  // another session or has no slot, and waking for it again would only spin; but one that
+  // came due after the claim looked was not skipped, and only this tells them apart.
+  std::optional<std::chrono::microseconds> last_due_ago;
+};
+
 struct LimitedClaim {
   std::vector<Job> jobs;
   std::vector<LimitHold> held;
@@ -129,14 +140,14 @@ class JobStore {
   // every limit it matches; jobs whose limits have no room stay (README "Limits").
   virtual LimitedClaim claim_limited(const ClaimRequest& request) = 0;
 
-  // How long until the earliest job this daemon could claim that is not due yet becomes
-  // due: the pending or failed jobs of `queues` (paused ones left out) whose type is one of
-  // `types` and whose run_at is in the future. Nothing when there is none. The fetcher
-  // asks after a claim that came back short, so that it wakes when that job is due instead
-  // of at its next poll; jobs already due are not counted (one that the claim skipped is
-  // locked by another session or has no slot, and waking for it again would only spin).
-  virtual std::optional<std::chrono::microseconds> next_due(
-      const std::vector<std::string>& queues, const std::vector<std::string>& types) = 0;
+  // When the jobs this daemon could claim become due: the pending or failed jobs of
+  // `queues` (paused ones left out) whose type is one of `types`. The fetcher asks after a
+  // claim that came back short, so that it wakes when the next job is due instead of at
+  // its next poll, and so that it claims again at once for a job that came due after the
+  // claim looked (see DueTimes).
+  virtual DueTimes next_due(const std::vector<std::string>& queues,
+                            const std::vector<std::string>& types,
+                            std::chrono::microseconds look_back) = 0;
 
   // Writes a batch in one transaction, each fenced by worker and attempt.
   // delete_done: remove done rows instead of keeping them (retention.done = 0).

@@ -30,13 +30,16 @@ struct Lateness {
   double p50 = 0, p99 = 0, max = 0, min = 0;
 };
 
-Lateness summarize(std::vector<double> ms) {
+// The q-quantile (nearest rank) of ms, not empty.
+double quantile(std::vector<double> ms, double q) {
   std::sort(ms.begin(), ms.end());
-  const auto at = [&](double q) {
-    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ms.size()))) - 1;
-    return ms[std::min(i, ms.size() - 1)];
-  };
-  return {at(0.5), at(0.99), ms.back(), ms.front()};
+  const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ms.size()))) - 1;
+  return ms[std::min(i, ms.size() - 1)];
+}
+
+Lateness summarize(const std::vector<double>& ms) {
+  const auto [min, max] = std::minmax_element(ms.begin(), ms.end());
+  return {quantile(ms, 0.5), quantile(ms, 0.99), *max, *min};
 }
 
 struct Times {
@@ -89,7 +92,7 @@ TEST(DelayedE2E, JobsWithAFutureRunAtStartOnTime) {
       << schema.count("status = 'done'") << " done\n"
       << daemon.log();
   daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(10s), 0);
+  EXPECT_EQ(daemon.wait_for_exit(10s), 0) << daemon.log();
 
   std::vector<double> claimed_ms;  // run_at to the claim (started_at): the daemon's part
   std::vector<double> handler_ms;  // run_at to the handler's first instruction (+ fork, exec)
@@ -119,7 +122,7 @@ TEST(DelayedE2E, JobsWithAFutureRunAtStartOnTime) {
 }
 
 TEST(DelayedE2E, ARetryStartsWhenItsBackoffEnds) {
-  constexpr int kJobs = 5;
+  constexpr int kJobs = 10;
   TestSchema schema;
   TempDir dir;
   DaemonYaml yaml(schema.name());
@@ -131,8 +134,8 @@ TEST(DelayedE2E, ARetryStartsWhenItsBackoffEnds) {
   DaemonProcess daemon(yaml.text());
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
 
-  // Their retries are written together or apart; the jitter makes their due times differ,
-  // so each after the first is awaited in turn.
+  // Their retries are written together or apart: the shortest of a written batch is
+  // awaited from the completer's word, the others from what the store says is due next.
   for (int i = 0; i < kJobs; ++i) {
     schema.exec("INSERT INTO {jobs} (type) VALUES ('flaky')");
   }
@@ -140,27 +143,37 @@ TEST(DelayedE2E, ARetryStartsWhenItsBackoffEnds) {
       << schema.count("status = 'done'") << " done\n"
       << daemon.log();
   daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(10s), 0);
+  EXPECT_EQ(daemon.wait_for_exit(10s), 0) << daemon.log();
 
   EXPECT_EQ(schema.count("attempts = 2"), kJobs);
   std::vector<double> claimed_ms;
   std::vector<double> handler_ms;
+  std::ostringstream each;  // every job's numbers, for a failure's message
   for (const auto& [id, times] : job_times(schema)) {  // the retry's run_at and claim
     const std::string stamp = read_text_file(dir.file(id));
     ASSERT_FALSE(stamp.empty()) << "job " << id;
     claimed_ms.push_back(ms_between(times.run_at, times.started_at));
     handler_ms.push_back(ms_between(times.run_at, std::stoll(stamp)));
+    each << "job " << id << ": claimed " << claimed_ms.back() << " ms, handler "
+         << handler_ms.back() << " ms after run_at\n";
   }
   const Lateness claimed = summarize(claimed_ms);
   const Lateness handler = summarize(handler_ms);
   std::cout << "[ metric ] retries (" << kJobs
-            << ", backoff 0.75-2.25 s, poll every 5 s), after run_at: claimed max " << claimed.max
-            << " ms; handler started p50 " << handler.p50 << " ms, max " << handler.max << " ms\n";
+            << ", backoff 0.75-2.25 s, poll every 5 s), after run_at: claimed p50 " << claimed.p50
+            << " ms, max " << claimed.max << " ms; handler started p50 " << handler.p50
+            << " ms, max " << handler.max << " ms\n";
   RecordProperty("retry_claim_max_ms", std::to_string(claimed.max));
   RecordProperty("retry_handler_max_ms", std::to_string(handler.max));
-  EXPECT_LT(claimed.max, 50.0);
-  EXPECT_LT(handler.max, 100.0);  // see above
-  EXPECT_GE(claimed.min, 0.0);
+  // Every claim within a few milliseconds: a retry left to the poll waits for it (2.5 s on
+  // average), as one in ten runs did while the question after a claim looked past a job
+  // that came due on the way (see Fetcher::learn_next_due). The handler's start adds a
+  // fork and exec, which a loaded machine can stall (CI's ASan stage has seen 0.3 s): all
+  // but one within 100 ms, the slowest within 1 s.
+  EXPECT_LT(claimed.max, 50.0) << each.str();
+  EXPECT_LT(quantile(handler_ms, 0.9), 100.0) << each.str();
+  EXPECT_LT(handler.max, 1000.0) << each.str();
+  EXPECT_GE(claimed.min, 0.0) << each.str();
 }
 
 }  // namespace

@@ -470,19 +470,28 @@ std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
   return claimed;
 }
 
-std::optional<std::chrono::microseconds> FakeJobStore::next_due(
-    const std::vector<std::string>& queues, const std::vector<std::string>& types) {
+DueTimes FakeJobStore::next_due(const std::vector<std::string>& queues,
+                                const std::vector<std::string>& types,
+                                std::chrono::microseconds look_back) {
   auto lock = table_->enter(StoreMethod::kNextDue);
   const auto now = FakeJobTable::Clock::now();
+  const auto since = now - std::max(look_back, std::chrono::microseconds(0));
   std::optional<FakeJobTable::Clock::time_point> earliest;
+  std::optional<FakeJobTable::Clock::time_point> last_due;
   for (const auto& [id, row] : table_->rows_) {
-    if (row.status != FakeStatus::kPending || row.deleted || row.run_at <= now) continue;
+    if (row.status != FakeStatus::kPending || row.deleted) continue;
     if (!contains(queues, row.job.queue) || !contains(types, row.job.type)) continue;
     if (contains(table_->paused_queues_, row.job.queue)) continue;
-    earliest = std::min(earliest.value_or(row.run_at), row.run_at);
+    if (row.run_at > now) {
+      earliest = std::min(earliest.value_or(row.run_at), row.run_at);
+    } else if (row.run_at > since) {
+      last_due = std::max(last_due.value_or(row.run_at), row.run_at);
+    }
   }
-  if (!earliest) return std::nullopt;
-  return std::chrono::ceil<std::chrono::microseconds>(*earliest - now);
+  DueTimes due;
+  if (earliest) due.next_in = std::chrono::ceil<std::chrono::microseconds>(*earliest - now);
+  if (last_due) due.last_due_ago = std::chrono::floor<std::chrono::microseconds>(now - *last_due);
+  return due;
 }
 
 CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,

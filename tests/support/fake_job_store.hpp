@@ -64,7 +64,8 @@ struct FakeRow {
   std::string last_error;
   Millis retry_delay{0};
   bool cancel_requested = false;  // request_cancel() while it ran
-  // Not claimed before this time; next_due() reports it while it is in the future.
+  // Not claimed before this time; next_due() reports it while it is in the future, or
+  // since, within its look_back.
   std::chrono::steady_clock::time_point run_at{};
   std::chrono::steady_clock::time_point claimed_at{};  // by the last claim
 };
@@ -222,8 +223,8 @@ class FakeJobStore final : public JobStore {
 
   std::vector<Job> claim(const ClaimRequest& request) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
-  std::optional<std::chrono::microseconds> next_due(const std::vector<std::string>& queues,
-                                                    const std::vector<std::string>& types) override;
+  DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
+                    std::chrono::microseconds look_back) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
