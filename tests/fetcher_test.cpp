@@ -479,7 +479,8 @@ TEST_F(FetcherTest, ARetryWrittenByThisDaemonIsAwaitedWithoutAQuery) {
 TEST_F(FetcherTest, AJobComingDueBetweenTheClaimAndTheQuestionIsClaimedAtOnce) {
   start(4);
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));  // nothing to await
-  const auto run_at = Clock::now() + milliseconds(50);
+  // Far enough ahead that the claim below comes before it even on a stalled machine.
+  const auto run_at = Clock::now() + milliseconds(300);
   const auto id = table_.add_job_at("gated", run_at);
   table_.block(StoreMethod::kNextDue);
   signal_.wake();  // its INSERT's NOTIFY: a claim, too early for it, then a question
