@@ -100,9 +100,9 @@ RETURNING j.id, j.queue, j.type,
 // backwards: a few probes per queue whatever the table holds. The type is a filter on
 // those probes, so jobs of types this daemon does not serve are read past (as the claim
 // reads past due ones).
-// The wait is clamped to a day: a run_at of 'infinity' would make
-// the subtraction fail ("cannot subtract infinite timestamps"), and the fetcher never
-// waits longer than poll.max_interval anyway.
+// The wait is clamped to a day: a run_at of 'infinity' would make the subtraction fail
+// ("cannot subtract infinite timestamps"), and the fetcher never waits longer than
+// poll.max_interval anyway.
 constexpr const char* kNextDueSql = R"(
 WITH RECURSIVE served AS (
   SELECT s.queue FROM unnest($1::text[]) AS s(queue)
