@@ -9,9 +9,9 @@ namespace pgjobd {
 
 void StatementSet::prepare(pqxx::connection_base& conn) const {
   if (unnamed_) return;
-  for (const auto& statement : statements_) {
-    if (!statement.replan) conn.prepare(statement.name, statement.sql);
-  }
+  // set_variable, not a plain SET: libpqxx sets it again should it reopen the connection.
+  conn.set_variable("plan_cache_mode", "force_custom_plan");
+  for (const auto& statement : statements_) conn.prepare(statement.name, statement.sql);
 }
 
 const stmt::Statement& StatementSet::find(const char* name) const {

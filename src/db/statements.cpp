@@ -42,12 +42,11 @@ namespace {
 // thousand rows (worker.prefetch) on a table of 100,000 was planned as a hash join over a
 // sequential scan of the whole table: 45-50 ms per claim instead of 11-16.
 //
-// It is planned at every execution (Statement::replan), never from a cached generic plan:
-// such a plan is made once, after five executions, for the table as it is then. Made on
-// a new, nearly empty table, it reads the picked rows with a sequential scan, which it
-// kept doing as the table grew: a steady stream into a new schema fell to about 100 jobs/s
-// within seconds, each claim scanning the whole table (600-1,000 ms) until autovacuum's
-// ANALYZE would have invalidated the plan.
+// Like every statement here, it is planned at each execution, never from a cached generic
+// plan (StatementSet says why): made on a new, nearly empty table, such a plan read the
+// picked rows with a sequential scan, which it kept doing as the table grew: a steady
+// stream into a new schema fell to about 100 jobs/s within seconds, each claim scanning
+// the whole table (600-1,000 ms) until autovacuum's ANALYZE invalidated the plan.
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
@@ -576,7 +575,7 @@ std::string completion(const char* done_cte, const std::string& schema) {
 
 std::vector<Statement> job_statements(const std::string& schema) {
   return {
-      {kClaim, with_table(kClaimSql, schema), true},
+      {kClaim, with_table(kClaimSql, schema)},
       {kNextDue, with_table(kNextDueSql, schema)},
       {kComplete, completion(kCompleteDoneCte, schema)},
       {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, schema)},

@@ -97,9 +97,6 @@ inline constexpr const char* kScheduleDeleteYaml = "pgjobd_schedule_delete_yaml"
 struct Statement {
   const char* name;
   std::string sql;
-  // Planned for the table as it is at each execution: sent unnamed even where the others
-  // are prepared by name (StatementSet), so PostgreSQL never caches a generic plan of it.
-  bool replan = false;
 };
 
 // All statements for a schema (already quoted): {jobs}, {leader} and {queues} name its
