@@ -37,15 +37,15 @@ class CompleterTest : public ::testing::Test {
   void TearDown() override { table_.unblock_all(); }
 
   Completer& make_completer(bool delete_done = false) {
-    completer_ = std::make_unique<Completer>(database_.open_store("completer"), "worker-1",
-                                             delete_done, metrics_, health_);
+    completer_ = std::make_unique<Completer>(database_.open_store("completer", StoreUse::kHotPath),
+                                             "worker-1", delete_done, metrics_, health_);
     return *completer_;
   }
 
   // `n` jobs running under worker-1 (claimed in the fake), each with a "done" completion.
   std::vector<Completion> running_jobs(int n) {
     table_.add_jobs(n, "t");
-    auto store = database_.open_store("test");
+    auto store = database_.open_store("test", StoreUse::kOccasional);
     const auto jobs = store->claim({{{"default", n}}, {"t"}, n, "worker-1", Millis(30000)});
     std::vector<Completion> completions;
     for (const Job& job : jobs) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 
 #include "engine/engine_factory.hpp"
 #include "pgjobd/engine.hpp"
@@ -184,6 +185,11 @@ TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
   auto roles = table_.opened_roles();
   std::sort(roles.begin(), roles.end());
   EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "maintenance"}));
+  // Only the claim's and the completions' sessions pin their plans (StatementSet).
+  EXPECT_EQ(table_.opened_uses(),
+            (std::map<std::string, StoreUse>{{"completer", StoreUse::kHotPath},
+                                             {"fetcher", StoreUse::kHotPath},
+                                             {"maintenance", StoreUse::kOccasional}}));
   engine.drain();  // safe twice
 }
 

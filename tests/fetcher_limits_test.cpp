@@ -49,7 +49,7 @@ class FetcherLimitsTest : public ::testing::Test {
   void start(int concurrency) {
     WorkerConfig workers;
     workers.concurrency = concurrency;
-    completions_ = database_.open_store("completer");
+    completions_ = database_.open_store("completer", StoreUse::kHotPath);
     pool_ = std::make_unique<WorkerPool>(
         workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) {
@@ -62,8 +62,9 @@ class FetcherLimitsTest : public ::testing::Test {
     poll.max_interval = Millis(60000);
     Fetcher::Options options{"worker-1", Millis(30000), poll, {"gated"}};
     options.limits = &registry_;
-    fetcher_ = std::make_unique<Fetcher>(options, database_.open_store("fetcher"), *pool_, signal_,
-                                         metrics_, health_);
+    fetcher_ =
+        std::make_unique<Fetcher>(options, database_.open_store("fetcher", StoreUse::kHotPath),
+                                  *pool_, signal_, metrics_, health_);
     pool_->start();
     fetcher_->start();
   }
@@ -133,7 +134,7 @@ TEST_F(FetcherLimitsTest, AConcurrencyHoldIsClaimedForAgainOnceACompletionIsWrit
 
 TEST_F(FetcherLimitsTest, NoLimitInTheDatabaseMeansThePlainClaim) {
   // A sync against a table without limits: the registry learns there are none.
-  auto store = database_.open_store("maintenance");
+  auto store = database_.open_store("maintenance", StoreUse::kOccasional);
   registry_.sync(*store);
   ASSERT_FALSE(registry_.active());
   table_.add_jobs(2, "gated");

@@ -73,7 +73,7 @@ class FetcherTest : public ::testing::Test {
     poll.max_interval = max_interval > Millis(0) ? max_interval : poll_interval;
     fetcher_ = std::make_unique<Fetcher>(
         Fetcher::Options{"worker-1", Millis(30000), poll, {"gated"}},
-        database_.open_store("fetcher"), *pool_, signal_, metrics_, health_);
+        database_.open_store("fetcher", StoreUse::kHotPath), *pool_, signal_, metrics_, health_);
     pool_->start();
     fetcher_->start();
   }

@@ -25,7 +25,7 @@ LimitConfig concurrency(int n) {
 
 TEST(LimitRegistryTest, ADaemonWithASectionWritesItOnceAndAgainAfterAReload) {
   FakeDatabase database;
-  auto store = database.open_store("maintenance");
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
   EXPECT_TRUE(registry.active()) << "unknown yet: the safe answer";
   EXPECT_TRUE(registry.write_pending());
@@ -45,7 +45,7 @@ TEST(LimitRegistryTest, ADaemonWithASectionWritesItOnceAndAgainAfterAReload) {
 
 TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
   FakeDatabase database;
-  auto store = database.open_store("maintenance");
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(std::nullopt, "d2");
   EXPECT_FALSE(registry.write_pending());
   registry.sync(*store);
@@ -58,7 +58,7 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
 
 TEST(LimitRegistryTest, ADifferentDefinitionInTheDatabaseIsLoggedOnce) {
   FakeDatabase database;
-  auto store = database.open_store("maintenance");
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
   registry.sync(*store);
   LogCapture log;
@@ -72,7 +72,7 @@ TEST(LimitRegistryTest, ADifferentDefinitionInTheDatabaseIsLoggedOnce) {
 
 TEST(LimitRegistryTest, OverwritingAnotherDaemonsDefinitionIsAWarning) {
   FakeDatabase database;
-  auto store = database.open_store("maintenance");
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
   database.table().set_limits({{"a", concurrency(5), "d2"}});
   LogCapture log;
   LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
@@ -82,7 +82,7 @@ TEST(LimitRegistryTest, OverwritingAnotherDaemonsDefinitionIsAWarning) {
 
 TEST(LimitRegistryTest, AFailedWriteStaysPending) {
   FakeDatabase database;
-  auto store = database.open_store("maintenance");
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
   database.table().fail_next(StoreMethod::kSyncLimits, 1);
   LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
   EXPECT_THROW(registry.sync(*store), DbError);

@@ -46,8 +46,8 @@ class MaintenanceTest : public ::testing::Test {
   void SetUp() override {
     WorkerConfig workers;
     workers.concurrency = 4;
-    completer_ = std::make_unique<Completer>(database_.open_store("completer"), "worker-1", false,
-                                             metrics_, health_);
+    completer_ = std::make_unique<Completer>(database_.open_store("completer", StoreUse::kHotPath),
+                                             "worker-1", false, metrics_, health_);
     pool_ = std::make_unique<WorkerPool>(
         workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { completer_->submit(std::move(completion)); }, [](int) {});
@@ -68,8 +68,8 @@ class MaintenanceTest : public ::testing::Test {
     config.worker.queues.clear();
     for (const auto& queue : queues) config.worker.queues[queue];
     maintenance_ = std::make_unique<Maintenance>(
-        config, "worker-1", database_.open_store("maintenance"), *pool_, metrics_, health_,
-        [this] { return completer_->queued_jobs(); });
+        config, "worker-1", database_.open_store("maintenance", StoreUse::kOccasional), *pool_,
+        metrics_, health_, [this] { return completer_->queued_jobs(); });
     if (limits != nullptr) maintenance_->set_limits(limits);
     maintenance_->start();
     return *maintenance_;
@@ -78,7 +78,7 @@ class MaintenanceTest : public ::testing::Test {
   // `n` jobs claimed by worker-1 and running in the pool.
   Attempts run_jobs(int n) {
     table_.add_jobs(n, "gated");
-    auto store = database_.open_store("test");
+    auto store = database_.open_store("test", StoreUse::kOccasional);
     auto jobs = store->claim({{{"default", n}}, {"gated"}, n, "worker-1", Millis(300)});
     Attempts attempts;
     for (const Job& job : jobs) attempts.push_back({job.id, job.attempt});
@@ -173,7 +173,7 @@ TEST_F(MaintenanceTest, HeartbeatStopsTheHandlerOfACancelledJobAndOnlyThatOne) {
 // cancel request, so the job ends cancelled and is never retried. One that succeeded
 // stays done.
 TEST_F(MaintenanceTest, ACancelWinsOverAFailureButNotOverDone) {
-  auto store = database_.open_store("test");
+  auto store = database_.open_store("test", StoreUse::kOccasional);
   const std::int64_t failing = table_.add_job("gated");
   const std::int64_t succeeding = table_.add_job("gated");
   const auto jobs = store->claim({{{"default", 2}}, {"gated"}, 2, "worker-1", Millis(300)});

@@ -117,9 +117,10 @@ BurnDown burn_down(const BenchOptions& options, BenchSchema& table, int jobs) {
 }
 
 // The same claim and complete statements the engine uses, in a tight loop on one
-// connection with the engine's batch size: what the database can do without us.
+// connection with the engine's batch size, planned as the engine's fetcher and completer
+// plan them: what the database can do without us.
 double ceiling(const BenchOptions& options, int jobs) {
-  PgJobStore store(options.engine.database, "bench-ceiling");
+  PgJobStore store(options.engine.database, "bench-ceiling", StoreUse::kHotPath);
   const ClaimRequest request{{{"default", options.concurrency}},
                              {kType},
                              options.concurrency,

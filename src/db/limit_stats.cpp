@@ -17,7 +17,8 @@ std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
                                             const std::string& schema) {
   // The daemon's own statements (one place for the rule of which job counts), sent
   // unnamed: a command's one-off session has nothing to prepare them for.
-  const StatementSet statements(stmt::job_statements(quote_identifier(schema)), true);
+  const StatementSet statements(stmt::job_statements(quote_identifier(schema)), true,
+                                Planning::kEachExecution);
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> usage;
   for (const auto& row : statements.execute(txn, stmt::kLimitUsage)) {
     usage[row[0].c_str()] = {row[1].as<std::int64_t>(), row[2].as<std::int64_t>()};

@@ -11,8 +11,8 @@
 
 namespace pgjobd {
 
-std::unique_ptr<JobStore> PgDatabase::open_store(const std::string& role) {
-  return std::make_unique<PgJobStore>(config_, role);
+std::unique_ptr<JobStore> PgDatabase::open_store(const std::string& role, StoreUse use) {
+  return std::make_unique<PgJobStore>(config_, role, use);
 }
 
 std::unique_ptr<ScheduleStore> PgDatabase::open_schedule_store(const std::string& role) {

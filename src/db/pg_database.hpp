@@ -13,7 +13,7 @@ class PgDatabase final : public Database {
  public:
   explicit PgDatabase(DatabaseConfig config) : config_(std::move(config)) {}
 
-  std::unique_ptr<JobStore> open_store(const std::string& role) override;
+  std::unique_ptr<JobStore> open_store(const std::string& role, StoreUse use) override;
   std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;

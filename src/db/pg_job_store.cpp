@@ -64,11 +64,12 @@ auto PgJobStore::guarded(const char* operation, Fn&& fn) {
   }
 }
 
-PgJobStore::PgJobStore(DatabaseConfig config, std::string role)
+PgJobStore::PgJobStore(DatabaseConfig config, std::string role, StoreUse use)
     : config_(std::move(config)),
       role_(std::move(role)),
       statements_(stmt::job_statements(quote_identifier(config_.schema)),
-                  config_.pooler == "transaction") {}
+                  config_.pooler == "transaction",
+                  use == StoreUse::kHotPath ? Planning::kPinned : Planning::kEachExecution) {}
 
 PgJobStore::~PgJobStore() = default;
 

@@ -10,6 +10,7 @@
 
 #include "db/connection.hpp"
 #include "db/statement_set.hpp"
+#include "store/database.hpp"
 #include "store/job_store.hpp"
 
 namespace pqxx {
@@ -21,8 +22,9 @@ namespace pgjobd {
 
 class PgJobStore final : public JobStore {
  public:
-  // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer").
-  PgJobStore(DatabaseConfig config, std::string role);
+  // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer");
+  // use: how its statements are planned (StatementSet).
+  PgJobStore(DatabaseConfig config, std::string role, StoreUse use = StoreUse::kOccasional);
   ~PgJobStore() override;
   PgJobStore(const PgJobStore&) = delete;
   PgJobStore& operator=(const PgJobStore&) = delete;

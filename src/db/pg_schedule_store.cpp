@@ -27,7 +27,7 @@ PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
     : config_(std::move(config)),
       role_(std::move(role)),
       statements_(stmt::schedule_statements(quote_identifier(config_.schema)),
-                  config_.pooler == "transaction") {}
+                  config_.pooler == "transaction", Planning::kEachExecution) {}
 
 template <typename... Args>
 pqxx::result PgScheduleStore::execute(pqxx::transaction_base& txn, const char* name,

@@ -9,8 +9,15 @@ namespace pgjobd {
 
 void StatementSet::prepare(pqxx::connection_base& conn) const {
   if (unnamed_) return;
-  // set_variable, not a plain SET: libpqxx sets it again should it reopen the connection.
-  conn.set_variable("plan_cache_mode", "force_custom_plan");
+  // set_variable, not a plain SET: libpqxx sets them again should it reopen the connection.
+  if (planning_ == Planning::kPinned) {
+    conn.set_variable("enable_seqscan", "off");
+    conn.set_variable("enable_bitmapscan", "off");
+    conn.set_variable("jit", "off");
+    conn.set_variable("plan_cache_mode", "force_generic_plan");
+  } else {
+    conn.set_variable("plan_cache_mode", "force_custom_plan");
+  }
   for (const auto& statement : statements_) conn.prepare(statement.name, statement.sql);
 }
 

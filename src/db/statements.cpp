@@ -24,8 +24,9 @@ namespace {
 // which a row older than that constraint may exceed), and a non-finite run_at, which the
 // constraint jobs_run_at_finite refuses but an older row may hold, counts as waiting since
 // 1970. A payload larger than $8 bytes as JSON text is not sent: the job comes back with
-// a NULL payload and its size, and ends dead without running. The text is rendered once,
-// in `picked`, for the claimed rows only.
+// a NULL payload and its size, and ends dead without running. The text is rendered once
+// per claimed row, in `b` (OFFSET 0 keeps the planner from copying the cast into each
+// place that uses it).
 //
 // A cancel request belongs to the attempt it was made during (pgjobd_cancel marks only
 // running jobs): a new attempt starts without one, so a cancelled job that was retried is
@@ -37,16 +38,20 @@ namespace {
 // The anti-join only touches the few `slots` rows (one per served queue) and the small
 // pgjobd_queues table; the per-queue scans of jobs below are planned as before.
 //
-// The UPDATE reaches the picked rows through the primary key (`id = ANY (ARRAY(...))`,
-// beside the join that RETURNING needs). Joined by `j.id = picked.id` alone, a claim of a
-// thousand rows (worker.prefetch) on a table of 100,000 was planned as a hash join over a
-// sequential scan of the whole table: 45-50 ms per claim instead of 11-16.
+// The UPDATE reaches the picked rows through the primary key (`id = ANY (ARRAY(...))`)
+// and joins nothing: the payload's text is made from its RETURNING. Joined by
+// `j.id = picked.id`, a claim of a thousand rows (worker.prefetch) on a table of 100,000
+// was planned as a hash join over a sequential scan of the whole table (45-50 ms per
+// claim instead of 11-16); joined beside the `id = ANY`, a plan made while the table was
+// empty expected one picked row and compared every claimed row with every picked one
+// (a million comparisons, 145 ms, for a claim of 1,000).
 //
-// Like every statement here, it is planned at each execution, never from a cached generic
-// plan (StatementSet says why): made on a new, nearly empty table, such a plan read the
-// picked rows with a sequential scan, which it kept doing as the table grew: a steady
-// stream into a new schema fell to about 100 jobs/s within seconds, each claim scanning
-// the whole table (600-1,000 ms) until autovacuum's ANALYZE invalidated the plan.
+// The fetcher's session pins its plan (StatementSet): made once, on jobs_claim_idx and
+// jobs_pkey whatever the table holds then. Other sessions plan it at each execution: a
+// generic plan made on a new, nearly empty table read the picked rows with a sequential
+// scan, which it kept doing as the table grew (a steady stream into a new schema fell to
+// about 100 jobs/s within seconds, each claim scanning the whole table, 600-1,000 ms,
+// until autovacuum's ANALYZE invalidated the plan).
 constexpr const char* kClaimSql = R"(
 WITH slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
@@ -55,8 +60,8 @@ WITH slots AS (
                    true) IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM {queues} p WHERE p.queue = s.queue AND p.paused)
 ), picked AS (
-  SELECT c.id, c.body FROM slots CROSS JOIN LATERAL (
-    SELECT j.id, j.priority, j.run_at, j.payload::text AS body FROM {jobs} j
+  SELECT c.id FROM slots CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at FROM {jobs} j
     WHERE j.queue = slots.queue AND j.status IN ('pending', 'failed') AND j.run_at <= now()
       AND j.type = ANY($3::text[])
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -65,17 +70,19 @@ WITH slots AS (
   ) c
   ORDER BY c.priority DESC, c.run_at, c.id
   LIMIT $4
+), claimed AS (
+  UPDATE {jobs} j
+  SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
+      locked_until = now() + $6::bigint * interval '1 millisecond',
+      started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL
+  WHERE j.id = ANY (ARRAY(SELECT p.id FROM picked p))
+  RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
 )
-UPDATE {jobs} j
-SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
-    locked_until = now() + $6::bigint * interval '1 millisecond',
-    started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL
-FROM picked WHERE j.id = picked.id AND j.id = ANY (ARRAY(SELECT p.id FROM picked p))
-RETURNING j.id, j.queue, j.type,
-          CASE WHEN octet_length(picked.body) <= $8 THEN picked.body END,
-          j.attempts, j.max_attempts, j.priority,
-          extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8,
-          octet_length(picked.body)::bigint)";
+SELECT c.id, c.queue, c.type, CASE WHEN octet_length(b.body) <= $8 THEN b.body END,
+       c.attempts, c.max_attempts, c.priority,
+       extract(epoch FROM now() - greatest(c.run_at, '1970-01-01 00:00:00+00'))::float8,
+       octet_length(b.body)::bigint
+FROM claimed c CROSS JOIN LATERAL (SELECT c.payload::text AS body OFFSET 0) b)";
 
 // When the jobs this daemon could claim become due (the fetcher asks after a short claim,
 // never after a full one, so a busy daemon does not pay for it): the wait until the first
@@ -188,18 +195,38 @@ other AS (
       attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry}
                       CASE {status} WHEN 'pending' THEN 'released' ELSE {status} END)),
       locked_by = NULL, locked_until = NULL, updated_at = now()
-  WHERE j.id = ANY ($3::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($3::bigint[])
     AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
   RETURNING j.id
 )
 SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
 
+// Row locks are taken in ascending id order by every statement that writes several of a
+// daemon's running jobs (the heartbeat, and the completion): two of them writing the same
+// rows in different orders deadlock, and PostgreSQL breaks a deadlock only after
+// deadlock_timeout (1 s), long enough for short leases to run out and their jobs to run
+// twice. It happened: the pinned completion scanned the primary key in id order while the
+// heartbeat, planned at each execution, took a bitmap scan in the rows' physical order.
+// A primary-key scan takes an `id = ANY` array in ascending order, so a completion whose
+// jobs all succeeded (done) or all did not (other) needs nothing more; one holding both
+// would lock the done rows, then the others, so `ordered` first locks them all in id
+// order. Its condition on the two arrays makes it a no-op otherwise, and `done` and
+// `other` wait for it (the count, an InitPlan, runs before their scans).
+constexpr const char* kCompleteLockCte = R"(
+WITH ordered AS (
+  SELECT l.id FROM {jobs} l
+  WHERE cardinality($1::bigint[]) > 0 AND cardinality($3::bigint[]) > 0
+    AND l.id = ANY ($1::bigint[] || $3::bigint[])
+  ORDER BY l.id
+  FOR UPDATE OF l
+),)";
+
 constexpr const char* kCompleteDoneCte = R"(
-WITH done AS (
+done AS (
   UPDATE {jobs} j
   SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
-  WHERE j.id = ANY ($1::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($1::bigint[])
     AND j.attempts = CASE WHEN $9::int > 0 THEN $9::int
                           ELSE ($2::int[])[array_position($1::bigint[], j.id)] END
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -208,9 +235,9 @@ WITH done AS (
 
 // retention.done = 0: done rows are deleted instead of kept.
 constexpr const char* kCompleteDeleteDoneCte = R"(
-WITH done AS (
+done AS (
   DELETE FROM {jobs} j
-  WHERE j.id = ANY ($1::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($1::bigint[])
     AND j.attempts = CASE WHEN $9::int > 0 THEN $9::int
                           ELSE ($2::int[])[array_position($1::bigint[], j.id)] END
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -231,12 +258,18 @@ RETURNING id)";
 
 // Also returns whether pgjobd_cancel asked for the job to stop: a daemon that missed the
 // NOTIFY learns of a cancel at its next heartbeat at the latest.
+// The rows are locked first, in id order whatever the plan (see the completion's
+// `ordered`); the UPDATE then finds them held.
 constexpr const char* kHeartbeatSql = R"(
 UPDATE {jobs} j
 SET locked_until = now() + $4::bigint * interval '1 millisecond'
-WHERE j.id = ANY ($1::bigint[])
-  AND j.attempts = ($2::int[])[array_position($1::bigint[], j.id)]
-  AND j.locked_by = $3 AND (j.status = 'running') IS TRUE
+WHERE j.id = ANY (ARRAY(
+  SELECT l.id FROM {jobs} l
+  WHERE l.id = ANY ($1::bigint[])
+    AND l.attempts = ($2::int[])[array_position($1::bigint[], l.id)]
+    AND l.locked_by = $3 AND (l.status = 'running') IS TRUE
+  ORDER BY l.id
+  FOR UPDATE OF l))
 RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL)";
 
 // Leadership and rescue in one round trip (an idle daemon's budget is a few queries a
@@ -568,7 +601,7 @@ std::string with_table(const char* sql, const std::string& schema) {
 
 // A batch completion: its done CTE, then the others'.
 std::string completion(const char* done_cte, const std::string& schema) {
-  return with_table((std::string(done_cte) + kCompleteOtherCte).c_str(), schema);
+  return with_table((std::string(kCompleteLockCte) + done_cte + kCompleteOtherCte).c_str(), schema);
 }
 
 }  // namespace

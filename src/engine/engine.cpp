@@ -225,8 +225,9 @@ void Engine::Impl::start() {
   // running before it (the completer before the pool that feeds it, the pool before the
   // fetcher that fills it, the maintenance before the lease guard that reads its
   // renewals). drain() stops them in the reverse order.
-  completer_ = std::make_unique<Completer>(database_->open_store("completer"), worker_id_,
-                                           config_.retention.done.count() == 0, *metrics_, health_);
+  completer_ = std::make_unique<Completer>(database_->open_store("completer", StoreUse::kHotPath),
+                                           worker_id_, config_.retention.done.count() == 0,
+                                           *metrics_, health_);
   completer_->set_on_retries_written([signal = claim_signal_](Millis shortest_delay) {
     signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
   });
@@ -250,15 +251,16 @@ void Engine::Impl::start() {
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
                        config_.worker.max_payload_bytes, timings_.progress_slice, limits_.get()},
-      database_->open_store("fetcher"), *pool, *claim_signal_, *metrics_, health_);
+      database_->open_store("fetcher", StoreUse::kHotPath), *pool, *claim_signal_, *metrics_,
+      health_);
   {
     std::lock_guard lock(parts_mutex_);
     pool_ = std::move(pool);
     fetcher_ = std::move(fetcher);
   }
   maintenance_ = std::make_unique<Maintenance>(
-      config_, worker_id_, database_->open_store("maintenance"), *pool_, *metrics_, health_,
-      [this] { return completer_->queued_jobs(); });
+      config_, worker_id_, database_->open_store("maintenance", StoreUse::kOccasional), *pool_,
+      *metrics_, health_, [this] { return completer_->queued_jobs(); });
   maintenance_->set_limits(limits_.get());
   // A daemon with a `limits:` section writes it before its first claim (README "Limits").
   // One without has nothing to write: until the maintenance loop's first pass reads the

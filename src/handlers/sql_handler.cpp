@@ -45,7 +45,7 @@ class SqlHandler {
         return store;
       }
     }
-    return context_.database->open_store("sql handler");
+    return context_.database->open_store("sql handler", StoreUse::kOccasional);
   }
   void release(std::unique_ptr<JobStore> store) {
     std::lock_guard lock(mutex_);

@@ -37,12 +37,23 @@ struct SchemaReport {
   std::string problem;  // empty when the schema is at this binary's version
 };
 
+// What a store's connection will run, which decides how its statements are planned
+// (PgJobStore; StatementSet says why).
+enum class StoreUse {
+  // Now and then, or statements that are not pgjobd's own (the sql handler's): each
+  // execution planned for the table as it is then.
+  kOccasional,
+  // The claim and the completions, many times a second: each statement planned once per
+  // connection, on the indexes it is meant to use whatever the table holds.
+  kHotPath,
+};
+
 class Database {
  public:
   virtual ~Database() = default;
   // A store whose connection carries `role` in pg_stat_activity ("fetcher"). Connects on
   // first use, so this never blocks.
-  virtual std::unique_ptr<JobStore> open_store(const std::string& role) = 0;
+  virtual std::unique_ptr<JobStore> open_store(const std::string& role, StoreUse use) = 0;
   // The schedules table over a connection of its own, opened on first use.
   virtual std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) = 0;
   // Connects and LISTENs. Throws DbError.

@@ -328,6 +328,11 @@ std::vector<std::string> FakeJobTable::resigned() const {
   return resigned_;
 }
 
+std::map<std::string, StoreUse> FakeJobTable::opened_uses() const {
+  std::lock_guard lock(mutex_);
+  return opened_uses_;
+}
+
 std::vector<std::string> FakeJobTable::opened_roles() const {
   std::lock_guard lock(mutex_);
   return opened_roles_;
@@ -759,10 +764,11 @@ class FakeNotifications final : public Notifications {
   const int fd_;
 };
 
-std::unique_ptr<JobStore> FakeDatabase::open_store(const std::string& role) {
+std::unique_ptr<JobStore> FakeDatabase::open_store(const std::string& role, StoreUse use) {
   {
     std::lock_guard lock(table_->mutex_);
     table_->opened_roles_.push_back(role);
+    table_->opened_uses_[role] = use;
     table_->changed();
   }
   return std::make_unique<FakeJobStore>(table_);

@@ -150,6 +150,7 @@ class FakeJobTable {
   std::vector<std::vector<JobAttempt>> heartbeats() const;     // each set asked for (sorted)
   std::vector<std::string> resigned() const;                   // worker ids
   std::vector<std::string> opened_roles() const;               // Database::open_store
+  std::map<std::string, StoreUse> opened_uses() const;         // by role, the last one's
   std::vector<std::vector<std::string>> stats_queues() const;  // queue_stats' queues, per call
   // The daemons table: rows by worker id. expire_daemons() deletes rows whose ttl passed
   // on the steady clock.
@@ -209,6 +210,7 @@ class FakeJobTable {
   std::vector<std::string> resigned_;
   std::map<std::string, FakeDaemonRow> daemons_;
   std::vector<std::string> opened_roles_;
+  std::map<std::string, StoreUse> opened_uses_;
   // Open LISTEN sessions: an eventfd each, with what was sent to it and not yet consumed.
   std::map<int, std::deque<NotifyChannel>> sessions_;
   int listen_opened_ = 0;
@@ -266,7 +268,7 @@ class FakeDatabase final : public Database {
   FakeJobTable& table() { return *table_; }
   FakeScheduleTable& schedules() { return *schedules_; }
 
-  std::unique_ptr<JobStore> open_store(const std::string& role) override;
+  std::unique_ptr<JobStore> open_store(const std::string& role, StoreUse use) override;
   std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;
