@@ -664,14 +664,21 @@ class LockOrderTest : public ::testing::Test {
     pqxx::work hold(holder);
     hold.exec("SELECT 1 FROM " + jobs() + " WHERE id = 1 FOR UPDATE");
     const int waiter = conn.backendpid();
-    std::thread writer([&] { statement(conn); });
+    std::string failure;
+    std::thread writer([&] {
+      try {
+        statement(conn);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    });
     pqxx::connection observer(schema_.config().database.url);
     const bool waiting = testing::wait_until(
         [&] {
           pqxx::nontransaction txn(observer);
           return txn
               .exec_params(
-                  "SELECT wait_event_type = 'Lock' FROM pg_stat_activity "
+                  "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity "
                   "WHERE pid = $1",
                   waiter)[0][0]
               .as<bool>();
@@ -688,6 +695,7 @@ class LockOrderTest : public ::testing::Test {
     }
     hold.abort();
     writer.join();
+    EXPECT_EQ(failure, "");
     EXPECT_TRUE(waiting) << "the statement never waited for job 1";
     return free;
   }
