@@ -55,6 +55,9 @@ class FetcherTest : public ::testing::Test {
   // Off unless a test sets it before start(): the slot counts of most tests do not move
   // with the pace of finished jobs.
   int prefetch_ = 0;
+  // The claim after a NOTIFY's, 4 ms later in the daemon: a test of it sets more, so that
+  // what it does between the two claims has time to happen.
+  std::chrono::microseconds trailing_claim_ = std::chrono::microseconds(4000);
 
   // Poll intervals default to a minute: only a wake-up, a full batch or a freed slot after
   // one makes the fetcher claim, so every claim in a test has a cause the test controls.
@@ -71,9 +74,13 @@ class FetcherTest : public ::testing::Test {
     PollConfig poll;
     poll.min_interval = poll_interval;
     poll.max_interval = max_interval > Millis(0) ? max_interval : poll_interval;
-    fetcher_ = std::make_unique<Fetcher>(
-        Fetcher::Options{"worker-1", Millis(30000), poll, {"gated"}},
-        database_.open_store("fetcher", StoreUse::kHotPath), *pool_, signal_, metrics_, health_);
+    fetcher_ = std::make_unique<Fetcher>(Fetcher::Options{.worker_id = "worker-1",
+                                                          .lease = Millis(30000),
+                                                          .poll = poll,
+                                                          .types = {"gated"},
+                                                          .trailing_claim = trailing_claim_},
+                                         database_.open_store("fetcher", StoreUse::kHotPath),
+                                         *pool_, signal_, metrics_, health_);
     pool_->start();
     fetcher_->start();
   }
@@ -349,6 +356,47 @@ TEST_F(FetcherTest, AWakeUpThatFindsNothingIsFollowedByAPollAtTheMinimumInterval
   EXPECT_GE(times[5] - times[4], milliseconds(85));
   EXPECT_LT(times[5] - times[4], milliseconds(500));
   EXPECT_EQ(gate_.started().size(), 1u);
+}
+
+// A claim made for the INSERT trigger's NOTIFY is followed by one more, trailing_claim
+// after it began, for the jobs whose INSERT went without a NOTIFY of their own within the
+// trigger's 2 ms window and committed just after that claim. Polls here are a minute
+// apart, so only the trailing claim explains a claim within seconds; it comes once per
+// NOTIFY, and not after other wake-ups (a reload, Engine::wake), which no INSERT relied on.
+TEST_F(FetcherTest, AClaimForANotifyIsFollowedByOneMoreAfterTheTriggersWindow) {
+  trailing_claim_ = milliseconds(300);  // 4 ms in the daemon
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1)) << describe();  // at start
+
+  signal_.wake_for_insert();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 3, seconds(10))) << describe();
+  auto times = table_.call_times(StoreMethod::kClaim);
+  EXPECT_GE(times[2] - times[1], milliseconds(299));
+  EXPECT_LT(times[2] - times[1], seconds(5));
+  // The trailing claim found nothing; it neither repeats nor backs the poll off.
+  for (int round = 0; round < 3; ++round) {
+    const auto before = Clock::now();
+    signal_.slot_freed();
+    ASSERT_TRUE(wait_until([&] { return fetcher_->last_progress() > before; }, seconds(20)));
+  }
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 3) << describe();
+
+  // A job that commits after the NOTIFY's claim is claimed by the trailing one: it is
+  // invisible (its queue paused) until the NOTIFY's claim has been made.
+  table_.set_paused_queues({"default"});
+  table_.add_job("gated");
+  signal_.wake_for_insert();
+  ASSERT_TRUE(table_.wait_until([&] { return table_.claim_requests().size() >= 4; })) << describe();
+  table_.set_paused_queues({});  // committed
+  ASSERT_TRUE(gate_.wait_started(1, seconds(10))) << describe();
+  times = table_.call_times(StoreMethod::kClaim);
+  ASSERT_EQ(times.size(), 5u) << describe();
+  EXPECT_GE(times[4] - times[3], milliseconds(299));
+
+  // A wake-up that is not a NOTIFY: one claim, and none in twice the trailing delay.
+  signal_.wake();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 6)) << describe();
+  EXPECT_FALSE(table_.wait_calls(StoreMethod::kClaim, 7, milliseconds(600))) << describe();
 }
 
 TEST_F(FetcherTest, BacksOffThroughAnOutageAndRecovers) {

@@ -29,6 +29,13 @@ using testing::TestSchema;
 
 constexpr Millis kLease{30000};
 
+// The plan an EXPLAIN statement prints, a line per row.
+std::string plan_of(pqxx::transaction_base& txn, const std::string& explain) {
+  std::string plan;
+  for (const auto& row : txn.exec(explain)) plan += row[0].c_str() + std::string("\n");
+  return plan;
+}
+
 std::vector<std::int64_t> ids_of(const std::vector<Job>& jobs) {
   std::vector<std::int64_t> ids;
   for (const auto& job : jobs) ids.push_back(job.id);
@@ -628,9 +635,7 @@ TEST(JobStore, NoSessionKeepsAPlanMadeWhileTheTableWasEmpty) {
     schema.insert_jobs("a", 3);
     pqxx::nontransaction txn(conn);
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      std::string plan;
-      for (const auto& row : txn.exec("EXPLAIN EXECUTE " + executions[i]))
-        plan += row[0].c_str() + std::string("\n");
+      const std::string plan = plan_of(txn, "EXPLAIN EXECUTE " + executions[i]);
       for (const char* index : runs[i].indexes)
         EXPECT_NE(plan.find(index), std::string::npos) << executions[i] << "\n" << plan;
       EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << executions[i] << "\n" << plan;
@@ -717,10 +722,8 @@ TEST_F(LockOrderTest, TheHeartbeatLocksInIdOrderWhateverItsPlan) {
     pqxx::nontransaction txn(conn);
     // libpqxx prepares a statement at its first execution.
     ASSERT_EQ(statements.execute(txn, stmt::kHeartbeat, "{1,2}", "{1,1}", "w", 30000).size(), 2u);
-    std::string plan;
-    for (const auto& row : txn.exec(std::string("EXPLAIN EXECUTE ") + stmt::kHeartbeat +
-                                    "('{1,2}', '{1,1}', 'w', 30000)"))
-      plan += row[0].c_str() + std::string("\n");
+    const std::string plan = plan_of(
+        txn, std::string("EXPLAIN EXECUTE ") + stmt::kHeartbeat + "('{1,2}', '{1,1}', 'w', 30000)");
     ASSERT_NE(plan.find("Bitmap Heap Scan"), std::string::npos) << plan;
   }
   std::size_t renewed = 0;
@@ -761,10 +764,8 @@ TEST(JobStore, APinnedSessionCompilesNoStatement) {
   StatementSet(stmt::job_statements(quote_identifier(schema.name())), false, Planning::kPinned)
       .prepare(conn);
   pqxx::nontransaction txn(conn);
-  std::string plan;
-  for (const auto& row : txn.exec("EXPLAIN SELECT bool_or(key IS NOT NULL) FROM " +
-                                  quote_identifier(schema.name()) + ".pgjobd_limits"))
-    plan += row[0].c_str() + std::string("\n");
+  const std::string plan = plan_of(txn, "EXPLAIN SELECT bool_or(key IS NOT NULL) FROM " +
+                                            quote_identifier(schema.name()) + ".pgjobd_limits");
   EXPECT_NE(plan.find("Seq Scan on pgjobd_limits  (cost=10000000000"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("JIT"), std::string::npos) << plan;
 }

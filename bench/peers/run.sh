@@ -53,60 +53,15 @@ fi
 systems=${SYSTEMS:-pgjobd graphile-worker pg-boss bare-50 bare-200}
 bin=${PGJOBD_BIN:-build/release/pgjobd}
 [[ -x "$bin" ]] || { echo "peers/run.sh: $bin not built" >&2; exit 1; }
-command -v pgbench >/dev/null || { echo "peers/run.sh: pgbench not found (postgresql-client)" >&2; exit 1; }
-command -v node >/dev/null || { echo "peers/run.sh: node not found" >&2; exit 1; }
+# shellcheck source=bench/peers/lib.sh
+source "$here/lib.sh"
+peers_require peers/run.sh
+peers_cluster
 
-if [[ ! -d "$here/node_modules/graphile-worker" || ! -d "$here/node_modules/pg-boss" ]]; then
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
-fi
-
-work=$(mktemp -d /tmp/pgjobd-peers.XXXXXX)
-chmod 755 "$work"  # the cluster inside runs as postgres
 out=${OUT:-}
 if [[ -z "$out" ]]; then
   if [[ "$smoke" == 1 ]]; then out=$work/peers.csv; else out=bench/results/peers.csv; fi
 fi
-cluster=$work/cluster
-worker_pid=""
-watch_pid=""
-# shellcheck disable=SC2317  # (called from the trap)
-cleanup() {
-  if [[ -n "$watch_pid" ]]; then kill "$watch_pid" 2>/dev/null || true; fi
-  if [[ -n "$worker_pid" ]]; then kill -KILL "$worker_pid" 2>/dev/null || true; fi
-  scripts/pg-cluster.sh stop "$cluster" || true
-  rm -rf "$work"
-}
-bench_frame
-
-url=$(scripts/pg-cluster.sh start "$cluster")
-export DSYNC_PROBE=$cluster/dsync-probe
-dsync_probe_init "$DSYNC_PROBE"
-now() { date +%s.%N; }
-peer() { node "$here/peer.js" "$@"; }
-
-# Polls QUERY (true when no job is left) every 50 ms in one psql session, while $worker_pid
-# lives; fails after 600 s.
-wait_none_left() {  # QUERY
-  local fd all_done deadline=$(($(date +%s) + 600))
-  exec {fd}< <(echo "$1 \\watch 0.05" | psql "$url" -qAt 2>/dev/null)
-  watch_pid=$!
-  while read -r -u "$fd" all_done; do
-    [[ "$all_done" == t ]] && break
-    if (($(date +%s) > deadline)); then echo "peers/run.sh: run timed out" >&2; exit 1; fi
-    kill -0 "$worker_pid" 2>/dev/null || { echo "peers/run.sh: the worker died:" >&2; cat "$work/worker.log" >&2; exit 1; }
-  done
-  kill "$watch_pid" 2>/dev/null || true
-  exec {fd}<&-
-  watch_pid=""
-}
-
-stop_worker() {
-  kill -TERM "$worker_pid" 2>/dev/null || true
-  wait "$worker_pid" || true  # a worker stopped mid-poll may exit non-zero: its jobs are done
-  worker_pid=""
-  if [[ -s "$work/worker.log" ]]; then echo "peers/run.sh: worker output:" >&2; tail -n 20 "$work/worker.log" >&2; fi
-  return 0
-}
 
 quiesce() {  # TABLE: statistics fresh, no checkpoint pending during the timed part
   sql -c "VACUUM ANALYZE $1"
@@ -123,8 +78,8 @@ run_pgjobd() {  # JOBS
 }
 
 run_graphile() {  # JOBS
-  sql -c "DROP SCHEMA IF EXISTS graphile_worker CASCADE; DROP TABLE IF EXISTS public.peers_gw_done; DROP FUNCTION IF EXISTS public.peers_gw_done()"
-  peer graphile-worker setup "$url"
+  graphile_fresh  # (its trigger goes with it)
+  sql -c "DROP TABLE IF EXISTS public.peers_gw_done; DROP FUNCTION IF EXISTS public.peers_gw_done()"
   peer graphile-worker load "$url" "$1"
   sql <<'SQL'
 CREATE TABLE public.peers_gw_done (at timestamptz NOT NULL);
@@ -189,8 +144,7 @@ run_bare() {  # JOBS BATCH
 mkdir -p "$(dirname "$out")"
 echo "pass,system,load,jobs,elapsed_s,elapsed_db_s,jobs_per_s,load1_before,dsync_8k_write_ms_before" >"$out"
 for ((r = 1; r <= repeat; r++)); do
-  order=$systems
-  if ((r % 2 == 0)); then order=$(tr ' ' '\n' <<<"$systems" | tac | tr '\n' ' '); fi  # alternate
+  order=$(pass_order "$r")
   for spec in $loads; do
     name=${spec%%:*}
     jobs=${spec#*:}

@@ -19,22 +19,22 @@
 //   force_custom_plan), for sessions that run a statement now and then, or run SQL that
 //   is not ours (the sql handler's): every plan fits the table as it is.
 // - Pinned (Planning::kPinned), for the claim's and the completions' sessions, which run
-//   their few statements hundreds of times a second: there, planning at each execution
-//   took over half of the claimer's backend CPU in a stream of small claims (the claim
-//   and next_due are large statements to plan), CPU the producers' INSERTs on the same
-//   machine waited for. The session plans each statement once (plan_cache_mode =
-//   force_generic_plan; again only after an ANALYZE or VACUUM of the table) with sequential and
-//   bitmap scans switched off (enable_seqscan, enable_bitmapscan), so that the one plan is the one
-//   made for a large table, however small the table is when it is made: the claim walks
-//   jobs_claim_idx in claim order, and rows are found by id through jobs_pkey. Its estimates may be
-//   those of an empty table, so such a statement must have no choice that depends on them (the
-//   claim's comment tells of a join that did). Every statement such a session runs has its pinned
-//   plan checked on a table planned while empty
+//   their few statements hundreds of times a second: there, planning at each execution took
+//   over half of the claimer's backend CPU in a stream of small claims (the claim and
+//   next_due are large statements to plan), CPU the producers' INSERTs on the same machine
+//   waited for. The session plans each statement once (plan_cache_mode =
+//   force_generic_plan; again only after an ANALYZE or VACUUM of the table) with sequential
+//   and bitmap scans switched off (enable_seqscan, enable_bitmapscan), so that the one plan
+//   is the one made for a large table, however small the table is when it is made: the
+//   claim walks jobs_claim_idx in claim order, and rows are found by id through jobs_pkey.
+//   Its estimates may be those of an empty table, so such a statement must have no choice
+//   that depends on them (the claim's comment tells of a join that did). Every statement
+//   such a session runs has its pinned plan checked on a table planned while empty
 //   (JobStore.NoSessionKeepsAPlanMadeWhileTheTableWasEmpty). A switched-off scan is not
 //   forbidden, only costed at 10^10, so a sequential scan nothing can replace (the limited
 //   claim reads the small pgjobd_limits whole) looks expensive enough for JIT compilation,
-//   155 ms at each execution: jit is off too (OLTP statements gain nothing from it). Such
-//   a session must not run anyone else's SQL, which these switches would mislead.
+//   155 ms at each execution: jit is off too (OLTP statements gain nothing from it). Such a
+//   session must not run anyone else's SQL, which these switches would mislead.
 //
 // Behind a pooler (unnamed), nothing is set: the next transaction may run on a server
 // connection another client uses, and an unnamed statement is planned at each execution.

@@ -21,6 +21,18 @@ struct ClaimSignal {
     }
     cv.notify_one();
   }
+  // The INSERT trigger's NOTIFY: as wake(), and the claim it sets off is followed by one
+  // more shortly after (Fetcher::Options::trailing_claim), for the jobs whose INSERT
+  // relied on it.
+  void wake_for_insert() {
+    {
+      std::lock_guard lock(mutex);
+      woken = true;
+      for_insert = true;
+      ++events;
+    }
+    cv.notify_one();
+  }
   // Free slots changed: the waiter re-checks whether it may claim now.
   void slot_freed() {
     {
@@ -58,6 +70,7 @@ struct ClaimSignal {
   std::condition_variable_any cv;
   // Guarded by mutex.
   bool woken = true;          // the fetcher clears it when it claims
+  bool for_insert = false;    // set with woken by wake_for_insert, cleared with it
   std::uint64_t events = 0;   // counts the calls: a waiter waits for it to change
   std::uint64_t written = 0;  // counts completions_written()
   // The earliest due_at() not yet taken by the fetcher (which resets it to max).

@@ -278,7 +278,7 @@ void Engine::Impl::start() {
   }
   if (config_.poll.listen_notify && !listen_through_pooler) {
     listener_ = std::make_unique<NotifyListener>(
-        *database_, [signal = claim_signal_] { signal->wake(); },
+        *database_, [signal = claim_signal_] { signal->wake_for_insert(); },
         [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_,
         [maintenance = maintenance_.get()] { maintenance->request_limits_sync(); });
   }

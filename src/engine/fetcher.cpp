@@ -29,6 +29,7 @@ Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& p
     : worker_id_(std::move(options.worker_id)),
       lease_(options.lease),
       progress_slice_(options.progress_slice),
+      trailing_claim_delay_(options.trailing_claim),
       store_(std::move(store)),
       pool_(pool),
       signal_(signal),
@@ -87,8 +88,11 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     }
     return false;
   };
-  // The next poll, or sooner the next job known to become due.
-  const auto next_claim = [&] { return std::min({next_poll_, next_due_, hinted_due_}); };
+  // The next poll, or sooner the next job known to become due or the claim that follows
+  // a NOTIFY's.
+  const auto next_claim = [&] {
+    return std::min({next_poll_, next_due_, hinted_due_, trailing_claim_});
+  };
   const auto limit_slot_freed = [&] { return limit_held_ && signal_.written != written_at_claim_; };
   const auto due = [&] {
     return signal_.woken || backlog_ || Clock::now() >= next_claim() ||
@@ -107,7 +111,9 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     const int free = pool_.claimable(prefetch());
     if (due() && enough_free(free)) {
       woken_ = signal_.woken;
+      for_insert_ = signal_.for_insert;
       signal_.woken = false;
+      signal_.for_insert = false;
       written_at_claim_ = signal_.written;
       pool_.arm_slot_wake(0, prefetch());  // the jobs finishing during the claim: no wake-up
       return true;
@@ -151,6 +157,7 @@ void Fetcher::run(const std::stop_token& stop) {
       next_due_ = Clock::time_point::max();
       hinted_due_ = Clock::time_point::max();
       next_due_stale_ = true;
+      trailing_claim_ = Clock::time_point::max();  // the claim after the outage covers it
       next_poll_ = Clock::now() + wait;
       continue;
     }
@@ -170,6 +177,9 @@ bool Fetcher::claim_once(bool woken) {
   // A wake-up may mean new jobs, due earlier than the one awaited: ask again after this
   // claim (or the next one that is made, if there is no slot to claim for now).
   if (woken) next_due_stale_ = true;
+  // Any claim made once the trailing claim is due serves as it (Options::trailing_claim).
+  const bool trailing = Clock::now() >= trailing_claim_;
+  if (trailing) trailing_claim_ = Clock::time_point::max();
   ClaimRequest request;
   auto budget = pool_.claim_budget(prefetch());
   request.slots = std::move(budget.slots);
@@ -184,6 +194,7 @@ bool Fetcher::claim_once(bool woken) {
   }
   claim_began_ = Clock::now();
   std::vector<Job> jobs = claim_jobs(request);
+  if (for_insert_) trailing_claim_ = claim_began_ + trailing_claim_delay_;
   note_claim_time(Clock::now() - claim_began_, jobs.size());
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;
@@ -204,8 +215,9 @@ bool Fetcher::claim_once(bool woken) {
     // A NOTIFY is followed by a poll at the minimum interval even when its claim found
     // nothing: the INSERT trigger sends at most one per 2 ms (sql/010_notify_debounce), and
     // a job whose INSERT went without one, relying on this NOTIFY, may commit just after
-    // the claim it set off (another daemon may also have taken that claim's jobs).
-    const bool quiet = jobs.empty() && !woken;
+    // the claim it set off (another daemon may also have taken that claim's jobs). The
+    // trailing claim that may come first is part of the same wake-up.
+    const bool quiet = jobs.empty() && !woken && !trailing;
     interval_ = quiet ? std::min(interval_ * 2, max_interval_) : min_interval_;
   }
   // The claim's order (RETURNING does not keep it): higher priority first, then the longest

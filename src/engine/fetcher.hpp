@@ -48,6 +48,14 @@ class Fetcher final : public Service {
     // The limits every daemon applies (README "Limits"); null: none (tests). While it says
     // active the fetcher claims with claim_limited().
     const LimitRegistry* limits = nullptr;
+    // The INSERT trigger sends at most one NOTIFY per 2 ms per schema (sql/010): a job
+    // whose INSERT went without one, relying on the last, commits at most about that long
+    // after it, so often just after the claim that NOTIFY set off. A claim made for a
+    // NOTIFY is therefore followed by one more this long after it began; the poll at
+    // poll.min_interval still covers later commits. In a stream of 500 jobs/s this halved
+    // the pick-ups over 10 ms (bench/README.md), for at most one claim per NOTIFY. Tests
+    // lengthen it.
+    std::chrono::microseconds trailing_claim{4000};
   };
 
   Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
@@ -105,6 +113,7 @@ class Fetcher final : public Service {
   const std::string worker_id_;
   const Millis lease_;
   const Millis progress_slice_;
+  const std::chrono::microseconds trailing_claim_delay_;
   const std::unique_ptr<JobStore> store_;
   WorkerPool& pool_;
   ClaimSignal& signal_;
@@ -131,6 +140,10 @@ class Fetcher final : public Service {
   bool next_due_stale_ = true;                // next_due_ may be wrong: ask after the next claim
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
+  bool for_insert_ = false;                   // ... for the INSERT trigger's NOTIFY
+  // When the claim that follows a NOTIFY's is due (max: none; see Options::trailing_claim).
+  std::chrono::steady_clock::time_point trailing_claim_ =
+      std::chrono::steady_clock::time_point::max();
   // When the last claim began: next_due looks past jobs due before then (see learn_next_due).
   std::chrono::steady_clock::time_point claim_began_{};
   // A concurrency limit held back a job in the last claim: the next batch of completions

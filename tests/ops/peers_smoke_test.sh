@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Smoke run of bench/peers/run.sh (pgjobd, graphile-worker, pg-boss and the bare SQL loop
-# on one private cluster), with tiny job counts and one pass:
+# Smoke runs of bench/peers/run.sh (pgjobd, graphile-worker, pg-boss and the bare SQL loop
+# on one private cluster), with tiny job counts and one pass, and of bench/peers/stream.sh
+# (pgjobd and graphile-worker under one stream of enqueueing transactions, 3 s at 100/s):
 #
 #   bash tests/ops/peers_smoke_test.sh PATH/TO/pgjobd
 #
@@ -38,4 +39,21 @@ if grep '^peers/run.sh: 1,' "$log" | awk -F, '$7 + 0 <= 0 { bad = 1 } END { exit
   echo "FAIL: a run without a rate:" >&2; cat "$log" >&2; exit 1
 fi
 grep -A4 '^load ' "$log"
-echo "PASS: peers smoke (5 systems x 2 loads)"
+
+if ! PEERS_SMOKE=1 PGJOBD_BIN="$bin" timeout 60 bench/peers/stream.sh >"$log" 2>&1; then
+  echo "FAIL: bench/peers/stream.sh (smoke) failed:" >&2
+  tail -n 40 "$log" >&2
+  exit 1
+fi
+# One row per system; the script itself fails unless every job inserted was picked up.
+# Each row: about 300 jobs inserted (pgbench's Poisson schedule), a p50 above zero, a p99
+# at least as long, a share over 10 ms between 0 and 1.
+if ! grep '^peers/stream.sh: 1,' "$log" | awk -F, '
+    $6 >= 200 && $6 <= 420 && $10 == $6 && $11 > 0 && $12 >= $11 && $15 >= 0 && $15 <= 1 { ok[$2] = 1 }
+    END { exit !(("pgjobd" in ok) && ("graphile-worker" in ok)) }'; then
+  echo "FAIL: expected a stream row for pgjobd and one for graphile-worker:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+grep -A3 '^rate ' "$log"
+echo "PASS: peers smoke (5 systems x 2 loads; 2 systems x 1 stream)"
