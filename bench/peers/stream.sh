@@ -59,6 +59,7 @@ systems=${SYSTEMS:-pgjobd graphile-worker}
 bin=${PGJOBD_BIN:-build/release/pgjobd}
 [[ -x "$bin" ]] || { echo "peers/stream.sh: $bin not built" >&2; exit 1; }
 peers_require peers/stream.sh
+command -v curl >/dev/null || { echo "peers/stream.sh: curl not found (pgjobd's /readyz)" >&2; exit 1; }
 peers_cluster
 out=${OUT:-}
 if [[ -z "$out" ]]; then
