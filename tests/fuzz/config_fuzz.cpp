@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz_check.hpp"
 #include "pgjobd/config.hpp"
@@ -20,6 +21,8 @@ namespace {
 using pgjobd::Config;
 using pgjobd::ConfigError;
 using pgjobd::HandlerConfig;
+using pgjobd::LimitConfig;
+using pgjobd::ScheduleConfig;
 
 constexpr const char* kSource = "fuzz.yaml";
 
@@ -30,121 +33,296 @@ YAML::Emitter& text(YAML::Emitter& out, const std::string& value) {
 
 void key(YAML::Emitter& out, const char* name) { out << YAML::Key << name << YAML::Value; }
 
+std::string ms(pgjobd::Millis d) { return pgjobd::format_duration(d); }
+
+void text_list(YAML::Emitter& out, const std::vector<std::string>& values) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& value : values) text(out, value);
+  out << YAML::EndSeq;
+}
+
+// Each emitter below names every member of its struct in a structured binding, so that a
+// member added to pgjobd/config.hpp stops this file from compiling until it is written
+// here too; the round trip then checks that the loader reads it back as it was.
+
 void emit_handler(YAML::Emitter& out, const HandlerConfig& handler) {
+  const auto& [kind, argv, exit_codes, http_url, sql, builtin, timeout, kill_grace] = handler;
   out << YAML::BeginMap;
-  switch (handler.kind) {
+  switch (kind) {
     case HandlerConfig::Kind::kExec:
       key(out, "exec");
-      out << YAML::Flow << YAML::BeginSeq;
-      for (const std::string& arg : handler.exec_argv) text(out, arg);
-      out << YAML::EndSeq;
+      text_list(out, argv);
       key(out, "permanent_exit_codes");
       out << YAML::Flow << YAML::BeginSeq;
-      for (int code : handler.permanent_exit_codes) out << code;
+      for (int code : exit_codes) out << code;
       out << YAML::EndSeq;
       key(out, "kill_grace");
-      out << pgjobd::format_duration(handler.kill_grace);
+      out << ms(kill_grace);
       break;
     case HandlerConfig::Kind::kHttp:
       key(out, "http");
       out << YAML::BeginMap;
       key(out, "url");
-      text(out, handler.http_url);
+      text(out, http_url);
       out << YAML::EndMap;
       break;
     case HandlerConfig::Kind::kSql:
       key(out, "sql");
-      text(out, handler.sql);
+      text(out, sql);
       break;
     case HandlerConfig::Kind::kBuiltin:
       key(out, "builtin");
-      text(out, handler.builtin);
+      text(out, builtin);
       break;
   }
   key(out, "timeout");
-  out << pgjobd::format_duration(handler.timeout);
+  out << ms(timeout);
   out << YAML::EndMap;
 }
 
-// Every field of Config, as a config file would write it. A new field must be added here
-// too: the round trip below then reports the first input that sets it.
-std::string to_yaml(const Config& c) {
-  const auto ms = [](pgjobd::Millis d) { return pgjobd::format_duration(d); };
-  char jitter[64];
-  *std::to_chars(jitter, jitter + sizeof jitter - 1, c.retry.jitter).ptr = '\0';
-  YAML::Emitter out;
+// A schedule's payload is kept as JSON text. JSON is YAML, so yaml-cpp parses it back into
+// nodes: quoted strings stay quoted (tag "!"), and null, booleans and numbers are written
+// plain, as the loader reads a plain scalar (schedule_section.cpp's append_scalar).
+void emit_payload(YAML::Emitter& out, const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::Flow << YAML::BeginMap;
+      for (const auto& item : node) {
+        out << YAML::Key;
+        text(out, item.first.Scalar()) << YAML::Value;
+        emit_payload(out, item.second);
+      }
+      out << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : node) emit_payload(out, item);
+      out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar:
+      if (node.Tag() == "!") {
+        text(out, node.Scalar());
+      } else if (node.Scalar() == "true" || node.Scalar() == "false") {
+        out << (node.Scalar() == "true");
+      } else {
+        out << node.Scalar();  // a number, as the file wrote it
+      }
+      break;
+    case YAML::NodeType::Null:  // yaml-cpp's type for a plain `null`
+      out << YAML::Null;
+      break;
+    case YAML::NodeType::Undefined:
+      FUZZ_CHECK(!"a payload's JSON text parsed to no node");
+  }
+}
+
+void emit_schedule(YAML::Emitter& out, const ScheduleConfig& schedule) {
+  const auto& [cron, every, timezone, type, queue, priority, max_attempts, payload, enabled,
+               overlap, misfire, misfire_grace] = schedule;
   out << YAML::BeginMap;
-  key(out, "database");
+  if (!cron.empty()) {  // validate_config has let exactly one of cron and every through
+    key(out, "cron");
+    text(out, cron);
+  } else {
+    key(out, "every");
+    out << ms(every);
+  }
+  key(out, "timezone");
+  text(out, timezone);
+  key(out, "type");
+  text(out, type);
+  key(out, "queue");
+  text(out, queue);
+  key(out, "priority");
+  out << priority;
+  key(out, "max_attempts");
+  out << max_attempts;
+  key(out, "payload");
+  emit_payload(out, YAML::Load(payload));
+  key(out, "enabled");
+  out << enabled;
+  key(out, "overlap");
+  text(out, overlap);
+  key(out, "misfire");
+  text(out, misfire);
+  key(out, "misfire_grace");
+  out << ms(misfire_grace) << YAML::EndMap;
+}
+
+void emit_limit(YAML::Emitter& out, const LimitConfig& limit) {
+  // rate_per_second is the value of `rate`, which the loader computes again.
+  const auto& [types, queues, limit_key, concurrency, rate, rate_per_second, burst] = limit;
+  (void)rate_per_second;
+  out << YAML::BeginMap;
+  key(out, "types");
+  text_list(out, types);
+  key(out, "queues");
+  text_list(out, queues);
+  key(out, "key");
+  text(out, limit_key);
+  key(out, "concurrency");
+  out << concurrency;
+  if (!rate.empty()) {  // an empty rate is no rate, which only an absent key says
+    key(out, "rate");
+    text(out, rate);
+  }
+  key(out, "burst");
+  out << burst << YAML::EndMap;
+}
+
+void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
+  const auto& [url, schema, migrate_on_start, synchronous_claims, pooler, listen_url] = database;
   out << YAML::BeginMap;
   key(out, "url");
-  text(out, c.database.url);
+  text(out, url);
   key(out, "schema");
-  text(out, c.database.schema);
+  text(out, schema);
   key(out, "migrate_on_start");
-  out << c.database.migrate_on_start;
+  out << migrate_on_start;
   key(out, "synchronous_claims");
-  out << c.database.synchronous_claims << YAML::EndMap;
-  key(out, "worker");
+  out << synchronous_claims;
+  key(out, "pooler");
+  text(out, pooler);
+  key(out, "listen_url");
+  text(out, listen_url) << YAML::EndMap;
+}
+
+void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
+  const auto& [concurrency, queues, max_payload_bytes, prefetch] = worker;
   out << YAML::BeginMap;
   key(out, "concurrency");
-  out << c.worker.concurrency;
+  out << concurrency;
   key(out, "queues");
   out << YAML::BeginMap;
-  for (const auto& [name, queue] : c.worker.queues) {
+  for (const auto& [name, queue] : queues) {
+    const auto& [queue_concurrency] = queue;
     out << YAML::Key;
     text(out, name) << YAML::Value << YAML::BeginMap;
     key(out, "concurrency");
-    out << queue.concurrency << YAML::EndMap;
+    out << queue_concurrency << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  key(out, "max_payload_bytes");
+  out << max_payload_bytes;
+  key(out, "prefetch");
+  out << prefetch << YAML::EndMap;
+}
+
+void emit_ui(YAML::Emitter& out, const pgjobd::UiConfig& ui) {
+  const auto& [listen, show_payloads, refresh, session_ttl, statement_timeout, users] = ui;
+  out << YAML::BeginMap;
+  key(out, "listen");
+  text(out, listen);
+  key(out, "show_payloads");
+  out << show_payloads;
+  key(out, "refresh");
+  out << ms(refresh);
+  key(out, "session_ttl");
+  out << ms(session_ttl);
+  key(out, "statement_timeout");
+  out << ms(statement_timeout);
+  key(out, "users");
+  out << YAML::BeginMap;
+  for (const auto& [name, user] : users) {
+    const auto& [password_hash, role] = user;
+    out << YAML::Key;
+    text(out, name) << YAML::Value << YAML::BeginMap;
+    key(out, "password_hash");
+    text(out, password_hash);
+    key(out, "role");
+    text(out, role) << YAML::EndMap;
   }
   out << YAML::EndMap << YAML::EndMap;
+}
+
+// Every field of Config, as a config file would write it.
+std::string to_yaml(const Config& c) {
+  const auto& [database, worker, poll, retry, lease, shutdown, retention, metrics, log, ui,
+               handlers, schedules, limits] = c;
+  const auto& [min_interval, max_interval, listen_notify] = poll;
+  const auto& [base, max_delay, jitter] = retry;
+  const auto& [lease_duration] = lease;
+  const auto& [shutdown_timeout] = shutdown;
+  const auto& [done, dead] = retention;
+  const auto& [metrics_listen] = metrics;
+  const auto& [level, format] = log;
+  char jitter_text[64];
+  *std::to_chars(jitter_text, jitter_text + sizeof jitter_text - 1, jitter).ptr = '\0';
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  key(out, "database");
+  emit_database(out, database);
+  key(out, "worker");
+  emit_worker(out, worker);
   key(out, "poll");
   out << YAML::BeginMap;
   key(out, "min_interval");
-  out << ms(c.poll.min_interval);
+  out << ms(min_interval);
   key(out, "max_interval");
-  out << ms(c.poll.max_interval);
+  out << ms(max_interval);
   key(out, "listen_notify");
-  out << c.poll.listen_notify << YAML::EndMap;
+  out << listen_notify << YAML::EndMap;
   key(out, "retry");
   out << YAML::BeginMap;
   key(out, "base");
-  out << ms(c.retry.base);
+  out << ms(base);
   key(out, "max_delay");
-  out << ms(c.retry.max_delay);
+  out << ms(max_delay);
   key(out, "jitter");
-  out << jitter << YAML::EndMap;
+  out << jitter_text << YAML::EndMap;
   key(out, "lease");
   out << YAML::BeginMap;
   key(out, "duration");
-  out << ms(c.lease.duration) << YAML::EndMap;
+  out << ms(lease_duration) << YAML::EndMap;
   key(out, "shutdown");
   out << YAML::BeginMap;
   key(out, "timeout");
-  out << ms(c.shutdown.timeout) << YAML::EndMap;
+  out << ms(shutdown_timeout) << YAML::EndMap;
   key(out, "retention");
   out << YAML::BeginMap;
   key(out, "done");
-  out << ms(c.retention.done);
+  out << ms(done);
   key(out, "dead");
-  out << ms(c.retention.dead) << YAML::EndMap;
+  out << ms(dead) << YAML::EndMap;
   key(out, "metrics");
   out << YAML::BeginMap;
   key(out, "listen");
-  text(out, c.metrics.listen) << YAML::EndMap;
+  text(out, metrics_listen) << YAML::EndMap;
   key(out, "log");
   out << YAML::BeginMap;
   key(out, "level");
-  text(out, c.log.level);
+  text(out, level);
   key(out, "format");
-  text(out, c.log.format) << YAML::EndMap;
+  text(out, format) << YAML::EndMap;
+  key(out, "ui");
+  emit_ui(out, ui);
   key(out, "handlers");
   out << YAML::BeginMap;
-  for (const auto& [type, handler] : c.handlers) {
+  for (const auto& [type, handler] : handlers) {
     out << YAML::Key;
     text(out, type) << YAML::Value;
     emit_handler(out, handler);
   }
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  key(out, "schedules");
+  out << YAML::BeginMap;
+  for (const auto& [name, schedule] : schedules) {
+    out << YAML::Key;
+    text(out, name) << YAML::Value;
+    emit_schedule(out, schedule);
+  }
+  out << YAML::EndMap;
+  if (limits.has_value()) {  // absent and empty differ (README "Limits")
+    key(out, "limits");
+    out << YAML::BeginMap;
+    for (const auto& [name, limit] : *limits) {
+      out << YAML::Key;
+      text(out, name) << YAML::Value;
+      emit_limit(out, limit);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
   FUZZ_CHECK(out.good());
   return out.c_str();
 }
