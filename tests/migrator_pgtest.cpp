@@ -173,18 +173,26 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
   const std::string clock = "'" + s + ".pgjobd_notify_clock'";
   const std::string now_ms = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
   pqxx::nontransaction txn(*conn_);
-  // A NOTIFY recorded by the statement itself, microseconds before its trigger runs.
-  txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'a' FROM (SELECT setval(" + clock + ", " +
-           now_ms + ")) c");
-  drain(*listener);
-  EXPECT_EQ(receiver.count, 0);
+  // A NOTIFY recorded by the statement itself, microseconds before its trigger runs. On a
+  // loaded machine the trigger may run over 2 ms later (it did, with CI's two cores busy),
+  // and then it rightly notifies: a few tries, one of which must send nothing.
+  int notified = 0;
+  bool skipped = false;
+  for (int attempt = 0; attempt < 5 && !skipped; ++attempt) {
+    txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'a' FROM (SELECT setval(" + clock + ", " +
+             now_ms + ")) c");
+    drain(*listener);
+    skipped = receiver.count == notified;
+    notified = receiver.count;
+  }
+  EXPECT_TRUE(skipped) << "each of 5 INSERTs notified, within 2 ms of the last NOTIFY";
 
   // One recorded an hour ahead: the system clock was set back since. It notifies, and
   // records the present time.
   txn.exec("SELECT setval(" + clock + ", " + now_ms + " + 3600000)");
   txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('b')");
   drain(*listener);
-  EXPECT_EQ(receiver.count, 1);
+  EXPECT_EQ(receiver.count, notified + 1);
   EXPECT_EQ(txn.exec("SELECT pg_sequence_last_value(" + clock + ") BETWEEN " + now_ms +
                      " - 60000 AND " + now_ms)[0][0]
                 .as<bool>(),
@@ -204,7 +212,7 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
     EXPECT_THROW(insert.exec("SELECT setval(" + clock + ", 0)"), pqxx::insufficient_privilege);
   }
   drain(*listener);
-  EXPECT_EQ(receiver.count, 2);
+  EXPECT_EQ(receiver.count, notified + 2);
   txn.exec("DROP OWNED BY " + quote_identifier(role));
   txn.exec("DROP ROLE " + quote_identifier(role));
 }
