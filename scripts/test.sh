@@ -14,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's header says when it began, from the script's start, so that CI's log shows
+# where the minutes go (the suite is kept under an hour; CI cuts it at 90 minutes).
+header() { printf '== %s (at %d:%02d)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+
 scripts/install-deps.sh --with-test --with-tools
 stages=${PGJOBD_TEST_STAGES:-lint fuzz release asan tsan}
 jobs=$(nproc)
@@ -21,10 +25,10 @@ jobs=$(nproc)
 # Style and static analysis; needs no database and no build, only a configured release tree
 # for compile_commands.json (configuring also generates the sources clang-tidy reads).
 lint() {
-  echo "== lint: clang-format"
+  header "lint: clang-format"
   find src include tests -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 |
     xargs -0 clang-format --dry-run --Werror
-  echo "== lint: clang-tidy over src/"
+  header "lint: clang-tidy over src/"
   cmake --preset release >/dev/null
   # run-clang-tidy selects files of compile_commands.json by regular expression: this
   # checkout's src/ (Python's re, as run-clang-tidy is Python). .clang-tidy has
@@ -42,13 +46,13 @@ fi
 # sanitizer report, failed invariant, timeout or memory blow-up fails the stage; libFuzzer
 # then writes the input as crash-*/timeout-*/oom-* into the work directory, printed below.
 fuzz() {
-  echo "== fuzz: build (clang-14, ASan+UBSan)"
+  header "fuzz: build (clang-14, ASan+UBSan)"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j"$jobs"
   local work target root=$PWD
   work=$(mktemp -d /tmp/pgjobd-fuzz.XXXXXX)
   for target in config duration retry_after log_line; do
-    echo "== fuzz: $target (${PGJOBD_FUZZ_SECONDS:-30}s)"
+    header "fuzz: $target (${PGJOBD_FUZZ_SECONDS:-30}s)"
     mkdir "$work/$target"
     cp tests/fuzz/corpus/"$target"/* "$work/$target/"
     local dict=()
@@ -89,12 +93,12 @@ for stage in $stages; do
   case "$stage" in
   lint | fuzz) ;;  # ran above, before the database starts
   release)
-    echo "== release build: all tests"
+    header "release build: all tests"
     build release
     ctest --test-dir build/release --output-on-failure
     ;;
   asan)
-    echo "== ASan+UBSan build: all tests but the browser's"
+    header "ASan+UBSan build: all tests but the browser's"
     build debug-asan
     # The daemons started by the end-to-end tests inherit these. The browser tests
     # (label `browser`, tests/browser) run in the release stage only.
@@ -104,7 +108,7 @@ for stage in $stages; do
       ctest --test-dir build/debug-asan --output-on-failure -LE browser
     ;;
   tsan)
-    echo "== TSan build: concurrency tests"
+    header "TSan build: concurrency tests"
     build debug-tsan
     # The engine's threads (pool, fetcher, completer, listener) run in the integration
     # tests and in the exec handler's concurrent-jobs test.
@@ -117,3 +121,4 @@ for stage in $stages; do
     ;;
   esac
 done
+header "all stages passed: $stages"
