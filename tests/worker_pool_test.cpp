@@ -61,10 +61,9 @@ class WorkerPoolTest : public ::testing::Test {
     pool_ = std::make_unique<WorkerPool>(
         config, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { handed_over(std::move(completion)); },
-        [this](int working_now, bool for_fetcher) {
+        [this](int working_now) {
           std::lock_guard lock(mutex_);
-          events_.push_back("freed busy=" + std::to_string(working_now) +
-                            (for_fetcher ? " fetcher" : ""));
+          events_.push_back("freed busy=" + std::to_string(working_now));
           ++freed_;
           cv_.notify_all();
         },
@@ -339,7 +338,7 @@ TEST_F(WorkerPoolTest, CompletionIsHandedOverBeforeTheSlotIsFreed) {
   gate_.release(7);
   ASSERT_TRUE(wait_freed(1));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_, (std::vector<std::string>{"complete 7", "freed busy=0 fetcher"}));
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 7", "freed busy=0"}));
 }
 
 TEST_F(WorkerPoolTest, WaitIdleEndsAtTheDeadlineOnInterruptOrWhenIdle) {
@@ -456,10 +455,10 @@ TEST_F(WorkerPoolTest, OnceArmedOnlyTheJobThatFreesEnoughSlotsWakesTheFetcher) {
   ASSERT_TRUE(wait_freed(1));
   gate_.release(3);
   ASSERT_TRUE(wait_until([&] { return pool.running().size() == 1; }, seconds(20)));
-  gate_.release(4);  // the pool falls idle: the busy gauge is told, not the fetcher
+  gate_.release(4);  // the pool falls idle: told whatever was armed (the busy gauge)
   ASSERT_TRUE(wait_freed(2));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "complete 2", "freed busy=2 fetcher",
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "complete 2", "freed busy=2",
                                                "complete 3", "complete 4", "freed busy=0"}));
 }
 
@@ -475,8 +474,7 @@ TEST_F(WorkerPoolTest, ArmingWhenEnoughAreFreeSaysSoAndAQueueLimitAlwaysWakes) {
   gate_.release(1);  // queue a's own slot: a saturated queue may be waiting for it
   ASSERT_TRUE(wait_freed(1));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_,
-            (std::vector<std::string>{"complete 2", "complete 1", "freed busy=1 fetcher"}));
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 2", "complete 1", "freed busy=1"}));
 }
 
 TEST_F(WorkerPoolTest, MoreJobsThanWaitingThreadsWakeThemAll) {

@@ -44,19 +44,14 @@ struct ClaimSignal {
 
   // Completions were written: jobs ended in the database, so they no longer count against
   // their limits (README "Limits"). The fetcher claims again if its last claim was held back by
-  // a concurrency limit; otherwise this changes nothing, and it is not woken (in a stream
-  // that cost a context switch per batch written).
+  // a concurrency limit; otherwise this changes nothing.
   void completions_written() {
-    bool wake = false;
     {
       std::lock_guard lock(mutex);
       ++written;
-      if (wants_written) {
-        wake = true;
-        ++events;
-      }
+      ++events;
     }
-    if (wake) cv.notify_one();
+    cv.notify_one();
   }
 
   // A job will be due at `when` (a retry this daemon wrote): the fetcher claims then, not
@@ -74,11 +69,10 @@ struct ClaimSignal {
   std::mutex mutex;
   std::condition_variable_any cv;
   // Guarded by mutex.
-  bool woken = true;           // the fetcher clears it when it claims
-  bool for_insert = false;     // set with woken by wake_for_insert, cleared with it
-  std::uint64_t events = 0;    // counts the calls: a waiter waits for it to change
-  std::uint64_t written = 0;   // counts completions_written()
-  bool wants_written = false;  // set by the fetcher: completions_written() ends its wait
+  bool woken = true;          // the fetcher clears it when it claims
+  bool for_insert = false;    // set with woken by wake_for_insert, cleared with it
+  std::uint64_t events = 0;   // counts the calls: a waiter waits for it to change
+  std::uint64_t written = 0;  // counts completions_written()
   // The earliest due_at() not yet taken by the fetcher (which resets it to max).
   std::chrono::steady_clock::time_point due_hint = std::chrono::steady_clock::time_point::max();
 };

@@ -244,9 +244,9 @@ void Engine::Impl::start() {
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));
       },
-      [metrics = metrics_.get(), signal = claim_signal_](int working_now, bool for_fetcher) {
+      [metrics = metrics_.get(), signal = claim_signal_](int working_now) {
         metrics->set_workers_busy(working_now);
-        if (for_fetcher) signal->slot_freed();
+        signal->slot_freed();
       });
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),

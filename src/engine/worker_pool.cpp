@@ -197,10 +197,10 @@ void WorkerPool::worker_loop() {
     --queue_busy_[task.job.queue];
     prefetch_.finished(started);
     const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (const SlotWake wake = slot_wake_locked(task.job.queue, busy_now); wake.call) {
+    if (slot_wake_wanted_locked(task.job.queue, busy_now)) {
       const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
       lock.unlock();
-      slot_freed_(working_now, wake.for_fetcher);
+      slot_freed_(working_now);
       lock.lock();
     }
     // Last: once wait_idle() sees the job gone, this thread no longer calls out. The lock
@@ -210,17 +210,15 @@ void WorkerPool::worker_loop() {
   }
 }
 
-WorkerPool::SlotWake WorkerPool::slot_wake_locked(const std::string& queue, int busy_now) {
+bool WorkerPool::slot_wake_wanted_locked(const std::string& queue, int busy_now) {
   if (busy_now <= wake_at_busy_) {
     if (wake_at_busy_ != kEverySlot) wake_at_busy_ = kNoSlotWake;  // once per arming
-    return {true, true};
+    return true;
   }
-  // A queue's own limit: its slot may be what a saturated queue waits for.
+  // A queue's own limit: its slot may be what a saturated queue waits for. An idle pool:
+  // the busy gauge (set by the callback) then reads 0 whatever the fetcher waits for.
   const auto limit = queue_limits_.find(queue);
-  if (limit != queue_limits_.end() && limit->second > 0) return {true, true};
-  // An idle pool: the busy gauge (set by the callback) then reads 0 whatever the fetcher
-  // waits for.
-  return {busy_now == 0, false};
+  return busy_now == 0 || (limit != queue_limits_.end() && limit->second > 0);
 }
 
 bool WorkerPool::arm_slot_wake(int free_wanted, bool prefetch) {

@@ -45,11 +45,8 @@ class WorkerPool final : public Service {
   using Complete = std::function<void(Completion)>;
   // Called after a job left the pool (its slot is free again), with the jobs then on a
   // thread (working()), when the fetcher waits for it (arm_slot_wake), when the job's queue
-  // has its own limit, or when the pool became idle. `for_fetcher`: one of the first two,
-  // which the fetcher must hear of; a pool falling idle alone only sets the busy gauge (in a
-  // stream of short jobs nearly every job does, and waking the fetcher each time for
-  // nothing cost a context switch per job).
-  using SlotFreed = std::function<void(int working_now, bool for_fetcher)>;
+  // has its own limit, or when the pool became idle.
+  using SlotFreed = std::function<void(int working_now)>;
 
   // `now`: the prefetch budget's clock (a unit test's own).
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
@@ -139,13 +136,8 @@ class WorkerPool final : public Service {
   std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
   int global_free_locked(bool prefetch) const;
   ClaimBudget claim_budget_locked(bool prefetch) const;
-  // Whether the job leaving with busy_now left calls SlotFreed, and with which for_fetcher
-  // (see wake_at_busy_).
-  struct SlotWake {
-    bool call = false;
-    bool for_fetcher = false;
-  };
-  SlotWake slot_wake_locked(const std::string& queue, int busy_now);
+  // Whether the job leaving with busy_now left calls SlotFreed (see wake_at_busy_).
+  bool slot_wake_wanted_locked(const std::string& queue, int busy_now);
   void grow_locked();  // starts threads up to capacity_
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
