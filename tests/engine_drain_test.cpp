@@ -177,6 +177,31 @@ TEST_F(EngineDrainTest, HeldJobsNotStartedAreReleasedAtOnceWithoutRunning) {
   EXPECT_EQ(engine.unwritten_completions(), 0);
 }
 
+// Until its first read of the limits a daemon assumes some apply, and so claims no more
+// than its free workers (README "Limits"); its first claims usually come before that read.
+// When the read finds none, a claim loop waiting for its one busy worker looks again and
+// takes the next job beyond it (worker.prefetch) without waiting for the worker.
+TEST_F(EngineDrainTest, TheFirstReadOfTheLimitsFindingNoneLetsAWaitingClaimLoopPrefetch) {
+  table_.block(StoreMethod::kLoadLimits);
+  // Quick jobs first: finished at pace, they give the next claim a prefetch budget.
+  const auto quick = table_.add_jobs(30, "gated");
+  for (const auto id : quick) gate_.release(id);
+  const std::int64_t running = table_.add_job("gated");
+  const std::int64_t held = table_.add_job("gated");
+  start_engine(engine_config(1, Millis(30000)));
+  ASSERT_TRUE(gate_.wait_started(31));
+  ASSERT_EQ(gate_.started().back(), running);
+  for (const ClaimRequest& request : table_.claim_requests()) {
+    ASSERT_EQ(request.limit, 1) << "a claim beyond the one worker before the limits were read";
+  }
+  EXPECT_EQ(table_.row(held).status, FakeStatus::kPending);
+
+  table_.unblock(StoreMethod::kLoadLimits);  // the read finds no limit
+  EXPECT_TRUE(table_.wait_until([&] { return table_.row(held).status == FakeStatus::kRunning; }))
+      << "the claim loop was not told that the limits were lifted";
+  EXPECT_EQ(gate_.started().back(), running) << "held for the worker, not run beside it";
+}
+
 TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
   Engine& engine = start_engine(engine_config(1, Millis(30000)));
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kLeadAndRescue, 1));

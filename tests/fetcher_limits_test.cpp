@@ -56,7 +56,9 @@ class FetcherLimitsTest : public ::testing::Test {
           completions_->complete({completion}, "worker-1", false);
           signal_.completions_written();  // as the completer does after each batch
         },
-        [this](int) { signal_.slot_freed(); });
+        [this](int, bool for_fetcher) {
+          if (for_fetcher) signal_.slot_freed();
+        });
     PollConfig poll;
     poll.min_interval = Millis(60000);
     poll.max_interval = Millis(60000);

@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cstdint>
 #include <map>
 #include <thread>
 
@@ -70,7 +71,10 @@ class FetcherTest : public ::testing::Test {
     for (const auto& [name, limit] : queue_limits) workers.queues[name].concurrency = limit;
     pool_ = std::make_unique<WorkerPool>(
         workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
-        [](Completion) {}, [this](int) { signal_.slot_freed(); });
+        [this](Completion) { signal_.completions_written(); },  // as the completer does
+        [this](int, bool for_fetcher) {
+          if (for_fetcher) signal_.slot_freed();
+        });
     PollConfig poll;
     poll.min_interval = poll_interval;
     poll.max_interval = max_interval > Millis(0) ? max_interval : poll_interval;
@@ -337,6 +341,26 @@ TEST_F(FetcherTest, FreedSlotAfterAShortPollWaitsForTheNextPollOrAWakeUp) {
   const auto requests = table_.claim_requests();
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[1].limit, 3);
+}
+
+// In a stream of short jobs nearly every job leaves the pool idle and has its completion
+// written; the claim loop, waiting for its next poll or NOTIFY, is woken by neither (each
+// was a context switch per job for nothing). The pool still tells the busy gauge.
+TEST_F(FetcherTest, AJobEndingDoesNotWakeAClaimLoopThatWaitsForNoSlot) {
+  const auto ids = table_.add_jobs(1, "gated");
+  start(4);
+  ASSERT_TRUE(gate_.wait_started(1));  // a short claim: the loop now waits for a minute
+  std::uint64_t events = 0;
+  {
+    std::lock_guard lock(signal_.mutex);
+    events = signal_.events;
+  }
+  gate_.release(ids[0]);
+  ASSERT_TRUE(pool_->wait_idle(Clock::now() + seconds(20)));  // its slot freed, told
+  std::lock_guard lock(signal_.mutex);
+  EXPECT_EQ(signal_.written, 1u);
+  EXPECT_EQ(signal_.events, events) << "the idle pool or the written completion woke the loop";
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);
 }
 
 // The INSERT trigger skips its NOTIFY within 2 ms of the last one (sql/010), so a job may

@@ -33,7 +33,7 @@ class LeaseGuardTest : public ::testing::Test {
     workers.concurrency = 2;
     pool_ = std::make_unique<WorkerPool>(
         workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
-        [](Completion) {}, [](int) {});
+        [](Completion) {}, [](int, bool) {});
     pool_->start();
   }
   void TearDown() override {

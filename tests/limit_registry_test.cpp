@@ -56,6 +56,26 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
   EXPECT_EQ(database.table().calls(StoreMethod::kSyncLimits), 0);
 }
 
+// The claim loop is told when limits stop applying (it may then prefetch), once per
+// change: not at a sync that finds limits, nor at one that finds none again.
+TEST(LimitRegistryTest, LiftingTheLimitsCallsOnLiftedOncePerChange) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
+  LimitRegistry registry(std::nullopt, "d2");
+  int lifted = 0;
+  registry.set_on_lifted([&] { ++lifted; });
+  registry.sync(*store);  // none in the database: active (assumed at start) turns false
+  EXPECT_EQ(lifted, 1);
+  registry.sync(*store);
+  EXPECT_EQ(lifted, 1) << "still none: nothing changed";
+  database.table().set_limits({{"a", concurrency(1), "d1"}});
+  registry.sync(*store);
+  EXPECT_EQ(lifted, 1) << "limits now apply: nothing lifted";
+  database.table().set_limits({});
+  registry.sync(*store);
+  EXPECT_EQ(lifted, 2);
+}
+
 TEST(LimitRegistryTest, ADifferentDefinitionInTheDatabaseIsLoggedOnce) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);

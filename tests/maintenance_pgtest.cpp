@@ -49,7 +49,7 @@ struct MaintenanceWithAwaiting {
   MaintenanceWithAwaiting(const Config& config, std::vector<JobAttempt> awaiting)
       : pool(
             config.worker, [](const Job&, const JobStop&) { return std::nullopt; },
-            [](Completion) {}, [](int) {}),
+            [](Completion) {}, [](int, bool) {}),
         metrics({"default"}, {"t"}),
         maintenance(config, kWorker, std::make_unique<PgJobStore>(config.database, "test"), pool,
                     metrics, health, [this, awaiting] {

@@ -50,7 +50,8 @@ class MaintenanceTest : public ::testing::Test {
                                              "worker-1", false, metrics_, health_);
     pool_ = std::make_unique<WorkerPool>(
         workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
-        [this](Completion completion) { completer_->submit(std::move(completion)); }, [](int) {});
+        [this](Completion completion) { completer_->submit(std::move(completion)); },
+        [](int, bool) {});
     completer_->start();
     pool_->start();
   }

@@ -61,9 +61,10 @@ class WorkerPoolTest : public ::testing::Test {
     pool_ = std::make_unique<WorkerPool>(
         config, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
         [this](Completion completion) { handed_over(std::move(completion)); },
-        [this](int working_now) {
+        [this](int working_now, bool for_fetcher) {
           std::lock_guard lock(mutex_);
-          events_.push_back("freed busy=" + std::to_string(working_now));
+          events_.push_back("freed busy=" + std::to_string(working_now) +
+                            (for_fetcher ? " fetcher" : ""));
           ++freed_;
           cv_.notify_all();
         },
@@ -338,7 +339,7 @@ TEST_F(WorkerPoolTest, CompletionIsHandedOverBeforeTheSlotIsFreed) {
   gate_.release(7);
   ASSERT_TRUE(wait_freed(1));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_, (std::vector<std::string>{"complete 7", "freed busy=0"}));
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 7", "freed busy=0 fetcher"}));
 }
 
 TEST_F(WorkerPoolTest, WaitIdleEndsAtTheDeadlineOnInterruptOrWhenIdle) {
@@ -455,11 +456,27 @@ TEST_F(WorkerPoolTest, OnceArmedOnlyTheJobThatFreesEnoughSlotsWakesTheFetcher) {
   ASSERT_TRUE(wait_freed(1));
   gate_.release(3);
   ASSERT_TRUE(wait_until([&] { return pool.running().size() == 1; }, seconds(20)));
-  gate_.release(4);  // the pool falls idle: told whatever was armed (the busy gauge)
+  gate_.release(4);  // the pool falls idle: the busy gauge is told, not the fetcher
   ASSERT_TRUE(wait_freed(2));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "complete 2", "freed busy=2",
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "complete 2", "freed busy=2 fetcher",
                                                "complete 3", "complete 4", "freed busy=0"}));
+}
+
+// With prefetch, a job that finishes quickly also adds to what the pool may hold beyond its
+// threads (PrefetchBudget), so an armed wake-up counts claimable jobs, that budget
+// included, not freed slots: here one job leaving makes two claimable.
+TEST_F(WorkerPoolTest, AnArmedWakeUpCountsThePrefetchBudgetAFinishingJobAdds) {
+  WorkerPool& pool = make_pool(workers(2, {{"default", 0}}, 100));
+  pool.start();
+  pool.submit({job_in(1), job_in(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_FALSE(pool.arm_slot_wake(2));  // none free, and no budget before a job finished
+  gate_.release(1);  // frees its slot and, finished at once by the test's clock, adds one
+  ASSERT_TRUE(wait_freed(1));
+  EXPECT_EQ(pool.claimable(), 2);
+  std::lock_guard lock(mutex_);
+  EXPECT_EQ(events_, (std::vector<std::string>{"complete 1", "freed busy=1 fetcher"}));
 }
 
 TEST_F(WorkerPoolTest, ArmingWhenEnoughAreFreeSaysSoAndAQueueLimitAlwaysWakes) {
@@ -474,7 +491,8 @@ TEST_F(WorkerPoolTest, ArmingWhenEnoughAreFreeSaysSoAndAQueueLimitAlwaysWakes) {
   gate_.release(1);  // queue a's own slot: a saturated queue may be waiting for it
   ASSERT_TRUE(wait_freed(1));
   std::lock_guard lock(mutex_);
-  EXPECT_EQ(events_, (std::vector<std::string>{"complete 2", "complete 1", "freed busy=1"}));
+  EXPECT_EQ(events_,
+            (std::vector<std::string>{"complete 2", "complete 1", "freed busy=1 fetcher"}));
 }
 
 TEST_F(WorkerPoolTest, MoreJobsThanWaitingThreadsWakeThemAll) {

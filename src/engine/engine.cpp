@@ -233,6 +233,7 @@ void Engine::Impl::start() {
   });
   completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
   limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
+  limits_->set_on_lifted([signal = claim_signal_] { signal->slot_freed(); });
   runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).
@@ -244,9 +245,9 @@ void Engine::Impl::start() {
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));
       },
-      [metrics = metrics_.get(), signal = claim_signal_](int working_now) {
+      [metrics = metrics_.get(), signal = claim_signal_](int working_now, bool for_fetcher) {
         metrics->set_workers_busy(working_now);
-        signal->slot_freed();
+        if (for_fetcher) signal->slot_freed();
       });
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),

@@ -105,6 +105,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   const auto enough_free = [&](int free) {
     return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
   };
+  signal_.wants_written = limit_held_;  // what limit_slot_freed() waits for
   while (!stop.stop_requested()) {
     hinted_due_ = std::min(hinted_due_, signal_.due_hint);
     signal_.due_hint = Clock::time_point::max();

@@ -115,6 +115,17 @@ WorkerPool::ClaimBudget WorkerPool::claim_budget_locked(bool prefetch) const {
   return budget;
 }
 
+int WorkerPool::claimable_locked(bool prefetch) const {
+  const int global_free = global_free_locked(prefetch);
+  int sum = 0;
+  for (const auto& [name, limit] : queue_limits_) {
+    int free = global_free;
+    if (limit > 0) free = std::min(free, limit - queue_busy_.at(name));
+    if (free > 0) sum += free;
+  }
+  return std::max(0, std::min(sum, global_free));
+}
+
 int WorkerPool::capacity() const {
   std::lock_guard lock(mutex_);
   return capacity_;
@@ -197,10 +208,10 @@ void WorkerPool::worker_loop() {
     --queue_busy_[task.job.queue];
     prefetch_.finished(started);
     const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (slot_wake_wanted_locked(task.job.queue, busy_now)) {
+    if (const SlotWake wake = slot_wake_locked(task.job.queue, busy_now); wake.call) {
       const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
       lock.unlock();
-      slot_freed_(working_now);
+      slot_freed_(working_now, wake.for_fetcher);
       lock.lock();
     }
     // Last: once wait_idle() sees the job gone, this thread no longer calls out. The lock
@@ -210,29 +221,32 @@ void WorkerPool::worker_loop() {
   }
 }
 
-bool WorkerPool::slot_wake_wanted_locked(const std::string& queue, int busy_now) {
-  if (busy_now <= wake_at_busy_) {
-    if (wake_at_busy_ != kEverySlot) wake_at_busy_ = kNoSlotWake;  // once per arming
-    return true;
+WorkerPool::SlotWake WorkerPool::slot_wake_locked(const std::string& queue, int busy_now) {
+  if (wake_wanted_ == kEverySlot) return {true, true};
+  if (wake_wanted_ != kNoSlotWake && claimable_locked(wake_prefetch_) >= wake_wanted_) {
+    wake_wanted_ = kNoSlotWake;  // once per arming
+    return {true, true};
   }
-  // A queue's own limit: its slot may be what a saturated queue waits for. An idle pool:
-  // the busy gauge (set by the callback) then reads 0 whatever the fetcher waits for.
+  // A queue's own limit: its slot may be what a saturated queue waits for.
   const auto limit = queue_limits_.find(queue);
-  return busy_now == 0 || (limit != queue_limits_.end() && limit->second > 0);
+  if (limit != queue_limits_.end() && limit->second > 0) return {true, true};
+  // An idle pool: the busy gauge (set by the callback) then reads 0 whatever the fetcher
+  // waits for.
+  return {busy_now == 0, false};
 }
 
 bool WorkerPool::arm_slot_wake(int free_wanted, bool prefetch) {
   std::lock_guard lock(mutex_);
   if (free_wanted <= 0) {
-    wake_at_busy_ = kNoSlotWake;
+    wake_wanted_ = kNoSlotWake;
     return false;
   }
-  const int free = claim_budget_locked(prefetch).limit;
-  if (free >= free_wanted) return true;
-  // Each job leaving frees a slot. A prefetch budget that grows meanwhile frees more, so
-  // the wake-up may come a few jobs late; one that shrinks makes it early, and the fetcher
-  // arms again.
-  wake_at_busy_ = busy_.load(std::memory_order_relaxed) - (free_wanted - free);
+  if (claimable_locked(prefetch) >= free_wanted) return true;
+  // Looked at again as each job leaves (slot_wake_locked): a job frees its slot and may
+  // grow the prefetch budget. (Counted in slots alone, a budget grown meanwhile made the
+  // wake-up come late.)
+  wake_wanted_ = free_wanted;
+  wake_prefetch_ = prefetch;
   return false;
 }
 

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,8 +44,11 @@ class WorkerPool final : public Service {
   using Complete = std::function<void(Completion)>;
   // Called after a job left the pool (its slot is free again), with the jobs then on a
   // thread (working()), when the fetcher waits for it (arm_slot_wake), when the job's queue
-  // has its own limit, or when the pool became idle.
-  using SlotFreed = std::function<void(int working_now)>;
+  // has its own limit, or when the pool became idle. `for_fetcher`: one of the first two,
+  // which the fetcher must hear of; a pool falling idle alone only sets the busy gauge (in a
+  // stream of short jobs nearly every job does, and waking the fetcher each time for
+  // nothing cost a context switch per job).
+  using SlotFreed = std::function<void(int working_now, bool for_fetcher)>;
 
   // `now`: the prefetch budget's clock (a unit test's own).
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
@@ -77,12 +79,14 @@ class WorkerPool final : public Service {
     int limit = 0;
   };
   ClaimBudget claim_budget(bool prefetch = true) const;
-  // Asks for SlotFreed once `free_wanted` jobs could be claimed (claimable) rather than
-  // after every job: with prefetch a claim hands over a thousand short jobs, and waking the
-  // fetcher for each of them (a futex wake and a look at the pool, under this lock) cost
-  // more than the jobs. 0 asks for none but those the pool always makes (see SlotFreed).
-  // Until the first call, every job leaving the pool calls it. Returns true, arming
-  // nothing, when that many are claimable already: the caller looks again instead of
+  // Asks for SlotFreed once `free_wanted` jobs could be claimed (claimable, with or
+  // without prefetch as given) rather than after every job: with prefetch a claim hands
+  // over a thousand short jobs, and waking the fetcher for each of them (a futex wake and a
+  // look at the pool, under this lock) cost more than the jobs. Counted in claimable jobs,
+  // looked at as each job leaves: the prefetch budget grows as jobs finish, so it may be
+  // what makes enough claimable. 0 asks for none but those the pool always makes (see
+  // SlotFreed). Until the first call, every job leaving the pool calls it. Returns true,
+  // arming nothing, when that many are claimable already: the caller looks again instead of
   // waiting for a wake-up that may not come.
   bool arm_slot_wake(int free_wanted, bool prefetch = true);
   // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
@@ -136,8 +140,15 @@ class WorkerPool final : public Service {
   std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
   int global_free_locked(bool prefetch) const;
   ClaimBudget claim_budget_locked(bool prefetch) const;
-  // Whether the job leaving with busy_now left calls SlotFreed (see wake_at_busy_).
-  bool slot_wake_wanted_locked(const std::string& queue, int busy_now);
+  // claim_budget_locked's limit without its list (nothing allocated: read as each job leaves).
+  int claimable_locked(bool prefetch) const;
+  // Whether the job leaving with busy_now left calls SlotFreed, and with which for_fetcher
+  // (see wake_wanted_).
+  struct SlotWake {
+    bool call = false;
+    bool for_fetcher = false;
+  };
+  SlotWake slot_wake_locked(const std::string& queue, int busy_now);
   void grow_locked();  // starts threads up to capacity_
 
   // Keyed by a ticket per submission, not by job id: a released job can be claimed again
@@ -180,11 +191,13 @@ class WorkerPool final : public Service {
   std::atomic<int> busy_{0};
   std::atomic<int> queued_{0};  // pending_.size(), readable without the lock
   int waiting_ = 0;             // threads waiting for work_ready_
-  // A job leaving the pool calls SlotFreed when at most this many remain busy (then it is
-  // reset to kNoSlotWake until armed again); kEverySlot until the fetcher arms it.
-  static constexpr int kEverySlot = std::numeric_limits<int>::max();
-  static constexpr int kNoSlotWake = -1;
-  int wake_at_busy_ = kEverySlot;
+  // A job leaving the pool calls SlotFreed for the fetcher once at least this many jobs
+  // are claimable (with prefetch or not: wake_prefetch_), then it is reset to kNoSlotWake
+  // until armed again; kEverySlot until the fetcher arms it.
+  static constexpr int kEverySlot = -1;
+  static constexpr int kNoSlotWake = 0;
+  int wake_wanted_ = kEverySlot;
+  bool wake_prefetch_ = true;
   PrefetchBudget prefetch_;
   bool stopping_ = false;
   bool interrupted_ = false;

@@ -63,6 +63,14 @@ void LimitRegistry::sync(JobStore& store) {
     if (configured_ == to_write) write_pending_ = false;
   }
   std::vector<LimitDefinition> loaded = store.load_limits();
+  if (apply_loaded(std::move(loaded)) && on_lifted_) on_lifted_();
+}
+
+void LimitRegistry::set_on_lifted(std::function<void()> on_lifted) {
+  on_lifted_ = std::move(on_lifted);
+}
+
+bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded) {
   std::lock_guard lock(mutex_);
   const bool differs = differs_from_configured(loaded);
   if (differs && !warned_) {
@@ -78,7 +86,8 @@ void LimitRegistry::sync(JobStore& store) {
     }
     definitions_ = std::move(loaded);
   }
-  active_.store(!definitions_.empty(), std::memory_order_release);
+  const bool active = !definitions_.empty();
+  return active_.exchange(active, std::memory_order_acq_rel) && !active;
 }
 
 }  // namespace pgjobd

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,6 +40,11 @@ class LimitRegistry {
   void sync(JobStore& store);
   // Reload: the next sync() writes these.
   void set_configured(std::optional<Limits> configured);
+  // Called (on the thread that syncs, after the sync) when active() turns false: claims may
+  // then take jobs beyond the free workers (worker.prefetch), so a claim loop waiting for a
+  // worker's slot must look again. (A daemon starts with limits active, and its first claims
+  // usually come before the first sync.) Set before the first sync().
+  void set_on_lifted(std::function<void()> on_lifted);
   // Whether sync() has a write to make (so the maintenance loop does not wait for its
   // next interval).
   bool write_pending() const;
@@ -52,6 +58,8 @@ class LimitRegistry {
   std::uint64_t holds() const { return holds_.load(std::memory_order_relaxed); }
 
  private:
+  // Takes the definitions read from the database; true when that lifted the limits.
+  bool apply_loaded(std::vector<LimitDefinition> loaded);
   // Under mutex_: whether the database's definitions differ from the configured ones.
   bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
 
@@ -62,6 +70,7 @@ class LimitRegistry {
   std::vector<LimitDefinition> definitions_;
   bool warned_ = false;  // the current difference was logged
   std::atomic<bool> active_{true};
+  std::function<void()> on_lifted_;
   mutable std::atomic<std::uint64_t> holds_{0};
 };
 
