@@ -36,6 +36,9 @@
 #   BURST_RATE     jobs/s to take fractions of (default: measured first)
 #   BURST_JOBS     jobs of that measurement (default 20000)
 #   SCHEMA         default pgjobd_bench_stream
+#   PRODUCER_OPTIONS  extra server settings for the producers' sessions only, e.g.
+#                  "-c synchronous_commit=off" to take their own commit's WAL flush out of
+#                  the pick-up and see the daemon's part of it (default none)
 #   OUT            output directory (default bench/results): stream_<fraction>.csv per run
 #                  and stream_summary.csv, one row per run
 #
@@ -148,7 +151,7 @@ log: {level: warn}
 EOF
   "$bin" migrate -c "$work/daemon.yaml" >/dev/null
   load1=$(cut -d' ' -f1 /proc/loadavg)
-  echo "stream.sh: $fraction of $burst = $rate jobs/s for ${duration}s, $clients producers" >&2
+  echo "stream.sh: $fraction of $burst = $rate jobs/s for ${duration}s, $clients producers${PRODUCER_OPTIONS:+ ($PRODUCER_OPTIONS)}" >&2
 
   "$bin" run -c "$work/daemon.yaml" >"$work/daemon.log" 2>&1 &
   daemon_pid=$!
@@ -173,7 +176,8 @@ EOF
   scrape_pid=$!
   # -l: a tenth of the INSERTs logged with their latency, the floor under the pick-up.
   rm -f "$work"/insert_log.*
-  pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" \
+  PGOPTIONS="$PGOPTIONS ${PRODUCER_OPTIONS:-}" \
+    pgbench -n -R "$rate" -c "$clients" -j 2 -T "$duration" -f "$work/insert.sql" \
     -l --sampling-rate=0.1 --log-prefix="$work/insert_log" "$url" \
     >"$work/pgbench.log" 2>&1 || { cat "$work/pgbench.log" >&2; exit 1; }
   # The last jobs' pick-up, and the sample of the last whole second.
