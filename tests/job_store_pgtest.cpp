@@ -184,23 +184,28 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
 TEST(JobStore, ClaimWalksTheClaimIndexInOrderWhateverTheStatisticsSay) {
   const auto check = [](TestSchema& schema, const std::string& when) {
     testing::StatementPlans plans(schema);
-    for (const std::string batch : {"64", "1000"}) {
-      const std::string execute = std::string(stmt::kClaim) + "('{default}', '{" + batch +
-                                  "}', '{a}', " + batch + ", 'w', 30000, 'off', 1000000)";
-      for (const char* mode : testing::StatementPlans::kModes) {
-        const std::string plan = plans.explain(execute, mode);
-        const std::string context = when + ", " + mode + ", batch " + batch + "\n" + plan;
-        EXPECT_NE(plan.find("Index Scan using jobs_claim_idx"), std::string::npos) << context;
-        EXPECT_NE(plan.find("jobs_pkey"), std::string::npos) << context;
-        EXPECT_EQ(plan.find("Bitmap Index Scan on jobs_claim_idx"), std::string::npos) << context;
-        EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << context;
-        // One sort only: the claimed batch's, none of the pending rows.
-        std::size_t sorts = 0;
-        for (std::size_t at = plan.find("Sort Key"); at != std::string::npos;
-             at = plan.find("Sort Key", at + 1)) {
-          ++sorts;
+    // Both claims: the plain one and the claim session's (whose probes, run only after a
+    // short claim, sort nothing).
+    for (const auto& [name, due] :
+         {std::pair{stmt::kClaim, ""}, std::pair{stmt::kClaimWithDue, ", '{default}'"}}) {
+      for (const std::string batch : {"64", "1000"}) {
+        const std::string execute = std::string(name) + "('{default}', '{" + batch + "}', '{a}', " +
+                                    batch + ", 'w', 30000, 'off', 1000000" + due + ")";
+        for (const char* mode : testing::StatementPlans::kModes) {
+          const std::string plan = plans.explain(execute, mode);
+          const std::string context = when + ", " + mode + ", " + execute + "\n" + plan;
+          EXPECT_NE(plan.find("Index Scan using jobs_claim_idx"), std::string::npos) << context;
+          EXPECT_NE(plan.find("jobs_pkey"), std::string::npos) << context;
+          EXPECT_EQ(plan.find("Bitmap Index Scan on jobs_claim_idx"), std::string::npos) << context;
+          EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << context;
+          // One sort only: the claimed batch's, none of the pending rows.
+          std::size_t sorts = 0;
+          for (std::size_t at = plan.find("Sort Key"); at != std::string::npos;
+               at = plan.find("Sort Key", at + 1)) {
+            ++sorts;
+          }
+          EXPECT_EQ(sorts, 1u) << context;
         }
-        EXPECT_EQ(sorts, 1u) << context;
       }
     }
   };
@@ -599,6 +604,9 @@ TEST(JobStore, NoSessionKeepsAPlanMadeWhileTheTableWasEmpty) {
       {stmt::kClaim,
        {"{default}", "{1}", "{a}", "1", "w", "30000", "", "100000"},
        {"jobs_claim_idx", "jobs_pkey"}},
+      {stmt::kClaimWithDue,
+       {"{default}", "{1}", "{a}", "1", "w", "30000", "", "100000", "{default}"},
+       {"jobs_claim_idx", "jobs_pkey"}},
       {stmt::kNextDue, {"{default}", "{a}", "1000000"}, {"jobs_claim_idx"}},
       {stmt::kComplete,
        {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
@@ -896,6 +904,54 @@ TEST(JobStore, NextDueTellsHowLongAgoTheLastDueJobCameDueWithinTheLookBack) {
   EXPECT_TRUE(later.next_in.has_value());
 }
 
+// The claim's own answer (JobStore::claim_with_due): after a short claim, when the next
+// job this daemon could claim is due, by the same rules as next_due and from the claim's
+// own snapshot, so a due job it left (locked by another session) is not reported as come
+// due; nothing after a full claim, nor when no queue is asked about.
+TEST(JobStore, AShortClaimSaysWhenTheNextJobIsDue) {
+  TestSchema schema;
+  schema.exec("INSERT INTO " + quote_identifier(schema.name()) +
+              ".pgjobd_queues (queue, paused) VALUES ('paused', true)");
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, priority, run_at) VALUES "
+      "('a', 'default', 0, now() - interval '2 seconds'),"
+      "('a', 'default', 0, now() - interval '1 second'),"
+      // Sooner than the answer, but not for this daemon.
+      "('other', 'default', 0, now() + interval '1 second'),"
+      "('a', 'paused', 0, now() + interval '1 second'),"
+      "('a', 'unserved', 0, now() + interval '1 second'),"
+      // The answers: in another priority than the claimed jobs, and in another queue.
+      "('a', 'default', 3, now() + interval '20 seconds'),"
+      "('a', 'q2', 0, now() + interval '30 seconds')");
+  PgJobStore store(schema.config().database, "test");
+  const std::vector<std::string> served = {"default", "q2", "paused"};
+  const ClaimRequest request{{{"default", 3}}, {"a"}, 3, "w", kLease};
+  // The first due job is another session's: the claim skips it and takes the second.
+  pqxx::connection other(schema.config().database.url);
+  pqxx::work holder(other);
+  holder.exec("SELECT id FROM " + quote_identifier(schema.name()) +
+              ".jobs WHERE run_at < now() - interval '1500 milliseconds' FOR UPDATE");
+  const ClaimWithDue first = store.claim_with_due(request, served);
+  ASSERT_EQ(first.jobs.size(), 1u);
+  ASSERT_TRUE(first.due.has_value());
+  EXPECT_NEAR(seconds_of(first.due->next_in), 20.0, 1.0);
+  EXPECT_FALSE(first.due->last_due_ago.has_value());
+  holder.abort();
+  EXPECT_NEAR(seconds_of(store.claim_with_due(request, {"q2"}).due->next_in), 30.0, 1.0);
+  // Full: nothing asked.
+  schema.exec("INSERT INTO {jobs} (type, run_at) VALUES ('a', now() - interval '1 second')");
+  const ClaimWithDue full = store.claim_with_due({{{"default", 1}}, {"a"}, 1, "w", kLease}, served);
+  EXPECT_EQ(full.jobs.size(), 1u);
+  EXPECT_FALSE(full.due.has_value());
+  EXPECT_FALSE(store.claim_with_due(request, {}).due.has_value());  // no queue: no question
+  // No job due later: an answer without a wait.
+  schema.exec("DELETE FROM {jobs} WHERE run_at > now()");
+  const ClaimWithDue none = store.claim_with_due(request, served);
+  ASSERT_TRUE(none.due.has_value());
+  EXPECT_FALSE(none.due->next_in.has_value());
+  EXPECT_EQ(schema.count("status = 'running'"), 3);
+}
+
 // Asked after every short claim: each probe stays on the claim index, whatever the table
 // holds besides. (By hand, PostgreSQL 15, 2M done rows, 200,000 future jobs and 200,000
 // due ones, nine in ten of a type not served, in 3 queues and 5 priorities, see
@@ -930,6 +986,18 @@ TEST(JobStore, NextDueProbesTheClaimIndex) {
     EXPECT_NE(plan.find("Index Scan Backward using jobs_claim_idx"), std::string::npos)
         << mode << "\n"
         << plan;
+  }
+  // The claim's own answer (JobStore::claim_with_due) makes the same probes for the future,
+  // and only those: nothing is read backwards.
+  for (const char* mode : testing::StatementPlans::kModes) {
+    const std::string plan =
+        plans.explain(std::string(stmt::kClaimWithDue) +
+                          "('{q0}', '{64}', '{a}', 64, 'w', 30000, 'off', 1000000, '{q0,q1,q2}')",
+                      mode);
+    EXPECT_EQ(plan.find("Seq Scan on jobs"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_EQ(plan.find("Bitmap"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_NE(plan.find("(run_at > now()))"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_EQ(plan.find("Index Scan Backward"), std::string::npos) << mode << "\n" << plan;
   }
   PgJobStore store(schema.config().database, "test");
   EXPECT_NEAR(seconds_of(next_in(store, {"q0", "q1", "q2"}, {"a"})), 1.0, 1.0);

@@ -449,13 +449,16 @@ TEST(SqlInterface, ClaimWithThePauseCheckStaysOnTheClaimIndex) {
               ".pgjobd_queues (queue, paused) VALUES ('q1', true)");
   schema.exec("ANALYZE {jobs}");
   testing::StatementPlans plans(schema);
-  for (const char* mode : testing::StatementPlans::kModes) {
-    const std::string plan = plans.explain(
-        std::string(stmt::kClaim) + "('{q1,q2}', '{10,10}', '{a}', 20, 'w', 30000, '', 1000)",
-        mode);
-    EXPECT_TRUE(contains(plan, "jobs_claim_idx")) << mode << "\n" << plan;
-    EXPECT_TRUE(contains(plan, "Anti Join")) << mode << "\n" << plan;
-    EXPECT_TRUE(contains(plan, "pgjobd_queues")) << mode << "\n" << plan;
+  for (const auto& [name, due] :
+       {std::pair{stmt::kClaim, ""}, std::pair{stmt::kClaimWithDue, ", '{q1,q2}'"}}) {
+    for (const char* mode : testing::StatementPlans::kModes) {
+      const std::string plan = plans.explain(
+          std::string(name) + "('{q1,q2}', '{10,10}', '{a}', 20, 'w', 30000, '', 1000" + due + ")",
+          mode);
+      EXPECT_TRUE(contains(plan, "jobs_claim_idx")) << mode << "\n" << plan;
+      EXPECT_TRUE(contains(plan, "Anti Join")) << mode << "\n" << plan;
+      EXPECT_TRUE(contains(plan, "pgjobd_queues")) << mode << "\n" << plan;
+    }
   }
 }
 

@@ -34,6 +34,8 @@ class PgJobStore final : public JobStore {
   void connect();
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  ClaimWithDue claim_with_due(const ClaimRequest& request,
+                              const std::vector<std::string>& due_queues) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
   DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
                     std::chrono::microseconds look_back) override;
@@ -71,6 +73,10 @@ class PgJobStore final : public JobStore {
                                      const std::string& worker_id, const char* statement);
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
+  // One of the claim statements (kClaim, kClaimWithDue, kClaimLimited), alone in its round
+  // trip: the request as $1..$8, then `more`.
+  template <typename... More>
+  pqxx::result run_claim(const char* name, const ClaimRequest& request, More&&... more);
 
   DatabaseConfig config_;
   std::string role_;

@@ -10,8 +10,12 @@ namespace pgjobd::stmt {
 
 // Claim: $1 queues text[], $2 free slots per queue int[], $3 types text[], $4 total limit,
 // $5 worker id, $6 lease ms, $7 synchronous_commit for the claim ('off', or '' to keep
-// the session's). Returns the claimed jobs.
+// the session's), $8 largest payload read (bytes). Returns the claimed jobs.
 inline constexpr const char* kClaim = "pgjobd_claim";
+// The same claim, $9 served queues text[] ('{}': ask nothing). Returns the claimed jobs
+// (columns 0..8; 9 is NULL) and, after a short claim with $9 given, one more row, its job
+// columns NULL, whose column 9 is kNextDue's first answer for $9 and $3.
+inline constexpr const char* kClaimWithDue = "pgjobd_claim_with_due";
 // The wait until the next job not yet due: $1 queues text[], $2 types text[]. Returns one
 // row: seconds (float8) until the earliest future run_at of a pending or failed job of
 // those queues (not paused) and types, at most a day; NULL when there is none.

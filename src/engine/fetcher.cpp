@@ -269,7 +269,15 @@ void Fetcher::note_claim_time(Clock::duration took, std::size_t jobs) {
 
 std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {
   limit_held_ = false;
-  if (limits_ == nullptr || !limits_->active()) return store_->claim(request);
+  claim_due_.reset();
+  if (limits_ == nullptr || !limits_->active()) {
+    // Every served queue, not only those with a free slot now (see learn_next_due).
+    claim_due_queues_ = pool_.queues();
+    ClaimWithDue claim = store_->claim_with_due(request, claim_due_queues_);
+    claim_answered_ = Clock::now();
+    claim_due_ = claim.due;
+    return std::move(claim.jobs);
+  }
   LimitedClaim claim = store_->claim_limited(request);
   if (!claim.held.empty()) limits_->count_hold();
   const auto now = Clock::now();
@@ -287,22 +295,31 @@ std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {
 }
 
 void Fetcher::learn_next_due(const ClaimRequest& request) {
+  const auto now = Clock::now();
+  // An awaited time that has come was for this claim: the store knows what comes next.
+  const bool reached = now >= std::min(next_due_, hinted_due_);
+  if (hinted_due_ <= now) hinted_due_ = Clock::time_point::max();
+  if (claim_due_) {
+    // The claim answered in its own round trip, from its own snapshot: always fresh.
+    note_next_due(*claim_due_, claim_answered_, std::move(claim_due_queues_));
+    return;
+  }
   // Every served queue, not only those with a free slot now: on a busy daemon with
   // per-queue limits that set changes from claim to claim, and each change would cost a
   // question. A job due in a queue that is full then is woken for once, claims nothing,
   // and the question that follows looks past it.
   std::vector<std::string> queues = pool_.queues();
-  const auto now = Clock::now();
-  // An awaited time that has come was for this claim: the store knows what comes next.
-  const bool reached = now >= std::min(next_due_, hinted_due_);
-  if (hinted_due_ <= now) hinted_due_ = Clock::time_point::max();
   if (!next_due_stale_ && !reached && queues == next_due_queues_) return;
   // Stays stale if the query fails: the next claim asks again.
   next_due_stale_ = true;
   const DueTimes due = store_->next_due(
       queues, request.types,
       std::chrono::ceil<std::chrono::microseconds>(Clock::now() - claim_began_) + kDueLookBack);
-  const auto answered = Clock::now();
+  note_next_due(due, Clock::now(), std::move(queues));
+}
+
+void Fetcher::note_next_due(const DueTimes& due, Clock::time_point answered,
+                            std::vector<std::string> queues) {
   // A due job the claim skipped is stuck (locked by another session, or no slot: waking
   // for it would spin), but one may have come due after the claim looked, while the claim
   // and this question were on their way; waiting for the next job not due yet left it to
@@ -311,6 +328,7 @@ void Fetcher::learn_next_due(const ClaimRequest& request) {
   // reading of the clock: a job that came due less long ago may have come due after the
   // claim looked, and is claimed at once. At worst that is one claim for a stuck job due
   // just before the claim looked; the next question, asked after that claim, looks past it.
+  // (A claim's own answer has no such job: one snapshot, one clock.)
   if (due.last_due_ago && *due.last_due_ago < answered - claim_began_) {
     next_due_ = answered;
     spdlog::debug("a job came due {}us ago, maybe after the claim looked: claiming again",

@@ -6,13 +6,14 @@
 // ends any wait at once.
 //
 // Jobs that are not due yet (a run_at in the future, a retry after its backoff) are woken
-// for at their due time, not found by the next poll: after a claim that came back short
-// the fetcher asks the store when the next job it could claim is due (next_due) and ends
-// its wait then, or claims again at once if one came due while that claim was on its way
-// (see learn_next_due); a retry the completer wrote arrives as ClaimSignal::due_at without a
-// query. It asks only when what it knew may have changed (a NOTIFY or other wake-up, a
-// full batch, the awaited time reached, a reload of the served queues): a poll that finds
-// nothing costs the one claim it cost before. The wait is still never longer than the poll
+// for at their due time, not found by the next poll: a claim that came back short also
+// says when the next job it could claim is due (JobStore::claim_with_due, in the same
+// round trip and snapshot), and the fetcher ends its wait then. A limited claim does not
+// say: after one the fetcher asks the store (next_due), only when what it knew may have
+// changed (a NOTIFY or other wake-up, a full batch, the awaited time reached, a reload of
+// the served queues), and claims again at once if a job came due while that claim was on
+// its way (see learn_next_due). A retry the completer wrote arrives as
+// ClaimSignal::due_at without a query. The wait is still never longer than the poll
 // interval, so a job the fetcher did not hear of (a lost NOTIFY, a retry written by another
 // daemon) is claimed within poll.max_interval as before.
 
@@ -97,8 +98,12 @@ class Fetcher final : public Service {
   // true when the batch was full (more work is likely waiting). woken: the claim was made
   // for a wake-up (a NOTIFY: jobs were inserted), so what next_due said may be stale.
   bool claim_once(bool woken);
-  // After a short claim: asks the store when its next job is due, unless nothing changed.
+  // After a short claim: takes what the claim said of the next due job (a claim without
+  // limits answers it in its own round trip), or asks the store, unless nothing changed.
   void learn_next_due(const ClaimRequest& request);
+  // What the store said at `answered`, of `queues` (see learn_next_due).
+  void note_next_due(const DueTimes& due, std::chrono::steady_clock::time_point answered,
+                     std::vector<std::string> queues);
   // The claim itself: the plain one, or the limited one while limits exist (whose holds
   // are counted and, for rate limits, awaited).
   std::vector<Job> claim_jobs(const ClaimRequest& request);
@@ -146,6 +151,11 @@ class Fetcher final : public Service {
       std::chrono::steady_clock::time_point::max();
   // When the last claim began: next_due looks past jobs due before then (see learn_next_due).
   std::chrono::steady_clock::time_point claim_began_{};
+  // The last claim's own answer of when the next job is due, of the queues it was asked
+  // for, and when it came (JobStore::claim_with_due; nothing after a full or limited claim).
+  std::optional<DueTimes> claim_due_;
+  std::vector<std::string> claim_due_queues_;
+  std::chrono::steady_clock::time_point claim_answered_{};
   // A concurrency limit held back a job in the last claim: the next batch of completions
   // this daemon writes makes a claim due (a job it ran may have counted against it),
   // as a freed slot does for a saturated queue. written_at_claim_: ClaimSignal::written

@@ -106,6 +106,14 @@ struct DueTimes {
   std::optional<std::chrono::microseconds> last_due_ago;
 };
 
+// A claim and, when it came back short, when the next job is due (JobStore::claim_with_due).
+struct ClaimWithDue {
+  std::vector<Job> jobs;
+  // Set when the claim took fewer than request.limit jobs and the store answered; nothing
+  // after a full claim.
+  std::optional<DueTimes> due;
+};
+
 struct LimitedClaim {
   std::vector<Job> jobs;
   std::vector<LimitHold> held;
@@ -135,6 +143,16 @@ class JobStore {
 
   // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
   virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
+
+  // The claim, and, when it comes back short, the answer next_due(due_queues,
+  // request.types) would give, in the same round trip and from the claim's own snapshot
+  // and clock. A job the claim did not take for being due later is then next_in; nothing
+  // can have come due after the claim looked, so last_due_ago is never set. A full claim
+  // asks nothing: a daemon working off a backlog does not pay for the question. A store
+  // may leave even a short claim unanswered (PgJobStore behind a transaction pooler, where
+  // the plain claim is cheaper to plan); the caller then asks next_due.
+  virtual ClaimWithDue claim_with_due(const ClaimRequest& request,
+                                      const std::vector<std::string>& due_queues) = 0;
 
   // The claim when limits exist: the same request, each job also taking a slot or token of
   // every limit it matches; jobs whose limits have no room stay (README "Limits").

@@ -383,18 +383,33 @@ bool FakeJobTable::wait_held(StoreMethod method, int n, std::chrono::millisecond
 
 std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
   auto lock = table_->enter(StoreMethod::kClaim);
-  return claim_locked(request, nullptr);
+  return claim_locked(request, nullptr, FakeJobTable::Clock::now());
+}
+
+// As the real statement: one call (counted as kClaim), one clock for the claim and for
+// the answer, which only a short claim gives.
+ClaimWithDue FakeJobStore::claim_with_due(const ClaimRequest& request,
+                                          const std::vector<std::string>& due_queues) {
+  auto lock = table_->enter(StoreMethod::kClaim);
+  const auto now = FakeJobTable::Clock::now();
+  ClaimWithDue claim;
+  claim.jobs = claim_locked(request, nullptr, now);
+  if (!due_queues.empty() && static_cast<int>(claim.jobs.size()) < request.limit) {
+    claim.due = due_locked(due_queues, request.types, now, now);
+  }
+  return claim;
 }
 
 LimitedClaim FakeJobStore::claim_limited(const ClaimRequest& request) {
   auto lock = table_->enter(StoreMethod::kClaimLimited);
   LimitedClaim claim;
-  claim.jobs = claim_locked(request, &claim.held);
+  claim.jobs = claim_locked(request, &claim.held, FakeJobTable::Clock::now());
   return claim;
 }
 
 std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
-                                            std::vector<LimitHold>* held) {
+                                            std::vector<LimitHold>* held,
+                                            FakeJobTable::Clock::time_point now) {
   table_->claim_requests_.push_back(request);
   // Running jobs per limited type now, and the limits by type (unkeyed concurrency only).
   std::map<std::string, const LimitDefinition*> limit_of_type;
@@ -422,7 +437,6 @@ std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
 
   // Higher priority first, then oldest, as the real claim orders its candidates.
   std::vector<FakeRow*> candidates;
-  const auto now = FakeJobTable::Clock::now();
   for (auto& [id, row] : table_->rows_) {
     if (row.status == FakeStatus::kPending && !row.deleted && row.run_at <= now) {
       candidates.push_back(&row);
@@ -480,7 +494,13 @@ DueTimes FakeJobStore::next_due(const std::vector<std::string>& queues,
                                 std::chrono::microseconds look_back) {
   auto lock = table_->enter(StoreMethod::kNextDue);
   const auto now = FakeJobTable::Clock::now();
-  const auto since = now - std::max(look_back, std::chrono::microseconds(0));
+  return due_locked(queues, types, now, now - std::max(look_back, std::chrono::microseconds(0)));
+}
+
+DueTimes FakeJobStore::due_locked(const std::vector<std::string>& queues,
+                                  const std::vector<std::string>& types,
+                                  FakeJobTable::Clock::time_point now,
+                                  FakeJobTable::Clock::time_point since) const {
   std::optional<FakeJobTable::Clock::time_point> earliest;
   std::optional<FakeJobTable::Clock::time_point> last_due;
   for (const auto& [id, row] : table_->rows_) {

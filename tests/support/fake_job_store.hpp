@@ -224,6 +224,8 @@ class FakeJobStore final : public JobStore {
   explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
 
   std::vector<Job> claim(const ClaimRequest& request) override;
+  ClaimWithDue claim_with_due(const ClaimRequest& request,
+                              const std::vector<std::string>& due_queues) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
   DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
                     std::chrono::microseconds look_back) override;
@@ -252,7 +254,12 @@ class FakeJobStore final : public JobStore {
  private:
   // The claim, under the table's lock; with `limited`, it applies the table's limits and
   // records what held jobs back.
-  std::vector<Job> claim_locked(const ClaimRequest& request, std::vector<LimitHold>* held);
+  std::vector<Job> claim_locked(const ClaimRequest& request, std::vector<LimitHold>* held,
+                                FakeJobTable::Clock::time_point now);
+  // next_due's answer at `now`, due jobs counted since `since` (under the table's lock).
+  DueTimes due_locked(const std::vector<std::string>& queues, const std::vector<std::string>& types,
+                      FakeJobTable::Clock::time_point now,
+                      FakeJobTable::Clock::time_point since) const;
 
   const std::shared_ptr<FakeJobTable> table_;
 };
