@@ -45,6 +45,8 @@
 #                  minute later at best)
 #   SCHEMA         scratch schema (default pgjobd_bench_daemons)
 #   OUT            CSV to write (default bench/results/daemons.csv)
+#   HANDLER        the handler of the jobs (type noop), as YAML flow (default
+#                  "{builtin: noop}"); bench/http.sh uses "{http: {url: ...}}"
 #
 # The CSV has one row per run: mode, daemons, workers per daemon, total workers, jobs,
 # elapsed seconds (polled), jobs/s, elapsed by the database's own max(finished_at) (no
@@ -74,6 +76,7 @@ schema=${SCHEMA:-pgjobd_bench_daemons}
 daemon_url=${DAEMON_URL:-$url}
 pooler=${POOLER:-none}
 out=${OUT:-bench/results/daemons.csv}
+handler=${HANDLER:-"{builtin: noop}"}
 [[ "$schema" =~ ^[a-z_][a-z0-9_]*$ && "$schema" != public ]] || {
   echo "daemons.sh: SCHEMA must be a plain scratch identifier, not public" >&2; exit 2; }
 
@@ -99,7 +102,7 @@ worker: {concurrency: $2, queues: {default: {}}}
 metrics: {listen: '127.0.0.1:$3'}
 log: {level: warn, format: text}
 handlers:
-  noop: {builtin: noop}
+  noop: $handler
 EOF
 }
 

@@ -37,6 +37,9 @@
 #                 alternating                                -> results/pooler.csv
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
+#        http     bench/http.sh: one daemon POSTing 20,000 jobs to a local keep-alive
+#                 HTTP server (node), then the same jobs with builtin noop, two passes;
+#                 jobs/s and TCP connections per job                 -> results/http.csv
 #        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
 #                 from 16 pgbench producers at 0.5 and 0.9 of the burst rate for 10
 #                 minutes each, pick-up latency and backlog every second
@@ -47,7 +50,7 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished pooler rss; "stream" on
+#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -70,7 +73,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished pooler rss"
+all_phases="main sync sweep daemons finished pooler rss http"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -78,7 +81,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   sweep=${SWEEP:-1 4 16 64 256} sweep_jobs=${SWEEP_JOBS:-5000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-500} sweep_passes=${SWEEP_PASSES:-1}
   daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
-  rss_jobs=${RSS_JOBS:-100000} rss_batch=20000
+  rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000
   stream_seconds=${STREAM_SECONDS:-30}
   main_extra=(--latency-jobs 200 --idle-seconds 5)
 else
@@ -86,7 +89,7 @@ else
   sweep=${SWEEP:-1 2 4 8 16 32 64 128 256} sweep_jobs=${SWEEP_JOBS:-50000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
-  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000
+  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=20000
   stream_seconds=${STREAM_SECONDS:-600}
   main_extra=()
 fi
@@ -292,6 +295,13 @@ if wants rss; then
   mark rss after
 fi
 
+if wants http; then
+  log "http: one daemon POSTing $http_jobs jobs to a keep-alive server, and noop"
+  mark http before
+  JOBS=$http_jobs REPEAT=$repeat OUT=$out/http.csv bench/http.sh
+  mark http after
+fi
+
 if wants stream; then
   log "stream: single-row INSERTs at ${stream_fractions} of the burst rate, ${stream_seconds} s each"
   mark stream before
@@ -352,7 +362,7 @@ fi
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt stream_summary.csv; do
+  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
   echo "load (1, 5, 15 min):"

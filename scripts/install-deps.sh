@@ -23,7 +23,8 @@ for flag in "$@"; do
     --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
                             chromium chromium-driver python3-selenium) ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
-    --with-bench) packages+=(gnuplot-nox) ;;  # bench/run.sh renders its chart with gnuplot
+    # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
+    --with-bench) packages+=(gnuplot-nox nodejs) ;;
   esac
 done
 

@@ -1,4 +1,5 @@
-// The http handler against a small in-process civetweb server: status mapping, headers, stop.
+// The http handler against small in-process civetweb servers: status mapping, headers, stop,
+// and connections kept between jobs.
 #include "handlers/http_handler.hpp"
 
 #include <arpa/inet.h>
@@ -10,15 +11,20 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "support/wait_until.hpp"
 
 namespace pgjobd {
 namespace {
@@ -305,6 +311,192 @@ TEST_F(HttpHandlerTest, ConnectionRefusedRetries) {
   const JobResult result = make_http_handler(http_config(url))(sample_job(), {});
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_FALSE(result.error.empty());
+}
+
+// One request as a keep-alive server saw it.
+struct KeptRequest {
+  int remote_port = 0;  // the client's end: the same port means the same connection
+  std::string job_id;   // X-Pgjobd-Job-Id
+  std::string body;
+};
+
+// A server that keeps connections open between requests, as most application servers do,
+// for as long as `idle_timeout_ms`. Every request gets 204, except that a body containing
+// "hang" is answered only after release() (or 10 s), for a timeout on a kept connection.
+class KeepAliveServer {
+ public:
+  explicit KeepAliveServer(int idle_timeout_ms) {
+    const std::string timeout = std::to_string(idle_timeout_ms);
+    const char* options[] = {
+        "listening_ports",       "127.0.0.1:0",   "num_threads", "8", "enable_keep_alive", "yes",
+        "keep_alive_timeout_ms", timeout.c_str(), nullptr};
+    mg_callbacks callbacks{};
+    callbacks.connection_close = &KeepAliveServer::on_close;
+    context_ = mg_start(&callbacks, this, options);
+    if (context_ == nullptr) throw std::runtime_error("cannot start the keep-alive server");
+    mg_server_port ports[1] = {};
+    mg_get_server_ports(context_, 1, ports);
+    port_ = ports[0].port;
+    mg_set_request_handler(context_, "/job", &KeepAliveServer::on_job, this);
+  }
+  KeepAliveServer(const KeepAliveServer&) = delete;
+  KeepAliveServer& operator=(const KeepAliveServer&) = delete;
+  ~KeepAliveServer() {
+    release();
+    mg_stop(context_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/job"; }
+
+  std::vector<KeptRequest> requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  int closed_connections() {
+    std::lock_guard lock(mutex_);
+    return closed_;
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    released_cv_.notify_all();
+  }
+  // Forgets the requests and holds "hang" requests again, for the next test.
+  void reset() {
+    std::lock_guard lock(mutex_);
+    requests_.clear();
+    released_ = false;
+  }
+
+ private:
+  static int on_job(mg_connection* conn, void* self_data) {
+    auto* self = static_cast<KeepAliveServer*>(self_data);
+    KeptRequest request;
+    char buffer[1024];
+    for (int n; (n = mg_read(conn, buffer, sizeof buffer)) > 0;) request.body.append(buffer, n);
+    const mg_request_info* info = mg_get_request_info(conn);
+    request.remote_port = info->remote_port;
+    if (const char* id = mg_get_header(conn, "X-Pgjobd-Job-Id")) request.job_id = id;
+    const bool hang = request.body.find("hang") != std::string::npos;
+    {
+      std::unique_lock lock(self->mutex_);
+      self->requests_.push_back(request);
+      if (hang) self->released_cv_.wait_for(lock, 10s, [self] { return self->released_; });
+    }
+    mg_printf(conn, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
+    return 204;
+  }
+
+  static void on_close(const mg_connection* conn) {
+    auto* self = static_cast<KeepAliveServer*>(mg_get_user_data(mg_get_context(conn)));
+    std::lock_guard lock(self->mutex_);
+    ++self->closed_;
+  }
+
+  mg_context* context_ = nullptr;
+  int port_ = 0;
+  std::mutex mutex_;
+  std::condition_variable released_cv_;
+  bool released_ = false;
+  std::vector<KeptRequest> requests_;
+  int closed_ = 0;
+};
+
+std::set<int> connections_of(const std::vector<KeptRequest>& requests) {
+  std::set<int> ports;
+  for (const KeptRequest& request : requests) ports.insert(request.remote_port);
+  return ports;
+}
+
+Job job_with(std::int64_t id, std::string payload) {
+  Job job = sample_job();
+  job.id = id;
+  job.payload = std::move(payload);
+  return job;
+}
+
+// One server for the suite (mg_stop takes up to 2 s), keeping idle connections a minute.
+class HttpHandlerKeepAliveTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = std::make_unique<KeepAliveServer>(60000); }
+  static void TearDownTestSuite() { server_.reset(); }
+  void SetUp() override { server_->reset(); }
+
+  static inline std::unique_ptr<KeepAliveServer> server_;
+};
+
+// A new connection per job cost a TCP (and for https a TLS) handshake per job and left a
+// TIME_WAIT socket behind each; one worker's consecutive jobs now go over one connection.
+// Each request still carries its own job's headers and whole body: nothing of the job
+// before (a longer body, its id) leaks into the next.
+TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
+  KeepAliveServer& server = *server_;
+  const Handler handler = make_http_handler(http_config(server.url()));
+  const std::vector<std::string> payloads = {R"({"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"})",
+                                             R"({"n":2})", "[]", R"({"n":4,"s":"\r\n"})"};
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    const JobResult result = handler(job_with(static_cast<std::int64_t>(i + 1), payloads[i]), {});
+    ASSERT_EQ(result.outcome, Outcome::kDone) << "job " << i + 1 << ": " << result.error;
+  }
+  const std::vector<KeptRequest> requests = server.requests();
+  ASSERT_EQ(requests.size(), payloads.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(requests[i].job_id, std::to_string(i + 1));
+    EXPECT_EQ(requests[i].body, payloads[i]);
+  }
+  EXPECT_EQ(connections_of(requests).size(), 1U);
+}
+
+// A transfer that failed (here a timeout, after which libcurl drops the connection) leaves
+// its handle fit for the next job, which gets a connection of its own.
+TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
+  KeepAliveServer& server = *server_;
+  const Handler handler = make_http_handler(http_config(server.url(), Millis(1000)));
+  EXPECT_EQ(handler(job_with(1, R"({"n":1})"), {}).outcome, Outcome::kDone);
+  const JobResult timed_out = handler(job_with(2, R"({"hang":true})"), {});
+  EXPECT_EQ(timed_out.outcome, Outcome::kRetry);
+  EXPECT_NE(timed_out.error.find("timeout"), std::string::npos) << timed_out.error;
+  server.release();
+  const JobResult after = handler(job_with(3, R"({"n":3})"), {});
+  EXPECT_EQ(after.outcome, Outcome::kDone) << after.error;
+  const std::vector<KeptRequest> requests = server.requests();
+  ASSERT_EQ(requests.size(), 3U);
+  EXPECT_EQ(requests[1].remote_port, requests[0].remote_port);  // the kept connection
+  EXPECT_NE(requests[2].remote_port, requests[1].remote_port);  // not the timed-out one
+  EXPECT_EQ(requests[2].job_id, "3");
+}
+
+// Servers close idle connections (node after 5 s, nginx after 75 s): the next job notices
+// and connects again instead of failing on the closed one.
+TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
+  KeepAliveServer server(100);
+  const Handler handler = make_http_handler(http_config(server.url()));
+  ASSERT_EQ(handler(job_with(1, "{}"), {}).outcome, Outcome::kDone);
+  ASSERT_TRUE(testing::wait_until([&server] { return server.closed_connections() >= 1; }, 10s));
+  const JobResult after = handler(job_with(2, "{}"), {});
+  EXPECT_EQ(after.outcome, Outcome::kDone) << after.error;
+  EXPECT_EQ(connections_of(server.requests()).size(), 2U);
+}
+
+// Jobs running at once never share a connection (libcurl forbids one handle in two
+// transfers): each waits on its own, and a third, after them, reuses one of theirs.
+TEST_F(HttpHandlerKeepAliveTest, JobsRunningAtOnceEachHaveAConnection) {
+  KeepAliveServer& server = *server_;
+  const Handler handler = make_http_handler(http_config(server.url()));
+  std::vector<JobResult> results(2);
+  {
+    std::jthread first([&] { results[0] = handler(job_with(1, R"({"hang":1})"), {}); });
+    std::jthread second([&] { results[1] = handler(job_with(2, R"({"hang":2})"), {}); });
+    ASSERT_TRUE(testing::wait_until([&server] { return server.requests().size() == 2; }, 10s));
+    server.release();
+  }
+  EXPECT_EQ(results[0].outcome, Outcome::kDone) << results[0].error;
+  EXPECT_EQ(results[1].outcome, Outcome::kDone) << results[1].error;
+  EXPECT_EQ(handler(job_with(3, "{}"), {}).outcome, Outcome::kDone);
+  const std::vector<KeptRequest> requests = server.requests();
+  ASSERT_EQ(requests.size(), 3U);
+  EXPECT_NE(requests[0].remote_port, requests[1].remote_port);
+  EXPECT_EQ(connections_of(requests).size(), 2U);
 }
 
 TEST(HttpHeaderValue, PercentEncodesControlCharactersAndPercent) {

@@ -9,11 +9,14 @@
 #include <cstddef>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "pgjobd/version.hpp"
 
@@ -36,6 +39,61 @@ void ensure_curl_initialized() {
 struct CurlDeleter {
   void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
   void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+
+using EasyHandle = std::unique_ptr<CURL, CurlDeleter>;
+
+// The easy handles of one http handler, kept between jobs. A handle keeps its connections
+// open (HTTP/1.1 keep-alive), its DNS cache and its TLS session IDs, so a stream of jobs
+// to one service pays the TCP and TLS handshakes once per busy worker instead of once per
+// job (a new handle per job also left a TIME_WAIT socket per job behind). libcurl forbids
+// one handle in two transfers at once, so each job takes a handle of its own; the most
+// recently returned goes out first, which keeps the fewest connections warm. A connection
+// the peer closed while idle is noticed by libcurl, which opens a new one (and resends a
+// request that a reused connection lost before any answer came).
+class EasyHandles {
+ public:
+  // A handle for one transfer, back to the pool when it goes out of scope.
+  class Lease {
+   public:
+    Lease(std::shared_ptr<EasyHandles> pool, EasyHandle handle)
+        : pool_(std::move(pool)), handle_(std::move(handle)) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { pool_->give_back(std::move(handle_)); }
+    CURL* get() const { return handle_.get(); }
+
+   private:
+    std::shared_ptr<EasyHandles> pool_;
+    EasyHandle handle_;
+  };
+
+  static Lease take(const std::shared_ptr<EasyHandles>& pool) {
+    {
+      std::lock_guard lock(pool->mutex_);
+      if (!pool->idle_.empty()) {
+        EasyHandle handle = std::move(pool->idle_.back());
+        pool->idle_.pop_back();
+        return Lease(pool, std::move(handle));
+      }
+    }
+    ensure_curl_initialized();
+    EasyHandle handle(curl_easy_init());
+    if (!handle) throw std::runtime_error("curl_easy_init failed");
+    return Lease(pool, std::move(handle));
+  }
+
+ private:
+  // curl_easy_reset sets every option back to its default, so no header, payload or
+  // callback pointer of one job survives into the next; connections and caches stay.
+  void give_back(EasyHandle handle) {
+    curl_easy_reset(handle.get());
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(handle));
+  }
+
+  std::mutex mutex_;
+  std::vector<EasyHandle> idle_;  // at most as many as jobs ran at once
 };
 
 // What the callbacks collect during one transfer.
@@ -144,11 +202,10 @@ std::string header_value(std::string_view text) {
 
 namespace {
 
-JobResult post(const std::string& url, Millis timeout, const Job& job, std::stop_token stop) {
+JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& url, Millis timeout,
+               const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
-  ensure_curl_initialized();
-  const std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-  if (!curl) throw std::runtime_error("curl_easy_init failed");
+  const EasyHandles::Lease curl = EasyHandles::take(handles);
 
   std::unique_ptr<curl_slist, CurlDeleter> headers;
   auto add_header = [&headers](const std::string& header) {
@@ -216,8 +273,9 @@ JobResult post(const std::string& url, Millis timeout, const Job& job, std::stop
 
 Handler make_http_handler(const HandlerConfig& config) {
   const Millis timeout = config.timeout.count() > 0 ? config.timeout : kDefaultTimeout;
-  return [url = config.http_url, timeout](const Job& job, std::stop_token stop) {
-    return post(url, timeout, job, std::move(stop));
+  return [handles = std::make_shared<EasyHandles>(), url = config.http_url, timeout](
+             const Job& job, std::stop_token stop) {
+    return post(handles, url, timeout, job, std::move(stop));
   };
 }
 

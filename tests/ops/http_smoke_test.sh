@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Smoke run of bench/http.sh (one real daemon POSTing every job to a local keep-alive HTTP
+# server, bench/http_sink.js, then the same jobs with builtin noop) against the test
+# database, a few hundred jobs, so that CI keeps the script working and sees, through the
+# real binary, that the http handler keeps its connections between jobs:
+#
+#   PGJOBD_TEST_DATABASE_URL=... bash tests/ops/http_smoke_test.sh PATH/TO/pgjobd
+#
+# Without PGJOBD_TEST_DATABASE_URL, node, psql or curl it prints a SKIP line and passes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bin=${1:?usage: http_smoke_test.sh PATH/TO/pgjobd}
+url=${PGJOBD_TEST_DATABASE_URL:-}
+if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 0; fi
+for tool in node psql curl; do
+  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 0; fi
+done
+
+out=$(mktemp -d /tmp/pgjobd-http-smoke.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+jobs=300
+if ! DATABASE_URL=$url BINS=$bin JOBS=$jobs REPEAT=1 SCHEMA="pgjobd_http_smoke_$$" \
+  OUT="$out/http.csv" timeout 120 bench/http.sh >"$out/log" 2>&1; then
+  echo "FAIL: bench/http.sh (smoke) failed:" >&2
+  cat "$out/log" >&2
+  exit 1
+fi
+fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out/http.csv" >&2; exit 1; }
+# Two rows: http (every job reached the server, http.sh checks the count) and noop.
+awk -F, 'NR == 2 && $3 == "http" { h = 1 } NR == 3 && $3 == "noop" { n = 1 }
+         END { exit !(NR == 3 && h && n) }' "$out/http.csv" || fail "expected an http and a noop row"
+# The daemon has 64 workers: 300 jobs over at most 64 connections, not one each.
+connections=$(awk -F, 'NR == 2 { print $6 }' "$out/http.csv")
+((connections >= 1 && connections <= 64)) ||
+  fail "$connections TCP connections for $jobs jobs (64 workers keep theirs between jobs)"
+echo "PASS: http smoke ($jobs jobs over $connections connections)"
