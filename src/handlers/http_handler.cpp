@@ -86,10 +86,15 @@ class EasyHandles {
  private:
   // curl_easy_reset sets every option back to its default, so no header, payload or
   // callback pointer of one job survives into the next; connections and caches stay.
-  void give_back(EasyHandle handle) {
+  void give_back(EasyHandle handle) noexcept {
     curl_easy_reset(handle.get());
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(handle));
+    try {
+      std::lock_guard lock(mutex_);
+      idle_.push_back(std::move(handle));
+    } catch (...) {
+      // Called from a destructor, so nothing may escape. Out of memory: the handle is
+      // freed here, and a later job makes a new one.
+    }
   }
 
   std::mutex mutex_;
