@@ -44,7 +44,7 @@ for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.05; done
 [[ -s "$work/port" ]] || { echo "http.sh: the sink did not start" >&2; exit 1; }
 sink="http://127.0.0.1:$(cat "$work/port")"
 
-stat() { curl -sf "$sink/stats" | sed -E "s/.*\"$1\":([0-9]+).*/\\1/"; }
+sink_stat() { curl -sf "$sink/stats" | sed -E "s/.*\"$1\":([0-9]+).*/\\1/"; }
 
 mkdir -p "$(dirname "$out")"
 echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before" >"$out"
@@ -57,8 +57,8 @@ for ((r = 1; r <= repeat; r++)); do
       HANDLER="$spec" PGJOBD_BIN="$bin" JOBS="$jobs" DAEMONS=1 MODES=each REPEAT=1 \
         OUT="$work/run.csv" bench/daemons.sh
       rate=$(tail -1 "$work/run.csv" | cut -d, -f8)
-      requests=$(stat requests)
-      connections=$(stat connections)
+      requests=$(sink_stat requests)
+      connections=$(sink_stat connections)
       if [[ "$handler" == http && "$requests" != "$jobs" ]]; then
         echo "http.sh: the sink saw $requests requests for $jobs jobs" >&2; exit 1
       fi
