@@ -52,7 +52,9 @@
 # elapsed seconds (polled), jobs/s, elapsed by the database's own max(finished_at) (no
 # polling granularity), each daemon's share of the jobs (from its /metrics), the largest
 # VmHWM (peak RSS) among the daemons in MB, the 1-minute load average and the disk probe
-# before the run, and the number of done rows that were in the table.
+# before the run, the number of done rows that were in the table, whether the statistics
+# were stale, and when each daemon began its first job (seconds after the start, by the
+# database's clock, earliest first).
 #
 # Every run starts after VACUUM ANALYZE and a CHECKPOINT, so that no checkpoint set off
 # by the bulk INSERTs (or by the previous run) runs during the timed part: right after a
@@ -112,7 +114,7 @@ write_config "$work/migrate.yaml" 1 0
 "$bin" migrate -c "$work/migrate.yaml" >/dev/null
 
 mkdir -p "$(dirname "$out")"
-echo "pass,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats" >"$out"
+echo "pass,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats,first_job_s" >"$out"
 
 # Whole passes, so that a burst of load on the shared machine hits different runs each time.
 for ((r = 1; r <= repeat; r++)); do
@@ -179,6 +181,9 @@ for ((r = 1; r <= repeat; r++)); do
         unfinished=$(sql -c "SELECT count(*) FROM $schema.jobs WHERE status <> 'done'")
         [[ "$unfinished" == 0 ]] || { echo "daemons.sh: $unfinished jobs not done" >&2; exit 1; }
         end_db=$(sql -c "SELECT extract(epoch FROM max(finished_at)) FROM $schema.jobs WHERE id > $finished")
+        # When each daemon began its first job, in seconds after the start: daemons that
+        # start together should all be working within a claim or two.
+        first_jobs=$(sql -c "SELECT string_agg(to_char(f - $start_db, 'FM990.000'), '/' ORDER BY f) FROM (SELECT extract(epoch FROM min(started_at)) AS f FROM $schema.jobs WHERE id > $finished GROUP BY locked_by) d")
 
         shares=()
         peak_kb=0
@@ -201,9 +206,9 @@ for ((r = 1; r <= repeat; r++)); do
 
         row=$(awk -v pass="$r" -v mode="$mode" -v k="$k" -v per="$per" -v jobs="$jobs" -v s="$start" -v e="$end" \
           -v sdb="$start_db" -v edb="$end_db" -v shares="$(IFS=/; echo "${shares[*]}")" \
-          -v kb="$peak_kb" -v load="$load1" -v dsync="$dsync" -v finished="$finished" -v stale="$stale" 'BEGIN {
-            printf "%d,%s,%d,%d,%d,%d,%.3f,%.0f,%.3f,%s,%.1f,%s,%s,%d,%d", pass, mode, k, per, k * per, jobs,
-              e - s, jobs / (e - s), edb - sdb, shares, kb / 1024, load, dsync, finished, stale }')
+          -v kb="$peak_kb" -v load="$load1" -v dsync="$dsync" -v finished="$finished" -v stale="$stale" -v first="$first_jobs" 'BEGIN {
+            printf "%d,%s,%d,%d,%d,%d,%.3f,%.0f,%.3f,%s,%.1f,%s,%s,%d,%d,%s", pass, mode, k, per, k * per, jobs,
+              e - s, jobs / (e - s), edb - sdb, shares, kb / 1024, load, dsync, finished, stale, first }')
         echo "$row" >>"$out"
         echo "daemons.sh: $row" >&2
       done

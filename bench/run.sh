@@ -275,7 +275,7 @@ if wants pooler; then
   log "pooler: 1, 2, 4 and 8 daemons, $daemon_jobs jobs, direct and through PgBouncer"
   mark pooler before
   pooled=$(scripts/pgbouncer.sh start "$bouncer_dir" "$url" 20 | tail -1)
-  echo "pass,route,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats" >"$out/pooler.csv"
+  echo "pass,route,mode,daemons,workers_per_daemon,total_workers,jobs,elapsed_s,jobs_per_s,elapsed_db_s,jobs_per_daemon,max_peak_rss_mb,load1_before,dsync_8k_write_ms_before,finished_rows,stale_stats,first_job_s" >"$out/pooler.csv"
   for ((pass = 1; pass <= repeat; pass++)); do
     for route in direct pgbouncer; do
       if [[ "$route" == direct ]]; then target=$url pooler=none; else target=$pooled pooler=transaction; fi

@@ -177,12 +177,44 @@ TEST_F(EngineDrainTest, HeldJobsNotStartedAreReleasedAtOnceWithoutRunning) {
   EXPECT_EQ(engine.unwritten_completions(), 0);
 }
 
-// Until its first read of the limits a daemon assumes some apply, and so claims no more
-// than its free workers (README "Limits"); its first claims usually come before that read.
-// When the read finds none, a claim loop waiting for its one busy worker looks again and
-// takes the next job beyond it (worker.prefetch) without waiting for the worker.
+// A daemon without a `limits:` section reads the limits on its claim session before its
+// first claim, not only in the maintenance loop on another connection: with none defined,
+// its first claim is already the plain one. (Daemons started together made limited
+// claims until that loop's read, which came back empty under contention: bench/README.)
+TEST_F(EngineDrainTest, TheClaimSessionReadsTheLimitsBeforeItsFirstClaim) {
+  table_.block_role(StoreMethod::kLoadLimits, "maintenance");
+  table_.add_jobs(3, "gated");
+  start_engine(engine_config(1, Millis(30000)));
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaimLimited), 0) << "a limited claim with no limit";
+  EXPECT_GE(table_.calls(StoreMethod::kClaim), 1);
+  EXPECT_TRUE(table_.wait_held(StoreMethod::kLoadLimits)) << "the maintenance loop's read";
+}
+
+// ... and with a limit defined, its first claim is the limited one.
+TEST_F(EngineDrainTest, ALimitFoundBeforeTheFirstClaimAppliesToIt) {
+  LimitConfig one;
+  one.types = {"gated"};
+  one.concurrency = 1;
+  table_.set_limits({{"one", one, "another-daemon"}});
+  table_.block_role(StoreMethod::kLoadLimits, "maintenance");
+  table_.add_jobs(3, "gated");
+  start_engine(engine_config(1, Millis(30000)));
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0) << "a plain claim while a limit exists";
+  EXPECT_GE(table_.calls(StoreMethod::kClaimLimited), 1);
+}
+
+// Until a read of the limits succeeds a daemon assumes some apply, and so claims no more
+// than its free workers (README "Limits"). When the claim session's read failed, the
+// maintenance loop's is the first: when it finds none, a claim loop waiting for its one
+// busy worker looks again and takes the next job beyond it (worker.prefetch) without
+// waiting for the worker.
 TEST_F(EngineDrainTest, TheFirstReadOfTheLimitsFindingNoneLetsAWaitingClaimLoopPrefetch) {
-  table_.block(StoreMethod::kLoadLimits);
+  // The maintenance loop's read waits before it could take the failure: the claim
+  // session's read fails.
+  table_.block_role(StoreMethod::kLoadLimits, "maintenance");
+  table_.fail_next(StoreMethod::kLoadLimits, 1);
   // Quick jobs first: finished at pace, they give the next claim a prefetch budget.
   const auto quick = table_.add_jobs(30, "gated");
   for (const auto id : quick) gate_.release(id);

@@ -74,7 +74,8 @@ class FetcherLimitsTest : public ::testing::Test {
 
   FakeDatabase database_;
   FakeJobTable& table_ = database_.table();
-  // No sync yet: the registry answers active, the safe default.
+  // No sync yet: the registry answers active, the safe default, until the fetcher's own
+  // read before its first claim.
   LimitRegistry registry_{std::nullopt, "worker-1"};
   JobGate gate_;
   ClaimSignal signal_;
@@ -151,9 +152,12 @@ TEST_F(FetcherLimitsTest, NoLimitInTheDatabaseMeansThePlainClaim) {
 // job not yet due when the claim looked comes due before the question that follows it is
 // answered. The question must still count it, though its run_at has passed by then. Only
 // a limited claim is followed by a question (the plain one answers it itself, from its
-// own snapshot, where this cannot happen); the registry here has not read the limits yet,
-// so it claims as if they applied.
+// own snapshot, where this cannot happen); a limit on another type makes the claims here
+// limited ones.
 TEST_F(FetcherLimitsTest, AJobComingDueBetweenTheClaimAndTheQuestionIsClaimedAtOnce) {
+  LimitDefinition elsewhere = limit_on_gated("elsewhere", 1);
+  elsewhere.limit.types = {"other"};
+  table_.set_limits({elsewhere});
   start(4);
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kNextDue, 1));  // nothing to await
   // Far enough ahead that the claim below comes before it even on a stalled machine.

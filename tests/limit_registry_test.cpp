@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "support/fake_job_store.hpp"
 #include "support/log_capture.hpp"
 
@@ -74,6 +76,55 @@ TEST(LimitRegistryTest, LiftingTheLimitsCallsOnLiftedOncePerChange) {
   database.table().set_limits({});
   registry.sync(*store);
   EXPECT_EQ(lifted, 2);
+}
+
+// The claim session reads the limits before its first claim unless a read was applied
+// already (a daemon with a section synced before starting its claim loop).
+TEST(LimitRegistryTest, TheReadBeforeTheFirstClaimIsSkippedOnceAReadApplied) {
+  FakeDatabase database;
+  auto maintenance = database.open_store("maintenance", StoreUse::kOccasional);
+  auto fetcher = database.open_store("fetcher", StoreUse::kHotPath);
+  LimitRegistry registry(std::nullopt, "d2");
+  registry.sync(*maintenance);
+  registry.read_before_first_claim(*fetcher);
+  EXPECT_EQ(database.table().calls(StoreMethod::kLoadLimits), 1);
+  EXPECT_FALSE(registry.active());
+
+  LimitRegistry unread(std::nullopt, "d3");
+  database.table().fail_next(StoreMethod::kLoadLimits, 1);
+  EXPECT_THROW(unread.sync(*maintenance), DbError);
+  unread.read_before_first_claim(*fetcher);  // a failed read applied nothing
+  EXPECT_EQ(database.table().calls(StoreMethod::kLoadLimits), 3);
+  EXPECT_FALSE(unread.active());
+}
+
+// The claim session and the maintenance loop read on two connections, so the answers may
+// come back in another order than the reads were asked: an answer to a read asked before
+// the one applied is dropped, and the next read corrects what applies. (The fake answers
+// when a held read is let go: here that answer stands for one that left the database
+// before the claim session's.)
+TEST(LimitRegistryTest, AnAnswerToAReadAskedBeforeTheAppliedOneIsDropped) {
+  FakeDatabase database;
+  auto maintenance = database.open_store("maintenance", StoreUse::kOccasional);
+  auto fetcher = database.open_store("fetcher", StoreUse::kHotPath);
+  LimitRegistry registry(std::nullopt, "d2");
+  int lifted = 0;
+  registry.set_on_lifted([&] { ++lifted; });
+  database.table().block_role(StoreMethod::kLoadLimits, "maintenance");
+  auto first_sync = std::async(std::launch::async, [&] { registry.sync(*maintenance); });
+  ASSERT_TRUE(database.table().wait_held(StoreMethod::kLoadLimits));
+  registry.read_before_first_claim(*fetcher);  // asked second, answered first: none
+  EXPECT_FALSE(registry.active());
+  EXPECT_EQ(lifted, 1);
+
+  database.table().set_limits({{"a", concurrency(1), "d1"}});
+  database.table().unblock(StoreMethod::kLoadLimits);
+  first_sync.get();
+  EXPECT_FALSE(registry.active()) << "the older answer overwrote the newer one";
+  EXPECT_TRUE(registry.definitions().empty());
+  registry.sync(*maintenance);  // the next read
+  EXPECT_TRUE(registry.active());
+  EXPECT_EQ(lifted, 1);
 }
 
 TEST(LimitRegistryTest, ADifferentDefinitionInTheDatabaseIsLoggedOnce) {

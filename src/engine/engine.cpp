@@ -264,9 +264,9 @@ void Engine::Impl::start() {
       *metrics_, health_, [this] { return completer_->queued_jobs(); });
   maintenance_->set_limits(limits_.get());
   // A daemon with a `limits:` section writes it before its first claim (README "Limits").
-  // One without has nothing to write: until the maintenance loop's first pass reads the
-  // definitions, it claims with the limited claim, which is right whatever the database
-  // holds, and the first claim does not wait for another connection.
+  // One without has nothing to write: its fetcher reads the definitions on the claim
+  // session before its first claim, so that claim does not wait for another connection
+  // (LimitRegistry::read_before_first_claim).
   if (config_.limits) maintenance_->prepare_limits();
   // A transaction pooler cannot keep a LISTEN session: without database.listen_url the
   // daemon polls (poll.max_interval) and learns of cancels at its heartbeats.

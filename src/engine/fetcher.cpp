@@ -181,6 +181,17 @@ bool Fetcher::claim_once(bool woken) {
   // Any claim made once the trailing claim is due serves as it (Options::trailing_claim).
   const bool trailing = Clock::now() >= trailing_claim_;
   if (trailing) trailing_claim_ = Clock::time_point::max();
+  if (limits_ != nullptr && !limits_read_) {
+    // One round trip on this session, before the first claim's budget: with no limit
+    // defined (the usual case) the first claim already prefetches and takes the plain
+    // claim. A failure leaves the limited claim to run until the maintenance loop's sync.
+    limits_read_ = true;
+    try {
+      limits_->read_before_first_claim(*store_);
+    } catch (const DbError& e) {
+      spdlog::debug("reading the limits before the first claim failed: {}", e.what());
+    }
+  }
   ClaimRequest request;
   auto budget = pool_.claim_budget(prefetch());
   request.slots = std::move(budget.slots);

@@ -47,8 +47,9 @@ class Fetcher final : public Service {
     // so the watchdog sees a loop that waits for busy slots as alive. Tests shorten it.
     Millis progress_slice{1000};
     // The limits every daemon applies (README "Limits"); null: none (tests). While it says
-    // active the fetcher claims with claim_limited().
-    const LimitRegistry* limits = nullptr;
+    // active the fetcher claims with claim_limited(). The fetcher reads them on its own
+    // session before its first claim (LimitRegistry::read_before_first_claim).
+    LimitRegistry* limits = nullptr;
     // The INSERT trigger sends at most one NOTIFY per 2 ms per schema (sql/010): a job
     // whose INSERT went without one, relying on the last, commits at most about that long
     // after it, so often just after the claim that NOTIFY set off. A claim made for a
@@ -124,7 +125,7 @@ class Fetcher final : public Service {
   ClaimSignal& signal_;
   Metrics& metrics_;
   Health& health_;
-  const LimitRegistry* const limits_;
+  LimitRegistry* const limits_;
 
   mutable std::mutex settings_mutex_;  // guards the reloadable settings below
   Millis min_interval_;
@@ -162,6 +163,7 @@ class Fetcher final : public Service {
   // when the last claim was made.
   bool limit_held_ = false;
   std::uint64_t written_at_claim_ = 0;
+  bool limits_read_ = false;  // the claim session read the limits itself (see claim_once)
   // Slow claims since the last warning, and when that was (see kSlowClaim).
   int slow_claims_ = 0;
   std::chrono::steady_clock::time_point slow_warned_at_{};

@@ -62,16 +62,37 @@ void LimitRegistry::sync(JobStore& store) {
     // A reload meanwhile asked for another write: keep it pending.
     if (configured_ == to_write) write_pending_ = false;
   }
+  std::uint64_t read = 0;
+  {
+    std::lock_guard lock(mutex_);
+    read = ++reads_asked_;
+  }
+  load(store, read);
+}
+
+void LimitRegistry::read_before_first_claim(JobStore& store) {
+  std::uint64_t read = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (read_applied_ != 0) return;  // a sync (prepare_limits, or the loop's first) came first
+    read = ++reads_asked_;
+  }
+  load(store, read);
+}
+
+void LimitRegistry::load(JobStore& store, std::uint64_t read) {
   std::vector<LimitDefinition> loaded = store.load_limits();
-  if (apply_loaded(std::move(loaded)) && on_lifted_) on_lifted_();
+  if (apply_loaded(std::move(loaded), read) && on_lifted_) on_lifted_();
 }
 
 void LimitRegistry::set_on_lifted(std::function<void()> on_lifted) {
   on_lifted_ = std::move(on_lifted);
 }
 
-bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded) {
+bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint64_t read) {
   std::lock_guard lock(mutex_);
+  if (read < read_applied_) return false;  // older than what applies: the next read corrects
+  read_applied_ = read;
   const bool differs = differs_from_configured(loaded);
   if (differs && !warned_) {
     spdlog::warn(

@@ -38,12 +38,19 @@ class LimitRegistry {
   // definitions back. Logs what changed, and warns when this daemon's section differs from
   // what the database holds. Throws DbError; a failed write stays pending.
   void sync(JobStore& store);
+  // The claim session's own read, before its first claim (Fetcher), unless a read was
+  // applied already. Without it a daemon that has no `limits:` section claims with the
+  // limited claim until the maintenance loop's first sync, on another connection: daemons
+  // started together then read the same unlocked candidates and came back empty, for up
+  // to a second each (bench/README "Through PgBouncer"). Throws DbError.
+  void read_before_first_claim(JobStore& store);
   // Reload: the next sync() writes these.
   void set_configured(std::optional<Limits> configured);
-  // Called (on the thread that syncs, after the sync) when active() turns false: claims may
+  // Called (on the thread that read, after the read) when active() turns false: claims may
   // then take jobs beyond the free workers (worker.prefetch), so a claim loop waiting for a
   // worker's slot must look again. (A daemon starts with limits active, and its first claims
-  // usually come before the first sync.) Set before the first sync().
+  // come before the first sync when the claim session's own read failed.) Set before the
+  // first read.
   void set_on_lifted(std::function<void()> on_lifted);
   // Whether sync() has a write to make (so the maintenance loop does not wait for its
   // next interval).
@@ -58,8 +65,13 @@ class LimitRegistry {
   std::uint64_t holds() const { return holds_.load(std::memory_order_relaxed); }
 
  private:
-  // Takes the definitions read from the database; true when that lifted the limits.
-  bool apply_loaded(std::vector<LimitDefinition> loaded);
+  // Takes the definitions read from the database by the read numbered `read` (numbered when
+  // asked); true when that lifted the limits. The claim session and the maintenance loop
+  // read on two connections, so their answers may arrive out of order: one asked before
+  // the last applied read is older than it, and dropped.
+  bool apply_loaded(std::vector<LimitDefinition> loaded, std::uint64_t read);
+  // Loads the definitions as read number `read` and applies them (on_lifted when lifted).
+  void load(JobStore& store, std::uint64_t read);
   // Under mutex_: whether the database's definitions differ from the configured ones.
   bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
 
@@ -68,7 +80,9 @@ class LimitRegistry {
   std::optional<Limits> configured_;
   bool write_pending_ = false;
   std::vector<LimitDefinition> definitions_;
-  bool warned_ = false;  // the current difference was logged
+  bool warned_ = false;             // the current difference was logged
+  std::uint64_t reads_asked_ = 0;   // numbers the reads in the order they were asked
+  std::uint64_t read_applied_ = 0;  // the number of the read definitions_ come from
   std::atomic<bool> active_{true};
   std::function<void()> on_lifted_;
   mutable std::atomic<std::uint64_t> holds_{0};

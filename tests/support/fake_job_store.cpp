@@ -181,15 +181,23 @@ void FakeJobTable::block(StoreMethod method) {
   changed();
 }
 
+void FakeJobTable::block_role(StoreMethod method, const std::string& role) {
+  std::lock_guard lock(mutex_);
+  blocked_roles_[index_of(method)].insert(role);
+  changed();
+}
+
 void FakeJobTable::unblock(StoreMethod method) {
   std::lock_guard lock(mutex_);
   blocked_[index_of(method)] = false;
+  blocked_roles_[index_of(method)].clear();
   changed();
 }
 
 void FakeJobTable::unblock_all() {
   std::lock_guard lock(mutex_);
   blocked_.fill(false);
+  for (auto& roles : blocked_roles_) roles.clear();
   changed();
 }
 
@@ -260,16 +268,17 @@ std::vector<std::vector<std::string>> FakeJobTable::stats_queues() const {
   return stats_queues_;
 }
 
-std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method) {
+std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method, const std::string& role) {
   const std::size_t i = index_of(method);
   std::unique_lock lock(mutex_);
   ++calls_[i];
   call_times_[i].push_back(Clock::now());
   changed();
-  if (blocked_[i]) {
+  const auto blocked = [&] { return blocked_[i] || blocked_roles_[i].count(role) > 0; };
+  if (blocked()) {
     ++held_[i];
     changed();
-    cv_.wait(lock, [&] { return !blocked_[i]; });
+    cv_.wait(lock, [&] { return !blocked(); });
     --held_[i];
     changed();
   }
@@ -382,7 +391,7 @@ bool FakeJobTable::wait_held(StoreMethod method, int n, std::chrono::millisecond
 // ---- FakeJobStore ---------------------------------------------------------------------
 
 std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
-  auto lock = table_->enter(StoreMethod::kClaim);
+  auto lock = table_->enter(StoreMethod::kClaim, role_);
   return claim_locked(request, nullptr, FakeJobTable::Clock::now());
 }
 
@@ -390,7 +399,7 @@ std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
 // the answer, which only a short claim gives.
 ClaimWithDue FakeJobStore::claim_with_due(const ClaimRequest& request,
                                           const std::vector<std::string>& due_queues) {
-  auto lock = table_->enter(StoreMethod::kClaim);
+  auto lock = table_->enter(StoreMethod::kClaim, role_);
   const auto now = FakeJobTable::Clock::now();
   ClaimWithDue claim;
   claim.jobs = claim_locked(request, nullptr, now);
@@ -401,7 +410,7 @@ ClaimWithDue FakeJobStore::claim_with_due(const ClaimRequest& request,
 }
 
 LimitedClaim FakeJobStore::claim_limited(const ClaimRequest& request) {
-  auto lock = table_->enter(StoreMethod::kClaimLimited);
+  auto lock = table_->enter(StoreMethod::kClaimLimited, role_);
   LimitedClaim claim;
   claim.jobs = claim_locked(request, &claim.held, FakeJobTable::Clock::now());
   return claim;
@@ -492,7 +501,7 @@ std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
 DueTimes FakeJobStore::next_due(const std::vector<std::string>& queues,
                                 const std::vector<std::string>& types,
                                 std::chrono::microseconds look_back) {
-  auto lock = table_->enter(StoreMethod::kNextDue);
+  auto lock = table_->enter(StoreMethod::kNextDue, role_);
   const auto now = FakeJobTable::Clock::now();
   return due_locked(queues, types, now, now - std::max(look_back, std::chrono::microseconds(0)));
 }
@@ -521,7 +530,7 @@ DueTimes FakeJobStore::due_locked(const std::vector<std::string>& queues,
 
 CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
                                         const std::string& worker_id, bool delete_done) {
-  auto lock = table_->enter(StoreMethod::kComplete);
+  auto lock = table_->enter(StoreMethod::kComplete, role_);
   for (const Completion& completion : batch) {
     if (table_->poisoned_.count(completion.job.id) != 0) {
       throw DbError("fake complete: interval field value out of range for job " +
@@ -573,7 +582,7 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
 bool FakeJobStore::run_and_complete(const std::string& /*sql*/, const Job& job,
                                     const std::string& worker_id, bool delete_done,
                                     Millis /*timeout*/, std::stop_token /*stop*/) {
-  auto lock = table_->enter(StoreMethod::kRunAndComplete);
+  auto lock = table_->enter(StoreMethod::kRunAndComplete, role_);
   FakeRow* row = table_->find(job.id);
   if (row == nullptr || !table_->owned(*row, {job.id, job.attempt}, worker_id)) return false;
   row->status = FakeStatus::kDone;
@@ -585,7 +594,7 @@ bool FakeJobStore::run_and_complete(const std::string& /*sql*/, const Job& job,
 
 HeartbeatReport FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
                                         const std::string& worker_id, Millis /*lease*/) {
-  auto lock = table_->enter(StoreMethod::kHeartbeat);
+  auto lock = table_->enter(StoreMethod::kHeartbeat, role_);
   std::vector<JobAttempt> asked = jobs;
   std::sort(asked.begin(), asked.end());
   table_->heartbeats_.push_back(asked);
@@ -603,23 +612,23 @@ HeartbeatReport FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
 RescueReport FakeJobStore::lead_and_rescue(const std::string& /*worker_id*/,
                                            Millis /*leadership_ttl*/, const RetryConfig& /*retry*/,
                                            int /*batch_size*/) {
-  auto lock = table_->enter(StoreMethod::kLeadAndRescue);
+  auto lock = table_->enter(StoreMethod::kLeadAndRescue, role_);
   return {table_->leader_, 0, 0, 0};
 }
 
 void FakeJobStore::resign(const std::string& worker_id) {
-  auto lock = table_->enter(StoreMethod::kResign);
+  auto lock = table_->enter(StoreMethod::kResign, role_);
   table_->resigned_.push_back(worker_id);
   table_->changed();
 }
 
 int FakeJobStore::prune(const RetentionConfig& /*retention*/, int /*batch_size*/) {
-  auto lock = table_->enter(StoreMethod::kPrune);
+  auto lock = table_->enter(StoreMethod::kPrune, role_);
   return 0;
 }
 
 std::vector<QueueStatsRow> FakeJobStore::queue_stats(const std::vector<std::string>& queues) {
-  auto lock = table_->enter(StoreMethod::kQueueStats);
+  auto lock = table_->enter(StoreMethod::kQueueStats, role_);
   table_->stats_queues_.push_back(queues);
   if (table_->stats_override_) return *table_->stats_override_;
   std::map<std::pair<std::string, std::string>, double> counts;
@@ -634,7 +643,7 @@ std::vector<QueueStatsRow> FakeJobStore::queue_stats(const std::vector<std::stri
 }
 
 std::vector<std::string> FakeJobStore::paused_queues(const std::vector<std::string>& queues) {
-  auto lock = table_->enter(StoreMethod::kPausedQueues);
+  auto lock = table_->enter(StoreMethod::kPausedQueues, role_);
   std::vector<std::string> paused;
   for (const auto& queue : table_->paused_queues_) {
     if (contains(queues, queue)) paused.push_back(queue);
@@ -644,7 +653,7 @@ std::vector<std::string> FakeJobStore::paused_queues(const std::vector<std::stri
 
 std::vector<LimitChange> FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
                                                    const std::string& writer) {
-  auto lock = table_->enter(StoreMethod::kSyncLimits);
+  auto lock = table_->enter(StoreMethod::kSyncLimits, role_);
   table_->limit_syncs_.push_back(limits);
   std::vector<LimitChange> changes;
   std::vector<LimitDefinition> next;
@@ -671,12 +680,12 @@ std::vector<LimitChange> FakeJobStore::sync_limits(const std::map<std::string, L
 }
 
 std::vector<LimitDefinition> FakeJobStore::load_limits() {
-  auto lock = table_->enter(StoreMethod::kLoadLimits);
+  auto lock = table_->enter(StoreMethod::kLoadLimits, role_);
   return table_->limits_;
 }
 
 std::vector<LimitUsage> FakeJobStore::limit_usage() {
-  auto lock = table_->enter(StoreMethod::kLimitUsage);
+  auto lock = table_->enter(StoreMethod::kLimitUsage, role_);
   std::vector<LimitUsage> usage;
   for (const LimitDefinition& limit : table_->limits_) {
     LimitUsage use{limit.name, 0, 0};
@@ -692,7 +701,7 @@ std::vector<LimitUsage> FakeJobStore::limit_usage() {
 }
 
 int FakeJobStore::collect_limit_garbage(Millis /*idle*/, int /*batch_size*/) {
-  auto lock = table_->enter(StoreMethod::kLimitGarbage);
+  auto lock = table_->enter(StoreMethod::kLimitGarbage, role_);
   return 0;
 }
 
@@ -710,7 +719,7 @@ void FakeJobTable::add_daemon(const DaemonReport& report, Millis seen_ago) {
 }
 
 void FakeJobStore::report_daemon(const DaemonReport& report) {
-  auto lock = table_->enter(StoreMethod::kReportDaemon);
+  auto lock = table_->enter(StoreMethod::kReportDaemon, role_);
   FakeDaemonRow& row = table_->daemons_[report.id];
   row.report = report;
   row.seen_at = FakeJobTable::Clock::now();
@@ -719,13 +728,13 @@ void FakeJobStore::report_daemon(const DaemonReport& report) {
 }
 
 void FakeJobStore::remove_daemon(const std::string& worker_id) {
-  auto lock = table_->enter(StoreMethod::kRemoveDaemon);
+  auto lock = table_->enter(StoreMethod::kRemoveDaemon, role_);
   table_->daemons_.erase(worker_id);
   table_->changed();
 }
 
 int FakeJobStore::expire_daemons() {
-  auto lock = table_->enter(StoreMethod::kExpireDaemons);
+  auto lock = table_->enter(StoreMethod::kExpireDaemons, role_);
   const auto now = FakeJobTable::Clock::now();
   const auto erased = std::erase_if(table_->daemons_, [&](const auto& entry) {
     return entry.second.seen_at + entry.second.report.ttl < now;
@@ -735,7 +744,7 @@ int FakeJobStore::expire_daemons() {
 }
 
 std::string FakeJobStore::schema_problem() {
-  auto lock = table_->enter(StoreMethod::kSchemaProblem);
+  auto lock = table_->enter(StoreMethod::kSchemaProblem, role_);
   return table_->schema_problem_;
 }
 
@@ -791,7 +800,7 @@ std::unique_ptr<JobStore> FakeDatabase::open_store(const std::string& role, Stor
     table_->opened_uses_[role] = use;
     table_->changed();
   }
-  return std::make_unique<FakeJobStore>(table_);
+  return std::make_unique<FakeJobStore>(table_, role);
 }
 
 std::unique_ptr<Notifications> FakeDatabase::listen() {

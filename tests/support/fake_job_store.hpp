@@ -114,6 +114,9 @@ class FakeJobTable {
   // TearDown should unblock_all(), or a part's join() waits forever.
   void fail_next(StoreMethod method, int n, const std::string& sqlstate = {});
   void block(StoreMethod method);
+  // block() for the calls made through the stores opened for `role` only (Database::
+  // open_store's: "fetcher", "maintenance", ...); unblock() ends both kinds.
+  void block_role(StoreMethod method, const std::string& role);
   void unblock(StoreMethod method);
   void unblock_all();
   int held(StoreMethod method) const;  // calls waiting in block() now
@@ -178,7 +181,7 @@ class FakeJobTable {
 
   // Each store method starts here: counts the call, waits while blocked, then throws if a
   // failure is pending. Returns with the lock held.
-  std::unique_lock<std::mutex> enter(StoreMethod method);
+  std::unique_lock<std::mutex> enter(StoreMethod method, const std::string& role = {});
   void changed();                  // under the lock: wakes waiters
   FakeRow* find(std::int64_t id);  // under the lock
   bool owned(const FakeRow& row, const JobAttempt& job, const std::string& worker) const;
@@ -192,6 +195,7 @@ class FakeJobTable {
   std::array<int, kStoreMethodCount> fail_{};
   std::array<std::string, kStoreMethodCount> fail_sqlstate_{};  // empty: connection lost
   std::array<bool, kStoreMethodCount> blocked_{};
+  std::array<std::set<std::string>, kStoreMethodCount> blocked_roles_{};
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
   std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
@@ -221,7 +225,8 @@ class FakeJobTable {
 // One "connection" to the table. Like PgJobStore, it is used by one thread at a time.
 class FakeJobStore final : public JobStore {
  public:
-  explicit FakeJobStore(std::shared_ptr<FakeJobTable> table) : table_(std::move(table)) {}
+  explicit FakeJobStore(std::shared_ptr<FakeJobTable> table, std::string role = {})
+      : table_(std::move(table)), role_(std::move(role)) {}
 
   std::vector<Job> claim(const ClaimRequest& request) override;
   ClaimWithDue claim_with_due(const ClaimRequest& request,
@@ -262,6 +267,7 @@ class FakeJobStore final : public JobStore {
                       FakeJobTable::Clock::time_point since) const;
 
   const std::shared_ptr<FakeJobTable> table_;
+  const std::string role_;  // what it was opened for (FakeJobTable::block_role)
 };
 
 // A Database whose stores share one FakeJobTable and whose LISTEN sessions the test
