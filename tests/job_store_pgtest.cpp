@@ -21,6 +21,7 @@
 #include "db/statements.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
+#include "support/wait_until.hpp"
 
 namespace pgjobd {
 namespace {
@@ -65,6 +66,37 @@ TEST(JobStore, ClaimsInPriorityRunAtIdOrder) {
   }
   EXPECT_EQ(order, (std::vector<std::int64_t>{3, 2, 4, 5, 1, 6}));
   EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = 7"), "pending");
+}
+
+// connect_ahead() opens the session in the background (the engine's claim session, while
+// the other parts start), and the first statement then runs on that session, not on a
+// second one.
+TEST(JobStore, ConnectAheadOpensTheSessionTheFirstStatementUses) {
+  TestSchema schema;
+  schema.exec("INSERT INTO {jobs} (type) VALUES ('a')");
+  const std::string role = "ahead " + schema.name();
+  const auto sessions = [&] {
+    return schema.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgjobd " +
+                        role + "'");
+  };
+  PgJobStore store(schema.config().database, role, StoreUse::kHotPath);
+  ASSERT_EQ(sessions(), "0");
+  store.connect_ahead();
+  ASSERT_TRUE(testing::wait_until([&] { return sessions() == "1"; }, std::chrono::seconds(20)))
+      << "no session opened before the first statement";
+  EXPECT_EQ(store.claim({{{"default", 5}}, {"a"}, 5, "w1", kLease}).size(), 1u);
+  EXPECT_EQ(sessions(), "1");
+}
+
+// A session that could not be opened ahead fails the first statement, as a session opened
+// then would have; the next statement tries again.
+TEST(JobStore, ConnectAheadThatFailedShowsAtTheFirstStatement) {
+  DatabaseConfig config;
+  config.url = "postgresql://pgjobd@127.0.0.1:1/pgjobd?connect_timeout=5";  // nothing listens
+  PgJobStore store(config, "ahead-refused", StoreUse::kHotPath);
+  store.connect_ahead();
+  EXPECT_THROW(store.claim({{{"default", 5}}, {"a"}, 5, "w1", kLease}), DbError);
+  EXPECT_THROW(store.claim({{{"default", 5}}, {"a"}, 5, "w1", kLease}), DbError);
 }
 
 TEST(JobStore, ClaimSetsRunningAttemptAndLease) {

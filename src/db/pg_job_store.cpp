@@ -88,9 +88,24 @@ void PgJobStore::connect() {
     }
   }
   guarded("connect", [&] {
-    conn_ = open_connection(config_, role_);
-    statements_.prepare(*conn_);
+    if (ahead_.valid()) {
+      conn_ = ahead_.get();  // rethrows what opening it threw; the next connect() retries
+    } else {
+      conn_ = open_connection(config_, role_);
+      statements_.prepare(*conn_);
+    }
     return 0;
+  });
+}
+
+void PgJobStore::connect_ahead() {
+  if (conn_ || ahead_.valid()) return;
+  // The connection is only handed over through the future: nothing else touches it, and
+  // StatementSet::prepare() reads the set without changing it.
+  ahead_ = std::async(std::launch::async, [config = config_, role = role_, this] {
+    ConnectionPtr conn = open_connection(config, role);
+    statements_.prepare(*conn);
+    return conn;
   });
 }
 

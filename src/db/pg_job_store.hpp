@@ -4,6 +4,7 @@
 // next call.
 
 #include <cstdint>
+#include <future>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ class PgJobStore final : public JobStore {
   // Opens the connection and prepares statements if not connected. Throws DbError.
   // Every other method calls it first.
   void connect();
+  // Opens the connection and sets the session up on another thread; connect() takes it
+  // over (or throws what opening it threw).
+  void connect_ahead() override;
 
   std::vector<Job> claim(const ClaimRequest& request) override;
   ClaimWithDue claim_with_due(const ClaimRequest& request,
@@ -82,6 +86,9 @@ class PgJobStore final : public JobStore {
   std::string role_;
   StatementSet statements_;
   ConnectionPtr conn_;
+  // connect_ahead()'s work, until connect() takes its connection. Declared after conn_:
+  // destroyed first, it waits for that work to end.
+  std::future<ConnectionPtr> ahead_;
 };
 
 }  // namespace pgjobd

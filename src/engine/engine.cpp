@@ -220,6 +220,11 @@ void Engine::Impl::start() {
   }
   prepare_schema();
   if (stop_requested_) return;
+  // The claim session connects while the other parts are wired and started (their threads
+  // take tens of milliseconds on a small VM): the first claim waited for all of that and
+  // then for its own connection (bench/README, Peers: "Start-up").
+  std::unique_ptr<JobStore> claim_store = database_->open_store("fetcher", StoreUse::kHotPath);
+  claim_store->connect_ahead();
 
   // Parts are wired first and started in dependency order: whatever a part calls into is
   // running before it (the completer before the pool that feeds it, the pool before the
@@ -252,8 +257,7 @@ void Engine::Impl::start() {
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
                        config_.worker.max_payload_bytes, timings_.progress_slice, limits_.get()},
-      database_->open_store("fetcher", StoreUse::kHotPath), *pool, *claim_signal_, *metrics_,
-      health_);
+      std::move(claim_store), *pool, *claim_signal_, *metrics_, health_);
   {
     std::lock_guard lock(parts_mutex_);
     pool_ = std::move(pool);

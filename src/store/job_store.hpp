@@ -141,6 +141,11 @@ class JobStore {
  public:
   virtual ~JobStore() = default;
 
+  // Starts setting up the session in the background, so that the first statement does not
+  // wait for all of it; a failure shows at that first statement, as it would have without.
+  // Called at most once, before any other method. The default does nothing.
+  virtual void connect_ahead() {}
+
   // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
   virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
 
