@@ -181,8 +181,8 @@ for ((r = 1; r <= repeat; r++)); do
         unfinished=$(sql -c "SELECT count(*) FROM $schema.jobs WHERE status <> 'done'")
         [[ "$unfinished" == 0 ]] || { echo "daemons.sh: $unfinished jobs not done" >&2; exit 1; }
         end_db=$(sql -c "SELECT extract(epoch FROM max(finished_at)) FROM $schema.jobs WHERE id > $finished")
-        # When each daemon began its first job, in seconds after the start: daemons that
-        # start together should all be working within a claim or two.
+        # When each daemon began its first job, in seconds after the start: how far apart
+        # daemons started together join the work.
         first_jobs=$(sql -c "SELECT string_agg(to_char(f - $start_db, 'FM990.000'), '/' ORDER BY f) FROM (SELECT extract(epoch FROM min(started_at)) AS f FROM $schema.jobs WHERE id > $finished GROUP BY locked_by) d")
 
         shares=()
