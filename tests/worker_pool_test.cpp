@@ -410,6 +410,28 @@ TEST_F(WorkerPoolTest, HeldJobsWaitForAThreadHighestPriorityFirst) {
   EXPECT_EQ(gate_.started(), (std::vector<std::int64_t>{1, 4, 2, 3}));
 }
 
+// The engine starts the pool's threads after its fetcher (creating them takes tens of
+// milliseconds): jobs submitted before then are held, with their slots and leases
+// counted, and run once the threads start.
+TEST_F(WorkerPoolTest, JobsSubmittedBeforeStartAreHeldUntilItsThreadsRun) {
+  WorkerPool& pool = make_pool(workers(2));
+  pool.submit({job_in(1), job_in(2, "default", 5)});
+  EXPECT_EQ(pool.busy(), 2);
+  EXPECT_EQ(pool.held(), 2);
+  EXPECT_EQ(pool.working(), 0);
+  EXPECT_EQ(pool.running().size(), 2u);
+  EXPECT_EQ(pool.claimable(), 0);
+  EXPECT_TRUE(gate_.started().empty());  // no thread exists yet to start them
+  pool.start();
+  ASSERT_TRUE(gate_.wait_started(2));
+  EXPECT_EQ(pool.held(), 0);
+  gate_.release_all();
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  std::lock_guard lock(mutex_);
+  ASSERT_EQ(completions_.size(), 2u);
+  for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kDone);
+}
+
 TEST_F(WorkerPoolTest, ReleaseQueuedHandsBackTheHeldJobsWithoutRunningThem) {
   WorkerPool& pool = make_pool(workers(1));
   pool.start();

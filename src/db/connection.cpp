@@ -77,13 +77,17 @@ ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& r
     throw pqxx::broken_connection(
         scrub_secrets(mask_password(e.what()), conninfo_password_candidates(config.url)));
   }
+  name_session(*conn, config, role);
+  return conn;
+}
+
+void name_session(pqxx::connection_base& conn, const DatabaseConfig& config,
+                  const std::string& role) {
   // A setting for the session: behind a transaction pooler the server connection is other
   // clients' too between our transactions, so there it is left alone.
-  if (config.pooler != "transaction") {
-    pqxx::nontransaction txn(*conn);
-    txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
-  }
-  return conn;
+  if (config.pooler == "transaction") return;
+  pqxx::nontransaction txn(conn);
+  txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
 }
 
 void exec_typed(pqxx::connection_base& conn, const std::string& sql,

@@ -28,6 +28,11 @@ using ConnectionPtr = std::unique_ptr<pqxx::connection_base, ConnectionDeleter>;
 // (its message never contains the password).
 ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& role);
 
+// Tags an open session with application_name = "pgjobd <role>", as open_connection does:
+// for a session handed from one purpose to another. Throws what libpqxx throws.
+void name_session(pqxx::connection_base& conn, const DatabaseConfig& config,
+                  const std::string& role);
+
 // A parameter with its type stated: the server need not infer it, so a statement may
 // leave a parameter unused. type_oid is a pg_type OID (jsonb 3802, int8 20).
 struct TypedParam {

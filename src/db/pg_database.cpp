@@ -2,6 +2,9 @@
 
 #include "db/pg_database.hpp"
 
+#include <mutex>
+#include <utility>
+
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
 #include "db/pg_job_store.hpp"
@@ -12,7 +15,12 @@
 namespace pgjobd {
 
 std::unique_ptr<JobStore> PgDatabase::open_store(const std::string& role, StoreUse use) {
-  return std::make_unique<PgJobStore>(config_, role, use);
+  ConnectionPtr session;
+  if (use == StoreUse::kHotPath) {
+    std::lock_guard lock(spare_mutex_);
+    session = std::move(spare_);
+  }
+  return std::make_unique<PgJobStore>(config_, role, use, std::move(session));
 }
 
 std::unique_ptr<ScheduleStore> PgDatabase::open_schedule_store(const std::string& role) {
@@ -35,6 +43,8 @@ SchemaReport PgDatabase::prepare_schema(bool migrate_schema) {
       report.from_version = report.to_version = schema_version(*conn, config_.schema);
     }
     report.problem = schema_problem(*conn, config_.schema);
+    std::lock_guard lock(spare_mutex_);
+    spare_ = std::move(conn);
     return report;
   } catch (...) {
     rethrow_as_db_error("schema");

@@ -2,7 +2,10 @@
 // Database over PostgreSQL: what the engine is given in production.
 
 #include <memory>
+#include <mutex>
 #include <string>
+
+#include "db/connection.hpp"
 
 #include "pgjobd/config.hpp"
 #include "store/database.hpp"
@@ -20,6 +23,11 @@ class PgDatabase final : public Database {
 
  private:
   const DatabaseConfig config_;
+  std::mutex spare_mutex_;
+  // prepare_schema()'s session, kept for the next hot-path store (the engine opens its
+  // claim session right after the schema check): that store's first claim then waits
+  // neither for a backend to start nor for its catalog caches to be filled from scratch.
+  ConnectionPtr spare_;
 };
 
 }  // namespace pgjobd

@@ -47,6 +47,22 @@ void count_round_trip(std::uint64_t n = 1) {
 constexpr unsigned int kJsonbOid = 3802;
 constexpr unsigned int kInt8Oid = 20;
 
+// The session handed to the store, renamed for its role, or a new one if none was handed
+// over or the server closed it meanwhile (restart, pg_terminate_backend).
+ConnectionPtr adopt_or_open(ConnectionPtr handed, const DatabaseConfig& config,
+                            const std::string& role) {
+  if (handed) {
+    try {
+      handed->get_notifs();  // only reads the socket: a closed session shows here (connect())
+      name_session(*handed, config, role);
+      return handed;
+    } catch (const pqxx::broken_connection&) {
+      // Opened anew below.
+    }
+  }
+  return open_connection(config, role);
+}
+
 }  // namespace
 
 std::uint64_t PgJobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
@@ -64,12 +80,13 @@ auto PgJobStore::guarded(const char* operation, Fn&& fn) {
   }
 }
 
-PgJobStore::PgJobStore(DatabaseConfig config, std::string role, StoreUse use)
+PgJobStore::PgJobStore(DatabaseConfig config, std::string role, StoreUse use, ConnectionPtr session)
     : config_(std::move(config)),
       role_(std::move(role)),
       statements_(stmt::job_statements(quote_identifier(config_.schema)),
                   config_.pooler == "transaction",
-                  use == StoreUse::kHotPath ? Planning::kPinned : Planning::kEachExecution) {}
+                  use == StoreUse::kHotPath ? Planning::kPinned : Planning::kEachExecution),
+      handed_(std::move(session)) {}
 
 PgJobStore::~PgJobStore() = default;
 
@@ -91,7 +108,7 @@ void PgJobStore::connect() {
     if (ahead_.valid()) {
       conn_ = ahead_.get();  // rethrows what opening it threw; the next connect() retries
     } else {
-      conn_ = open_connection(config_, role_);
+      conn_ = adopt_or_open(std::move(handed_), config_, role_);
       statements_.prepare(*conn_);
     }
     return 0;
@@ -102,8 +119,9 @@ void PgJobStore::connect_ahead() {
   if (conn_ || ahead_.valid()) return;
   // The connection is only handed over through the future: nothing else touches it, and
   // StatementSet::prepare() reads the set without changing it.
-  ahead_ = std::async(std::launch::async, [config = config_, role = role_, this] {
-    ConnectionPtr conn = open_connection(config, role);
+  ahead_ = std::async(std::launch::async, [handed = std::move(handed_), config = config_,
+                                           role = role_, this]() mutable {
+    ConnectionPtr conn = adopt_or_open(std::move(handed), config, role);
     statements_.prepare(*conn);
     return conn;
   });

@@ -24,8 +24,11 @@ namespace pgjobd {
 class PgJobStore final : public JobStore {
  public:
   // role: this connection's purpose, shown in pg_stat_activity ("fetcher", "completer");
-  // use: how its statements are planned (StatementSet).
-  PgJobStore(DatabaseConfig config, std::string role, StoreUse use = StoreUse::kOccasional);
+  // use: how its statements are planned (StatementSet); session: one already open to use
+  // instead of opening one (PgDatabase hands over its start-up session), renamed for
+  // `role` and set up when first used, or replaced should the server have closed it.
+  PgJobStore(DatabaseConfig config, std::string role, StoreUse use = StoreUse::kOccasional,
+             ConnectionPtr session = nullptr);
   ~PgJobStore() override;
   PgJobStore(const PgJobStore&) = delete;
   PgJobStore& operator=(const PgJobStore&) = delete;
@@ -86,6 +89,7 @@ class PgJobStore final : public JobStore {
   std::string role_;
   StatementSet statements_;
   ConnectionPtr conn_;
+  ConnectionPtr handed_;  // the session given to the constructor, until first used
   // connect_ahead()'s work, until connect() takes its connection. Declared after conn_:
   // destroyed first, it waits for that work to end.
   std::future<ConnectionPtr> ahead_;

@@ -59,7 +59,8 @@ class Database {
   // Connects and LISTENs. Throws DbError.
   virtual std::unique_ptr<Notifications> listen() = 0;
   // One attempt: applies pending migrations when `migrate`, then checks the schema.
-  // Throws DbError (connection_lost() when the server was not reachable).
+  // Throws DbError (connection_lost() when the server was not reachable). The session it
+  // used may serve the next store opened for StoreUse::kHotPath (PgDatabase does so).
   virtual SchemaReport prepare_schema(bool migrate) = 0;
 };
 
