@@ -6,7 +6,6 @@
 #include <string>
 
 #include "db/connection.hpp"
-
 #include "pgjobd/config.hpp"
 #include "store/database.hpp"
 
