@@ -21,7 +21,7 @@ class PrefetchBudgetTest : public ::testing::Test {
   void at(milliseconds since_start) { now_ = start_ + since_start; }
   // Jobs that ran for `each` and finish now.
   void finish(int jobs, std::chrono::microseconds each = std::chrono::microseconds(100)) {
-    for (int i = 0; i < jobs; ++i) budget_.finished(now_ - each);
+    for (int i = 0; i < jobs; ++i) budget_.finished(now_ - each, now_);
   }
 };
 
@@ -55,6 +55,21 @@ TEST_F(PrefetchBudgetTest, AJobFinishedJustBeforeABucketEdgeStillCounts) {
   finish(1);
   at(milliseconds(51));
   EXPECT_EQ(budget_.budget(), 1);
+}
+
+// Workers read their finish time before the pool's lock: a finish from before a bucket's
+// edge may be counted after one from past it. It counts in the newer bucket, and neither
+// is lost.
+TEST_F(PrefetchBudgetTest, AFinishReportedOutOfOrderAcrossAnEdgeKeepsTheCounts) {
+  at(milliseconds(30));
+  finish(20);
+  at(milliseconds(51));
+  finish(10);
+  budget_.finished(start_ + milliseconds(49) - std::chrono::microseconds(100),
+                   start_ + milliseconds(49));
+  at(milliseconds(52));
+  // 20 in the bucket before (which the horizon still almost wholly covers), 11 in this one.
+  EXPECT_EQ(budget_.budget(), 11 + 19);
 }
 
 TEST_F(PrefetchBudgetTest, JobsFinishedAtASlowPaceGetAlmostNone) {

@@ -432,6 +432,49 @@ TEST_F(WorkerPoolTest, JobsSubmittedBeforeStartAreHeldUntilItsThreadsRun) {
   for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kDone);
 }
 
+// A pool destroyed before it started (the daemon's start failed after a claim) neither
+// runs nor completes what it held: drain hands those jobs back (release_queued). Under
+// ASan this also checks that the held jobs are freed.
+TEST_F(WorkerPoolTest, APoolNeverStartedEndsWithoutRunningWhatItHeld) {
+  make_pool(workers(2)).submit({job_in(1), job_in(2)});
+  pool_.reset();
+  EXPECT_TRUE(gate_.started().empty());
+  std::lock_guard lock(mutex_);
+  EXPECT_TRUE(completions_.empty());
+}
+
+// A job released while its worker still hands over the completion can be claimed again,
+// same id and attempt: the pool keeps each submission apart (counted and freed on its
+// own).
+TEST_F(WorkerPoolTest, TheSameAttemptClaimedAgainWhileInHandIsKeptApart) {
+  WorkerPool& pool = make_pool(workers(2));
+  pool.start();
+  {
+    std::lock_guard lock(mutex_);
+    hold_handover_ = true;
+  }
+  gate_.release(1);
+  pool.submit({job_in(1)});
+  {
+    std::unique_lock lock(mutex_);
+    ASSERT_TRUE(cv_.wait_for(lock, seconds(20), [&] { return completions_.size() == 1; }));
+  }
+  pool.submit({job_in(1)});
+  {
+    std::unique_lock lock(mutex_);
+    ASSERT_TRUE(cv_.wait_for(lock, seconds(20), [&] { return completions_.size() == 2; }));
+  }
+  // Both handlers returned; both attempts are still in hand, handing over.
+  EXPECT_EQ(pool.busy(), 2);
+  EXPECT_EQ(pool.running(), (std::vector<JobAttempt>{{1, 1}, {1, 1}}));
+  EXPECT_TRUE(pool.still_running({{1, 1}}).empty());
+  open_handover();
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
+  EXPECT_EQ(pool.busy(), 0);
+  EXPECT_TRUE(pool.running().empty());
+  EXPECT_EQ(pool.claimable(), 2);
+}
+
 TEST_F(WorkerPoolTest, ReleaseQueuedHandsBackTheHeldJobsWithoutRunningThem) {
   WorkerPool& pool = make_pool(workers(1));
   pool.start();

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "db/connection.hpp"
+#include "db/field_values.hpp"
 #include "db/migrator.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
@@ -149,7 +150,7 @@ Job job_from_row(const pqxx::row& row) {
   job.attempt = row[4].as<int>();
   job.max_attempts = row[5].as<int>();
   job.priority = row[6].as<int>();
-  job.queue_wait_seconds = row[7].as<double>();
+  job.queue_wait_seconds = field_as_double(row[7]);
   return job;
 }
 
@@ -212,7 +213,7 @@ ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
         continue;
       }
       DueTimes due;  // the short claim's answer (the statement's last row)
-      if (!row[9].is_null()) due.next_in = due_in(row[9].as<double>());
+      if (!row[9].is_null()) due.next_in = due_in(field_as_double(row[9]));
       claim.due = due;
     }
     return claim;
@@ -234,7 +235,7 @@ LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
       if (!row[11].is_null()) {
         // Rounded up: waking a microsecond early finds no token yet.
         hold.retry_in = std::chrono::microseconds(
-            static_cast<std::int64_t>(std::ceil(std::max(row[11].as<double>(), 0.0) * 1e6)));
+            static_cast<std::int64_t>(std::ceil(std::max(field_as_double(row[11]), 0.0) * 1e6)));
       }
       claim.held.push_back(std::move(hold));
     }
@@ -464,11 +465,11 @@ DueTimes PgJobStore::next_due(const std::vector<std::string>& queues,
                 static_cast<std::int64_t>(std::max(look_back.count(), std::int64_t{0})));
     DueTimes due;
     if (rows.empty()) return due;
-    if (!rows[0][0].is_null()) due.next_in = due_in(rows[0][0].as<double>());
+    if (!rows[0][0].is_null()) due.next_in = due_in(field_as_double(rows[0][0]));
     // Rounded down: a job that may have come due after the claim looked counts as such.
     if (!rows[0][1].is_null()) {
       due.last_due_ago = std::chrono::microseconds(
-          static_cast<std::int64_t>(std::floor(rows[0][1].as<double>() * 1e6)));
+          static_cast<std::int64_t>(std::floor(field_as_double(rows[0][1]) * 1e6)));
     }
     return due;
   });

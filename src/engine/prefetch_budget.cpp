@@ -15,13 +15,15 @@ constexpr std::int64_t kHorizonTicks =
     std::chrono::duration_cast<std::chrono::microseconds>(PrefetchBudget::kHorizon).count();
 }  // namespace
 
-void PrefetchBudget::finished(Clock::time_point started) {
-  const Clock::time_point now = now_();
+void PrefetchBudget::finished(Clock::time_point started, Clock::time_point ended) {
   // A moving average over about the last 16 jobs: a change of job mix shows within a few
   // dozen finishes.
-  const auto run_us = static_cast<double>(ticks(now) - ticks(started));
+  const auto run_us = static_cast<double>(ticks(ended) - ticks(started));
   mean_run_us_ = mean_run_us_ < 0 ? run_us : mean_run_us_ + (run_us - mean_run_us_) / 16;
-  const std::int64_t bucket = ticks(now) / kHorizonTicks;
+  // Workers read `ended` before the pool's lock, so finishes arrive slightly out of order:
+  // one from just before a bucket's edge, arriving after the edge, counts in the current
+  // bucket (going back would drop the counts of both).
+  const std::int64_t bucket = std::max(ticks(ended) / kHorizonTicks, bucket_);
   if (bucket != bucket_) {
     previous_ = bucket == bucket_ + 1 ? current_ : 0;
     current_ = 0;

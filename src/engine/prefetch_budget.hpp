@@ -33,8 +33,9 @@ class PrefetchBudget {
   void set_max(int max) { max_ = max; }
   // The budget's clock: a job's start and finish are read from it.
   Clock::time_point now() const { return now_(); }
-  // A job that started at `started` left its worker (now).
-  void finished(Clock::time_point started);
+  // A job that started at `started` left its worker at `ended` (both read from now(); the
+  // pool reads them before taking its lock).
+  void finished(Clock::time_point started, Clock::time_point ended);
   // A claim brought jobs whose largest payload has this many bytes (0 for an empty claim
   // is not reported): the next claims assume payloads of about that size.
   void claimed(std::size_t largest_payload_bytes) { largest_payload_ = largest_payload_bytes; }

@@ -53,10 +53,11 @@ void WorkerPool::resize(const WorkerConfig& config) {
   capacity_ = config.concurrency;
   prefetch_.set_max(config.prefetch);
   // Queues no longer served get no new jobs; their running jobs finish and are counted.
-  queue_limits_.clear();
+  for (auto& [name, state] : queue_states_) state.served = false;
   for (const auto& [name, queue] : config.queues) {
-    queue_limits_[name] = queue.concurrency;
-    queue_busy_.try_emplace(name, 0);
+    QueueState& state = queue_states_[name];
+    state.served = true;
+    state.limit = queue.concurrency;
   }
   // Growing starts threads now; shrinking lets surplus threads exit once idle, so no
   // running job is interrupted.
@@ -64,7 +65,30 @@ void WorkerPool::resize(const WorkerConfig& config) {
   work_ready_.notify_all();
 }
 
-WorkerPool::~WorkerPool() { stop(); }
+WorkerPool::~WorkerPool() {
+  stop();
+  // Jobs held by a pool that never started (its threads free the others).
+  std::lock_guard lock(mutex_);
+  while (in_hand_head_ != nullptr) unlink_locked(in_hand_head_);
+}
+
+void WorkerPool::link_locked(std::unique_ptr<Slot> slot) {
+  Slot* linked = slot.release();
+  linked->prev = in_hand_tail_;
+  if (in_hand_tail_ != nullptr) {
+    in_hand_tail_->next = linked;
+  } else {
+    in_hand_head_ = linked;
+  }
+  in_hand_tail_ = linked;
+}
+
+std::unique_ptr<WorkerPool::Slot> WorkerPool::unlink_locked(Slot* slot) {
+  (slot->prev != nullptr ? slot->prev->next : in_hand_head_) = slot->next;
+  (slot->next != nullptr ? slot->next->prev : in_hand_tail_) = slot->prev;
+  slot->prev = slot->next = nullptr;
+  return std::unique_ptr<Slot>(slot);
+}
 
 std::vector<QueueSlots> WorkerPool::free_slots(bool prefetch) const {
   std::lock_guard lock(mutex_);
@@ -79,9 +103,10 @@ int WorkerPool::global_free_locked(bool prefetch) const {
 std::vector<QueueSlots> WorkerPool::free_slots_locked(bool prefetch) const {
   const int global_free = global_free_locked(prefetch);
   std::vector<QueueSlots> slots;
-  for (const auto& [name, limit] : queue_limits_) {
+  for (const auto& [name, queue] : queue_states_) {
+    if (!queue.served) continue;
     int free = global_free;
-    if (limit > 0) free = std::min(free, limit - queue_busy_.at(name));
+    if (queue.limit > 0) free = std::min(free, queue.limit - queue.busy);
     if (free > 0) slots.push_back({name, free});
   }
   return slots;
@@ -90,8 +115,9 @@ std::vector<QueueSlots> WorkerPool::free_slots_locked(bool prefetch) const {
 std::vector<std::string> WorkerPool::queues() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> names;
-  names.reserve(queue_limits_.size());
-  for (const auto& [name, limit] : queue_limits_) names.push_back(name);
+  for (const auto& [name, queue] : queue_states_) {
+    if (queue.served) names.push_back(name);
+  }
   return names;
 }
 
@@ -118,9 +144,10 @@ WorkerPool::ClaimBudget WorkerPool::claim_budget_locked(bool prefetch) const {
 int WorkerPool::claimable_locked(bool prefetch) const {
   const int global_free = global_free_locked(prefetch);
   int sum = 0;
-  for (const auto& [name, limit] : queue_limits_) {
+  for (const auto& [name, queue] : queue_states_) {
+    if (!queue.served) continue;
     int free = global_free;
-    if (limit > 0) free = std::min(free, limit - queue_busy_.at(name));
+    if (queue.limit > 0) free = std::min(free, queue.limit - queue.busy);
     if (free > 0) sum += free;
   }
   return std::max(0, std::min(sum, global_free));
@@ -133,31 +160,36 @@ int WorkerPool::capacity() const {
 
 std::uint64_t WorkerPool::submitted() const {
   std::lock_guard lock(mutex_);
-  return next_ticket_;
+  return submitted_count_;
 }
 
 void WorkerPool::submit(std::vector<Job> jobs) {
   if (jobs.empty()) return;
   const std::size_t count = jobs.size();
+  const auto now = std::chrono::steady_clock::now();
+  std::size_t largest_payload = 0;
+  std::vector<std::unique_ptr<Slot>> slots;
+  slots.reserve(count);
+  for (Job& job : jobs) {
+    largest_payload = std::max(largest_payload, job.payload.size());
+    slots.push_back(std::make_unique<Slot>(std::move(job), now));
+  }
   std::size_t waiting = 0;
   {
     std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    std::size_t largest_payload = 0;
-    for (Job& job : jobs) {
-      const std::uint64_t ticket = next_ticket_++;
-      const Entry& entry = running_
-                               .try_emplace(ticket, JobAttempt{job.id, job.attempt},
-                                            std::make_shared<JobStop>(), now)
-                               .first->second;
-      ++queue_busy_[job.queue];
+    for (std::unique_ptr<Slot>& owned : slots) {
+      Slot* slot = owned.get();
+      // A queue a reload stopped serving after the claim still counts its jobs.
+      slot->queue = &queue_states_[slot->job.queue];
+      ++slot->queue->busy;
       busy_.fetch_add(1, std::memory_order_relaxed);
-      largest_payload = std::max(largest_payload, job.payload.size());
+      ++submitted_count_;
       // After the held jobs of the same or a higher priority (the claim sorted its own).
       const auto at = std::upper_bound(
-          pending_.begin(), pending_.end(), job.priority,
-          [](int priority, const Task& held) { return priority > held.job.priority; });
-      pending_.insert(at, Task{std::move(job), ticket, entry.stop});
+          pending_.begin(), pending_.end(), slot->job.priority,
+          [](int priority, const Slot* held) { return priority > held->job.priority; });
+      pending_.insert(at, slot);
+      link_locked(std::move(owned));
     }
     prefetch_.claimed(largest_payload);
     queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
@@ -177,10 +209,18 @@ void WorkerPool::submit(std::vector<Job> jobs) {
 }
 
 void WorkerPool::worker_loop() {
+  std::unique_ptr<Slot> finished;  // the last job's: freed outside the lock
   std::unique_lock lock(mutex_);
   while (true) {
     const auto ready = [&] { return stopping_ || !pending_.empty() || live_threads_ > capacity_; };
     if (!ready()) {
+      if (finished) {
+        // Not kept while waiting: a held payload may be large.
+        lock.unlock();
+        finished.reset();
+        lock.lock();
+        continue;
+      }
       ++waiting_;
       work_ready_.wait(lock, ready);
       --waiting_;
@@ -193,22 +233,23 @@ void WorkerPool::worker_loop() {
       if (!pending_.empty()) work_ready_.notify_one();
       return;
     }
-    if (pending_.empty()) return;  // stopping, nothing left in hand
-    Task task = std::move(pending_.front());
+    if (pending_.empty()) return;   // stopping, nothing left in hand
+    Slot* slot = pending_.front();  // freed only by this thread from now on
     pending_.pop_front();
     queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
-    Entry& entry = running_.at(task.ticket);  // erased only by this thread from now on
     lock.unlock();
+    finished.reset();
 
     const auto started = prefetch_.now();  // its clock is fixed: no lock needed
-    std::optional<Completion> completion = executor_(task.job, *task.stop);
-    entry.handler_returned.store(true);
+    std::optional<Completion> completion = executor_(slot->job, slot->stop);
+    slot->handler_returned.store(true);
     if (completion) complete_(std::move(*completion));  // only now may "done" be written
+    const auto ended = prefetch_.now();
     lock.lock();
-    --queue_busy_[task.job.queue];
-    prefetch_.finished(started);
+    --slot->queue->busy;
+    prefetch_.finished(started, ended);
     const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (const SlotWake wake = slot_wake_locked(task.job.queue, busy_now); wake.call) {
+    if (const SlotWake wake = slot_wake_locked(*slot->queue, busy_now); wake.call) {
       const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
       lock.unlock();
       slot_freed_(working_now, wake.for_fetcher);
@@ -216,20 +257,19 @@ void WorkerPool::worker_loop() {
     }
     // Last: once wait_idle() sees the job gone, this thread no longer calls out. The lock
     // is kept into the next wait, and only the last job out wakes wait_idle().
-    running_.erase(task.ticket);
-    if (running_.empty()) idle_.notify_all();
+    finished = unlink_locked(slot);
+    if (in_hand_head_ == nullptr) idle_.notify_all();
   }
 }
 
-WorkerPool::SlotWake WorkerPool::slot_wake_locked(const std::string& queue, int busy_now) {
+WorkerPool::SlotWake WorkerPool::slot_wake_locked(const QueueState& queue, int busy_now) {
   if (wake_wanted_ == kEverySlot) return {true, true};
   if (wake_wanted_ != kNoSlotWake && claimable_locked(wake_prefetch_) >= wake_wanted_) {
     wake_wanted_ = kNoSlotWake;  // once per arming
     return {true, true};
   }
   // A queue's own limit: its slot may be what a saturated queue waits for.
-  const auto limit = queue_limits_.find(queue);
-  if (limit != queue_limits_.end() && limit->second > 0) return {true, true};
+  if (queue.served && queue.limit > 0) return {true, true};
   // An idle pool: the busy gauge (set by the callback) then reads 0 whatever the fetcher
   // waits for.
   return {busy_now == 0, false};
@@ -252,65 +292,68 @@ bool WorkerPool::arm_slot_wake(int free_wanted, bool prefetch) {
 
 std::vector<JobAttempt> WorkerPool::release_queued() {
   std::vector<JobAttempt> released;
+  std::vector<std::unique_ptr<Slot>> freed;  // after the lock
   std::lock_guard lock(mutex_);
   released.reserve(pending_.size());
-  for (const Task& task : pending_) {
-    released.push_back({task.job.id, task.job.attempt});
-    running_.erase(task.ticket);
-    --queue_busy_[task.job.queue];
+  freed.reserve(pending_.size());
+  for (Slot* slot : pending_) {
+    released.push_back(slot->attempt());
+    --slot->queue->busy;
     busy_.fetch_sub(1, std::memory_order_relaxed);
+    freed.push_back(unlink_locked(slot));
   }
   pending_.clear();
   queued_.store(0, std::memory_order_relaxed);
-  if (running_.empty()) idle_.notify_all();
+  if (in_hand_head_ == nullptr) idle_.notify_all();
   return released;
 }
 
 std::vector<JobAttempt> WorkerPool::running() const {
   std::lock_guard lock(mutex_);
   std::vector<JobAttempt> jobs;
-  jobs.reserve(running_.size());
-  for (const auto& [ticket, entry] : running_) jobs.push_back(entry.job);
+  jobs.reserve(static_cast<std::size_t>(busy_.load(std::memory_order_relaxed)));
+  for_each_in_hand_locked([&](const Slot& slot) { jobs.push_back(slot.attempt()); });
   return jobs;
 }
 
 std::vector<JobAttempt> WorkerPool::still_running(const std::vector<JobAttempt>& jobs) const {
   std::vector<JobAttempt> out;
   std::lock_guard lock(mutex_);
-  for (const auto& [ticket, entry] : running_) {
-    if (!entry.handler_returned && std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) {
-      out.push_back(entry.job);
+  for_each_in_hand_locked([&](const Slot& slot) {
+    if (!slot.handler_returned &&
+        std::find(jobs.begin(), jobs.end(), slot.attempt()) != jobs.end()) {
+      out.push_back(slot.attempt());
     }
-  }
+  });
   return out;
 }
 
 void WorkerPool::stop_jobs(const std::vector<JobAttempt>& jobs) {
   std::lock_guard lock(mutex_);
-  for (auto& [ticket, entry] : running_) {
-    if (std::find(jobs.begin(), jobs.end(), entry.job) != jobs.end()) {
-      entry.stop->request(StopCause::kDaemon);
+  for_each_in_hand_locked([&](Slot& slot) {
+    if (std::find(jobs.begin(), jobs.end(), slot.attempt()) != jobs.end()) {
+      slot.stop.request(StopCause::kDaemon);
     }
-  }
+  });
 }
 
 void WorkerPool::stop_all_jobs() {
   std::lock_guard lock(mutex_);
-  for (auto& [ticket, entry] : running_) entry.stop->request(StopCause::kDaemon);
+  for_each_in_hand_locked([](Slot& slot) { slot.stop.request(StopCause::kDaemon); });
 }
 
 std::vector<JobAttempt> WorkerPool::cancel_jobs(const std::vector<JobAttempt>& jobs) {
   std::vector<JobAttempt> cancelled;
   std::lock_guard lock(mutex_);
-  for (auto& [ticket, entry] : running_) {
-    if (entry.cancelled || entry.handler_returned ||
-        std::find(jobs.begin(), jobs.end(), entry.job) == jobs.end()) {
-      continue;
+  for_each_in_hand_locked([&](Slot& slot) {
+    if (slot.cancelled || slot.handler_returned ||
+        std::find(jobs.begin(), jobs.end(), slot.attempt()) == jobs.end()) {
+      return;
     }
-    entry.cancelled = true;
-    entry.stop->request(StopCause::kCancelled);
-    cancelled.push_back(entry.job);
-  }
+    slot.cancelled = true;
+    slot.stop.request(StopCause::kCancelled);
+    cancelled.push_back(slot.attempt());
+  });
   return cancelled;
 }
 
@@ -319,20 +362,20 @@ std::vector<JobAttempt> WorkerPool::stop_expired(std::chrono::steady_clock::time
   const auto now = std::chrono::steady_clock::now();
   std::vector<JobAttempt> stopped;
   std::lock_guard lock(mutex_);
-  for (auto& [ticket, entry] : running_) {
-    if (entry.lease_lost || std::max(entry.submitted, renewed_at) + lease > now) continue;
-    entry.lease_lost = true;
-    entry.stop->request(StopCause::kDaemon);
-    stopped.push_back(entry.job);
-  }
+  for_each_in_hand_locked([&](Slot& slot) {
+    if (slot.lease_lost || std::max(slot.submitted, renewed_at) + lease > now) return;
+    slot.lease_lost = true;
+    slot.stop.request(StopCause::kDaemon);
+    stopped.push_back(slot.attempt());
+  });
   return stopped;
 }
 
 bool WorkerPool::wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible) {
   std::unique_lock lock(mutex_);
   idle_.wait_until(lock, deadline,
-                   [&] { return running_.empty() || (interruptible && interrupted_); });
-  return running_.empty();
+                   [&] { return in_hand_head_ == nullptr || (interruptible && interrupted_); });
+  return in_hand_head_ == nullptr;
 }
 
 void WorkerPool::interrupt_wait() {

@@ -21,7 +21,6 @@
 #include <stop_token>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/job_stop.hpp"
@@ -142,41 +141,56 @@ class WorkerPool final : public Service {
   ClaimBudget claim_budget_locked(bool prefetch) const;
   // claim_budget_locked's limit without its list (nothing allocated: read as each job leaves).
   int claimable_locked(bool prefetch) const;
+
+  // A queue the pool has seen, served now or not. Never erased (a job's Slot points at it).
+  struct QueueState {
+    bool served = false;  // in worker.queues now
+    int limit = 0;        // its own concurrency; 0 = only the global bound
+    int busy = 0;         // its jobs in hand
+  };
+  // One job in hand, from submit() to its worker's clean-up. Made before the lock is taken
+  // and freed after it is let go: 64 threads share the lock, and on two cores a thread
+  // preempted while holding it stalls the others, so under it a job costs a few pointer
+  // moves (no allocation, no lookup by queue name or ticket). Known by its address, not by
+  // job id: a released job can be claimed again (same id, same attempt) before the worker
+  // that ran it has cleaned up.
+  struct Slot {
+    Slot(Job claimed, std::chrono::steady_clock::time_point submitted_at)
+        : job(std::move(claimed)), submitted(submitted_at) {}
+    JobAttempt attempt() const { return {job.id, job.attempt}; }
+    Job job;
+    JobStop stop;  // the handler reads it unlocked; it lives until the handler returned
+    std::chrono::steady_clock::time_point submitted;
+    QueueState* queue = nullptr;
+    bool lease_lost = false;
+    bool cancelled = false;
+    // Its completion is on its way to the database. Set by the worker without the lock
+    // (one lock less per job), read under it.
+    std::atomic<bool> handler_returned = false;
+    // The in-hand list, in submission order.
+    Slot* prev = nullptr;
+    Slot* next = nullptr;
+  };
   // Whether the job leaving with busy_now left calls SlotFreed, and with which for_fetcher
   // (see wake_wanted_).
   struct SlotWake {
     bool call = false;
     bool for_fetcher = false;
   };
-  SlotWake slot_wake_locked(const std::string& queue, int busy_now);
+  SlotWake slot_wake_locked(const QueueState& queue, int busy_now);
   void grow_locked();  // starts threads up to capacity_
-
-  // Keyed by a ticket per submission, not by job id: a released job can be claimed again
-  // (same id, same attempt) before the worker that ran it has cleaned up.
-  struct Entry {
-    Entry(JobAttempt attempt, std::shared_ptr<JobStop> job_stop,
-          std::chrono::steady_clock::time_point submitted_at)
-        : job(attempt), stop(std::move(job_stop)), submitted(submitted_at) {}
-    JobAttempt job;
-    std::shared_ptr<JobStop> stop;  // shared with the worker running it, which reads it unlocked
-    std::chrono::steady_clock::time_point submitted;
-    bool lease_lost = false;
-    bool cancelled = false;
-    // Its completion is on its way to the database. Set by the worker without the lock
-    // (one lock less per job), read under it.
-    std::atomic<bool> handler_returned = false;
-  };
-  struct Task {
-    Job job;  // held in priority order: a later claim's urgent job is not stuck behind
-    std::uint64_t ticket;
-    std::shared_ptr<const JobStop> stop;
-  };
+  void link_locked(std::unique_ptr<Slot> slot);
+  std::unique_ptr<Slot> unlink_locked(Slot* slot);
+  template <typename Visit>
+  void for_each_in_hand_locked(Visit visit) const {
+    for (Slot* slot = in_hand_head_; slot != nullptr; slot = slot->next) visit(*slot);
+  }
 
   // Guarded by mutex_, like everything below it.
   int capacity_ = 0;
   int live_threads_ = 0;
   bool started_ = false;
-  std::map<std::string, int> queue_limits_;  // 0 = only the global bound
+  std::map<std::string, QueueState, std::less<>> queue_states_;
   Executor executor_;
   Complete complete_;
   SlotFreed slot_freed_;
@@ -184,10 +198,11 @@ class WorkerPool final : public Service {
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable idle_;
-  std::deque<Task> pending_;
-  std::unordered_map<std::uint64_t, Entry> running_;
-  std::uint64_t next_ticket_ = 0;
-  std::map<std::string, int> queue_busy_;
+  std::deque<Slot*> pending_;  // held for a thread, highest priority first; in in_hand_ too
+  // Every job in hand (owned through these pointers: see link_locked and unlink_locked).
+  Slot* in_hand_head_ = nullptr;
+  Slot* in_hand_tail_ = nullptr;
+  std::uint64_t submitted_count_ = 0;
   std::atomic<int> busy_{0};
   std::atomic<int> queued_{0};  // pending_.size(), readable without the lock
   int waiting_ = 0;             // threads waiting for work_ready_
