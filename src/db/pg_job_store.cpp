@@ -135,22 +135,26 @@ pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, 
 
 namespace {
 
-// A claimed job from the claim's columns 0..8.
+// A claimed job from the claim's columns 0..8, read in order through one column
+// iterator: each row[i] is a pqxx::field holding its own copy of the result's handles,
+// reference counts taken and dropped for every column of every claimed job.
 Job job_from_row(const pqxx::row& row) {
+  auto column = row.begin();
   Job job;
-  job.id = row[0].as<std::int64_t>();
-  job.queue = row[1].c_str();
-  job.type = row[2].c_str();
-  if (row[3].is_null()) {
-    job.payload.clear();  // over request.max_payload_bytes: not read
-    job.oversized_payload_bytes = row[8].as<std::int64_t>();
+  job.id = column->as<std::int64_t>();
+  job.queue = (++column)->c_str();
+  job.type = (++column)->c_str();
+  const bool payload_read = !(++column)->is_null();
+  if (payload_read) {
+    job.payload = column->c_str();
   } else {
-    job.payload = row[3].c_str();
+    job.payload.clear();  // over request.max_payload_bytes: not read
   }
-  job.attempt = row[4].as<int>();
-  job.max_attempts = row[5].as<int>();
-  job.priority = row[6].as<int>();
-  job.queue_wait_seconds = field_as_double(row[7]);
+  job.attempt = (++column)->as<int>();
+  job.max_attempts = (++column)->as<int>();
+  job.priority = (++column)->as<int>();
+  job.queue_wait_seconds = field_as_double(++column);
+  if (!payload_read) job.oversized_payload_bytes = (++column)->as<std::int64_t>();
   return job;
 }
 
