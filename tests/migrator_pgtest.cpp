@@ -76,6 +76,25 @@ TEST_F(MigratorTest, MigratesOnceAndIsIdempotent) {
       latest_schema_version());
 }
 
+// A current schema is only read: a daemon's start does not wait for the migration lock,
+// which another daemon or `pgjobd migrate` may hold meanwhile. (Before, every start took
+// it and ran the DDL that creates the schema and the migrations table if missing.)
+TEST_F(MigratorTest, ACurrentSchemaIsReadWithoutTakingTheMigrationLock) {
+  migrate(*conn_, db_.schema);
+  auto holder = open_connection(db_, "test");
+  pqxx::work held(*holder);
+  held.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", 0x706a6d, db_.schema);
+  auto starting = open_connection(db_, "test");
+  {
+    pqxx::nontransaction txn(*starting);
+    txn.exec("SET statement_timeout = '3s'");
+  }
+  const MigrationReport report = migrate(*starting, db_.schema);
+  EXPECT_EQ(report.from_version, latest_schema_version());
+  EXPECT_EQ(report.to_version, latest_schema_version());
+  held.abort();
+}
+
 TEST_F(MigratorTest, ConcurrentMigrationsAllSucceed) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};

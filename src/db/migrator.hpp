@@ -13,7 +13,8 @@ namespace pgjobd {
 
 // Creates the schema if needed and applies every pending migration in one transaction,
 // holding a transaction-level advisory lock so daemons that start together serialise
-// (and it also works through PgBouncer in transaction mode). Idempotent.
+// (and it also works through PgBouncer in transaction mode). Idempotent: a schema at this
+// binary's version is only read, neither locked nor altered.
 MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema);
 
 // The version recorded in the schema, 0 when it was never migrated.
@@ -21,5 +22,7 @@ int schema_version(pqxx::connection_base& conn, const std::string& schema);
 
 // Empty when the schema is at this binary's version; else what is wrong and what to do.
 std::string schema_problem(pqxx::connection_base& conn, const std::string& schema);
+// The same for a version already read.
+std::string schema_problem(int version, const std::string& schema);
 
 }  // namespace pgjobd

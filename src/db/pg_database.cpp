@@ -42,7 +42,7 @@ SchemaReport PgDatabase::prepare_schema(bool migrate_schema) {
     } else {
       report.from_version = report.to_version = schema_version(*conn, config_.schema);
     }
-    report.problem = schema_problem(*conn, config_.schema);
+    report.problem = schema_problem(report.to_version, config_.schema);
     std::lock_guard lock(spare_mutex_);
     spare_ = std::move(conn);
     return report;
