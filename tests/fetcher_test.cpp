@@ -5,7 +5,7 @@
 #include "engine/fetcher.hpp"
 
 #include <gtest/gtest.h>
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
 #include <cstdint>
@@ -145,7 +145,7 @@ TEST_F(FetcherTest, ClaimTimesAreMeasuredAndSlowOnesWarnedAboutOnceAMinute) {
   LogCapture log;  // before the fetcher's thread starts
   const auto samples = [&](const std::string& name,
                            const std::map<std::string, std::string>& labels = {}) {
-    return metric_value(prometheus::TextSerializer().Serialize(metrics_.registry()->Collect()),
+    return metric_value(prometheus::TextSerializer().Serialize(metrics_.collectable()->Collect()),
                         name, labels)
         .value_or(-1);
   };

@@ -67,7 +67,7 @@ class HttpServerTest : public ::testing::Test {
     metrics_ = std::make_unique<Metrics>(std::vector<std::string>{"default"},
                                          std::vector<std::string>{"a"});
     probe_ = std::make_unique<FlippableProbe>();
-    server_ = std::make_unique<HttpServer>("127.0.0.1:0", metrics_->registry(),
+    server_ = std::make_unique<HttpServer>("127.0.0.1:0", metrics_->collectable(),
                                            [] { return (*probe_)(); });
   }
   static void TearDownTestSuite() {
@@ -119,7 +119,7 @@ TEST_F(HttpServerTest, UnknownPathIsNotFound) {
 }
 
 TEST_F(HttpServerTest, ThrowingProbeIsNotReady) {
-  HttpServer server("127.0.0.1:0", metrics_->registry(),
+  HttpServer server("127.0.0.1:0", metrics_->collectable(),
                     []() -> std::string { throw std::runtime_error("boom"); });
   const Response response = get(server.port(), "/readyz");
   EXPECT_EQ(response.status, 503);
@@ -127,7 +127,7 @@ TEST_F(HttpServerTest, ThrowingProbeIsNotReady) {
 }
 
 TEST_F(HttpServerTest, TwoServersAnswerWithTheirOwnProbes) {
-  HttpServer other("127.0.0.1:0", metrics_->registry(), [] { return std::string("other"); });
+  HttpServer other("127.0.0.1:0", metrics_->collectable(), [] { return std::string("other"); });
   EXPECT_EQ(get(server_->port(), "/readyz").status, 200);
   EXPECT_EQ(get(other.port(), "/readyz").body, "other\n");
 }
@@ -135,7 +135,7 @@ TEST_F(HttpServerTest, TwoServersAnswerWithTheirOwnProbes) {
 TEST_F(HttpServerTest, OccupiedPortThrowsNamingTheAddress) {
   const std::string address = "127.0.0.1:" + std::to_string(server_->port());
   try {
-    HttpServer second(address, metrics_->registry(), [] { return std::string(); });
+    HttpServer second(address, metrics_->collectable(), [] { return std::string(); });
     FAIL() << "bound an occupied port";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot listen on " + address), std::string::npos)
@@ -151,7 +151,7 @@ TEST_F(HttpServerTest, OccupiedPortThrowsNamingTheAddress) {
 TEST_F(HttpServerTest, StopsWithoutWaitingOutCivetwebsPoll) {
   for (const std::string listen : {"127.0.0.1:0", "0.0.0.0:0"}) {
     auto other =
-        std::make_unique<HttpServer>(listen, metrics_->registry(), [] { return std::string(); });
+        std::make_unique<HttpServer>(listen, metrics_->collectable(), [] { return std::string(); });
     EXPECT_EQ(get(other->port(), "/healthz").status, 200) << listen;
     const auto before = std::chrono::steady_clock::now();
     other.reset();

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
 #include <atomic>
@@ -114,7 +114,7 @@ TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
   ASSERT_TRUE(wait_until(
       [&] {
         const std::string text =
-            prometheus::TextSerializer().Serialize(m.metrics.registry()->Collect());
+            prometheus::TextSerializer().Serialize(m.metrics.collectable()->Collect());
         age = testing::metric_value(text, "pgjobd_oldest_due_job_age_seconds",
                                     {{"queue", "default"}});
         return age && *age > 0 &&
@@ -125,7 +125,8 @@ TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
   EXPECT_TRUE(std::isfinite(*age)) << *age;
   EXPECT_GE(*age, 100 * 365.0 * 86400);
   EXPECT_EQ(m.health.problems(), "");
-  const std::string text = prometheus::TextSerializer().Serialize(m.metrics.registry()->Collect());
+  const std::string text =
+      prometheus::TextSerializer().Serialize(m.metrics.collectable()->Collect());
   EXPECT_EQ(text.find("not-served"), std::string::npos) << text;
 }
 

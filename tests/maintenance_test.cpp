@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
 #include <unistd.h>
@@ -252,7 +252,7 @@ TEST_F(MaintenanceTest, CollectsQueueStatsAtOnce) {
 }
 
 std::string scrape(const Metrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+  return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
 }
 
 // The statistics ask only for the served queues, and a reload's new list is asked for at

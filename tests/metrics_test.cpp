@@ -2,7 +2,7 @@
 #include "metrics/metrics.hpp"
 
 #include <gtest/gtest.h>
-#include <prometheus/registry.h>
+#include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
 #include <string>
@@ -13,7 +13,7 @@ namespace pgjobd {
 namespace {
 
 std::string scrape(const Metrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+  return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
 }
 
 // True when `text` holds `line` as a whole line.

@@ -214,7 +214,7 @@ void Engine::Impl::start() {
   metrics_->set_workers_max(config_.worker.concurrency);
   health_.set_problem("engine", "starting");
   if (!config_.metrics.listen.empty()) {
-    http_ = std::make_unique<HttpServer>(config_.metrics.listen, metrics_->registry(),
+    http_ = std::make_unique<HttpServer>(config_.metrics.listen, metrics_->collectable(),
                                          [this] { return health_.problems(); });
     spdlog::info("serving /metrics, /healthz and /readyz on port {}", http_->port());
   }

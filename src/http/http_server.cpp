@@ -3,8 +3,8 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
-#include <prometheus/registry.h>
 
 #include <cstring>
 #include <exception>
@@ -89,16 +89,16 @@ struct HttpServer::State {
   std::string knock_host;  // see http/listener_stop.hpp
   std::shared_ptr<const ReadinessProbe> probe;
   // The Exposer keeps only a weak_ptr; holding it here keeps /metrics populated.
-  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<prometheus::Collectable> metrics;
   // Declared last so it is destroyed first: its threads stop before the rest goes away.
   std::optional<prometheus::Exposer> exposer;
 };
 
-HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
+HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Collectable> metrics,
                        ReadinessProbe readiness)
     : state_(std::make_unique<State>()) {
   state_->probe = std::make_shared<const ReadinessProbe>(std::move(readiness));
-  state_->registry = std::move(registry);
+  state_->metrics = std::move(metrics);
   CivetCallbacks callbacks;  // civetweb copies the struct; it need not outlive the call
   callbacks.begin_request = &begin_request;
   try {
@@ -113,7 +113,7 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Re
   }
   state_->port = ports.front();
   state_->knock_host = knock_address(listen);
-  state_->exposer->RegisterCollectable(state_->registry);
+  state_->exposer->RegisterCollectable(state_->metrics);
   ProbeRegistry& probes = probe_registry();
   std::lock_guard lock(probes.mutex);
   probes.by_port[state_->port] = state_->probe;

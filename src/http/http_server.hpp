@@ -8,7 +8,7 @@
 #include <string>
 
 namespace prometheus {
-class Registry;
+class Collectable;
 }
 
 namespace pgjobd {
@@ -20,7 +20,7 @@ class HttpServer {
  public:
   // listen: "host:port" ("127.0.0.1:0" picks a free port). Throws std::runtime_error
   // naming the address when it cannot bind.
-  HttpServer(const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
+  HttpServer(const std::string& listen, std::shared_ptr<prometheus::Collectable> metrics,
              ReadinessProbe readiness);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -1,6 +1,7 @@
 // Prometheus metrics of one engine: families built once, hot-path children found without Add().
 #include "metrics/metrics.hpp"
 
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "metrics/job_series_buffer.hpp"
 #include "pgjobd/version.hpp"
 
 namespace pgjobd {
@@ -61,8 +63,29 @@ struct JobChildren {
 
 }  // namespace
 
+// The registry as a scrape sees it: the per-job series' buffered values applied first.
+class BufferedRegistry final : public prometheus::Collectable {
+ public:
+  BufferedRegistry(std::shared_ptr<prometheus::Registry> registry,
+                   std::shared_ptr<JobSeriesBuffer> buffer)
+      : registry_(std::move(registry)), buffer_(std::move(buffer)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    buffer_->flush();
+    return registry_->Collect();
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<JobSeriesBuffer> buffer_;
+};
+
 struct Metrics::State {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  // The per-job series are recorded here (see job_series_buffer.hpp). Shared with the
+  // scrape's collectable, which may outlive this state (HttpServer holds it).
+  std::shared_ptr<JobSeriesBuffer> job_series = std::make_shared<JobSeriesBuffer>();
+  std::shared_ptr<prometheus::Collectable> collectable =
+      std::make_shared<BufferedRegistry>(registry, job_series);
 
   prometheus::Family<prometheus::Counter>& jobs_total =
       prometheus::BuildCounter()
@@ -348,7 +371,9 @@ Metrics::Metrics(const std::vector<std::string>& queues, const std::vector<std::
 
 Metrics::~Metrics() = default;
 
-std::shared_ptr<prometheus::Registry> Metrics::registry() const { return state_->registry; }
+std::shared_ptr<prometheus::Collectable> Metrics::collectable() const {
+  return state_->collectable;
+}
 
 void Metrics::set_served(const std::vector<std::string>& queues,
                          const std::vector<std::string>& types) {
@@ -372,12 +397,13 @@ void Metrics::job_finished(const std::string& queue, const std::string& type, Ou
                            double duration_seconds) {
   const JobChildren& children = state_->job_children(queue, type);
   const std::size_t index = outcome_index(outcome);
-  children.total[index]->Increment();
-  children.duration[index]->Observe(duration_seconds);
+  state_->job_series->increment_and_observe(*children.total[index], *children.duration[index],
+                                            kDurationBuckets, duration_seconds);
 }
 
 void Metrics::job_started(const std::string& queue, double queue_wait_seconds) {
-  state_->queue_wait_child(queue).Observe(queue_wait_seconds);
+  state_->job_series->observe(state_->queue_wait_child(queue), kQueueWaitBuckets,
+                              queue_wait_seconds);
 }
 
 void Metrics::set_queue_depth(const std::vector<DepthRow>& rows) {

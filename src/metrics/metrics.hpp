@@ -15,7 +15,7 @@
 #include "pgjobd/job.hpp"
 
 namespace prometheus {
-class Registry;
+class Collectable;
 }
 
 namespace pgjobd {
@@ -28,7 +28,9 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  std::shared_ptr<prometheus::Registry> registry() const;
+  // Every series, for a scrape (or a test): the per-job ones are buffered per thread and
+  // applied by its Collect().
+  std::shared_ptr<prometheus::Collectable> collectable() const;
 
   // The label value that stands for a queue or type the configuration never named.
   static constexpr const char* kOtherLabel = "(other)";
