@@ -61,8 +61,6 @@ struct JobChildren {
   std::array<prometheus::Histogram*, kOutcomes.size()> duration{};
 };
 
-}  // namespace
-
 // The registry as a scrape sees it: the per-job series' buffered values applied first.
 class BufferedRegistry final : public prometheus::Collectable {
  public:
@@ -78,6 +76,8 @@ class BufferedRegistry final : public prometheus::Collectable {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<JobSeriesBuffer> buffer_;
 };
+
+}  // namespace
 
 struct Metrics::State {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
