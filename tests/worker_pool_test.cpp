@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -430,6 +431,39 @@ TEST_F(WorkerPoolTest, JobsSubmittedBeforeStartAreHeldUntilItsThreadsRun) {
   std::lock_guard lock(mutex_);
   ASSERT_EQ(completions_.size(), 2u);
   for (const auto& completion : completions_) EXPECT_EQ(completion.outcome, Outcome::kDone);
+}
+
+// The fetcher's first claim asks the pool for its free slots and submits, while start()
+// is still making the threads (64 took 20 ms or more): making them must not hold the lock
+// those calls take, or the first job waits for the last thread.
+TEST_F(WorkerPoolTest, AJobIsTakenWhileTheOtherThreadsAreStillBeingMade) {
+  std::promise<void> go_on;
+  std::shared_future<void> may_go_on = go_on.get_future().share();
+  std::atomic<int> made{0};
+  std::atomic<bool> making_second{false};
+  pool_ = std::make_unique<WorkerPool>(
+      workers(2), [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
+      [](Completion) {}, [](int, bool) {}, [this] { return now_.load(); },
+      [&](std::function<void()> body) {
+        if (++made == 2) {  // the second thread's making is held up until the test says
+          making_second = true;
+          may_go_on.wait_for(seconds(10));
+          making_second = false;
+        }
+        return std::thread(std::move(body));
+      });
+  WorkerPool& pool = *pool_;
+  std::jthread starter([&] { pool.start(); });  // joined on an early return too
+  ASSERT_TRUE(wait_until([&] { return making_second.load(); }, seconds(20)));
+  EXPECT_EQ(as_map(pool.free_slots(false)), (Slots{{"default", 2}}));
+  pool.submit({job_in(1)});
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_TRUE(making_second.load()) << "the job waited for the second thread to be made";
+  go_on.set_value();
+  starter.join();
+  EXPECT_EQ(made.load(), 2);
+  gate_.release_all();
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
 }
 
 // A pool destroyed before it started (the daemon's start failed after a claim) neither

@@ -8,26 +8,43 @@
 namespace pgjobd {
 
 WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
-                       SlotFreed slot_freed, PrefetchBudget::Now now)
+                       SlotFreed slot_freed, PrefetchBudget::Now now, StartThread start_thread)
     : executor_(std::move(executor)),
       complete_(std::move(complete)),
       slot_freed_(std::move(slot_freed)),
+      start_thread_(std::move(start_thread)),
       prefetch_(config.prefetch, std::move(now)) {
   resize(config);
 }
 
 void WorkerPool::start() {
-  std::lock_guard lock(mutex_);
-  if (started_) throw std::logic_error("WorkerPool started twice");
-  started_ = true;
-  grow_locked();
+  {
+    std::lock_guard lock(mutex_);
+    if (started_) throw std::logic_error("WorkerPool started twice");
+    started_ = true;
+  }
+  grow();
 }
 
-void WorkerPool::grow_locked() {
-  if (!started_ || stopping_) return;
-  while (live_threads_ < capacity_) {
-    ++live_threads_;
-    threads_.emplace_back([this] { worker_loop(); });
+void WorkerPool::grow() {
+  std::lock_guard growing(grow_mutex_);
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!started_ || stopping_ || live_threads_ >= capacity_) return;
+      ++live_threads_;  // counted first: the new thread compares it with capacity_
+    }
+    std::thread thread;
+    try {
+      std::function<void()> body = [this] { worker_loop(); };
+      thread = start_thread_ ? start_thread_(std::move(body)) : std::thread(std::move(body));
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      --live_threads_;
+      throw;
+    }
+    std::lock_guard lock(mutex_);
+    threads_.push_back(std::move(thread));
   }
 }
 
@@ -42,6 +59,7 @@ void WorkerPool::request_stop() {
 void WorkerPool::join() {
   std::vector<std::thread> threads;
   {
+    std::lock_guard growing(grow_mutex_);
     std::lock_guard lock(mutex_);
     threads.swap(threads_);
   }
@@ -49,20 +67,22 @@ void WorkerPool::join() {
 }
 
 void WorkerPool::resize(const WorkerConfig& config) {
-  std::lock_guard lock(mutex_);
-  capacity_ = config.concurrency;
-  prefetch_.set_max(config.prefetch);
-  // Queues no longer served get no new jobs; their running jobs finish and are counted.
-  for (auto& [name, state] : queue_states_) state.served = false;
-  for (const auto& [name, queue] : config.queues) {
-    QueueState& state = queue_states_[name];
-    state.served = true;
-    state.limit = queue.concurrency;
+  {
+    std::lock_guard lock(mutex_);
+    capacity_ = config.concurrency;
+    prefetch_.set_max(config.prefetch);
+    // Queues no longer served get no new jobs; their running jobs finish and are counted.
+    for (auto& [name, state] : queue_states_) state.served = false;
+    for (const auto& [name, queue] : config.queues) {
+      QueueState& state = queue_states_[name];
+      state.served = true;
+      state.limit = queue.concurrency;
+    }
   }
-  // Growing starts threads now; shrinking lets surplus threads exit once idle, so no
-  // running job is interrupted.
-  grow_locked();
+  // Shrinking lets surplus threads exit once idle, so no running job is interrupted;
+  // growing starts threads now.
   work_ready_.notify_all();
+  grow();
 }
 
 WorkerPool::~WorkerPool() {

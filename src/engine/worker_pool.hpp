@@ -49,9 +49,14 @@ class WorkerPool final : public Service {
   // nothing cost a context switch per job).
   using SlotFreed = std::function<void(int working_now, bool for_fetcher)>;
 
-  // `now`: the prefetch budget's clock (a unit test's own).
+  // Makes one worker thread running `body` (a unit test's own can hold one up).
+  using StartThread = std::function<std::thread(std::function<void()> body)>;
+
+  // `now`: the prefetch budget's clock (a unit test's own). `start_thread`: empty for
+  // std::thread.
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
-             PrefetchBudget::Now now = &std::chrono::steady_clock::now);
+             PrefetchBudget::Now now = &std::chrono::steady_clock::now,
+             StartThread start_thread = {});
   ~WorkerPool() override;  // stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -178,7 +183,10 @@ class WorkerPool final : public Service {
     bool for_fetcher = false;
   };
   SlotWake slot_wake_locked(const QueueState& queue, int busy_now);
-  void grow_locked();  // starts threads up to capacity_
+  // Starts threads up to capacity_. Takes mutex_ for the counts only, never while a thread
+  // is made: making 64 of them takes 20 ms or more, and the fetcher's first claim (which
+  // asks the pool how many slots are free) would wait for the last.
+  void grow();
   void link_locked(std::unique_ptr<Slot> slot);
   std::unique_ptr<Slot> unlink_locked(Slot* slot);
   template <typename Visit>
@@ -194,7 +202,11 @@ class WorkerPool final : public Service {
   Executor executor_;
   Complete complete_;
   SlotFreed slot_freed_;
+  const StartThread start_thread_;  // read without the lock: never changes
 
+  // Held by grow() while it makes threads and by join(), so join() sees every thread made
+  // (taken before mutex_, never while holding it).
+  std::mutex grow_mutex_;
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable idle_;
