@@ -598,6 +598,29 @@ TEST_F(FetcherTest, ADelayedJobInAFullQueueIsWokenForOnceNotInALoop) {
       << describe();
 }
 
+// The engine starts its other sessions once the first claim was made (Engine::Impl::
+// start): it is told when that claim returns, and when it fails.
+TEST_F(FetcherTest, TellsWhenItsFirstClaimWasMade) {
+  table_.block(StoreMethod::kClaim);
+  start(2);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));
+  EXPECT_FALSE(fetcher_->wait_first_claim(Clock::now() + milliseconds(20)));
+  table_.unblock(StoreMethod::kClaim);
+  EXPECT_TRUE(fetcher_->wait_first_claim(Clock::now() + seconds(20)));
+}
+
+TEST_F(FetcherTest, TellsWhenItsFirstClaimFailed) {
+  table_.fail_next(StoreMethod::kClaim, 1000);  // the database is down
+  table_.block(StoreMethod::kClaim);
+  start(2);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));
+  EXPECT_FALSE(fetcher_->wait_first_claim(Clock::now() + milliseconds(20)));
+  table_.unblock(StoreMethod::kClaim);
+  EXPECT_TRUE(fetcher_->wait_first_claim(Clock::now() + seconds(20)));
+  EXPECT_TRUE(wait_until([&] { return !health_.problems().empty(); }, seconds(20)));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 1);  // told after the failure, not a later try
+}
+
 TEST_F(FetcherTest, AnOutageAfterTheAwaitedTimeBacksOffInsteadOfSpinning) {
   const auto id = table_.add_job_at("gated", Clock::now() + milliseconds(200));
   start(4);

@@ -21,6 +21,9 @@ struct EngineTimings {
   Millis progress_slice{1000};
   // How often an idle scheduler reads the schedules table (schedule::SchedulerSettings).
   Millis schedule_refresh{30000};
+  // How long start() lets the first claim go before it starts the parts with sessions of
+  // their own (maintenance, listener, scheduler): see Engine::Impl::start.
+  Millis first_claim_head_start{250};
 };
 
 Engine make_engine(Config config, std::shared_ptr<Database> database);

@@ -136,7 +136,21 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   return false;
 }
 
+bool Fetcher::wait_first_claim(std::chrono::steady_clock::time_point deadline) const {
+  return first_claim_made_.wait_until(deadline) == std::future_status::ready;
+}
+
 void Fetcher::run(const std::stop_token& stop) {
+  // Told once: after the first claim, whatever its outcome, or when the loop ends first.
+  bool told = false;
+  const auto tell_first_claim = [&] {
+    if (!told) first_claim_.set_value();
+    told = true;
+  };
+  const struct TellOnExit {
+    decltype(tell_first_claim)& tell;
+    ~TellOnExit() { tell(); }
+  } tell_on_exit{tell_first_claim};
   ReconnectBackoff backoff;
   while (true) {
     mark_progress();
@@ -144,9 +158,11 @@ void Fetcher::run(const std::stop_token& stop) {
     bool full = false;
     try {
       full = claim_once(woken_);
+      tell_first_claim();
       backoff.reset();
       health_.clear("fetcher");
     } catch (const DbError& e) {
+      tell_first_claim();
       metrics_.db_error("claim");
       health_.set_problem("fetcher", e.what());
       const auto wait = backoff.next();

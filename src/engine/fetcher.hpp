@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -77,6 +78,10 @@ class Fetcher final : public Service {
         std::chrono::steady_clock::duration(last_progress_.load(std::memory_order_relaxed)));
   }
   Millis max_interval() const;
+
+  // Waits until the first claim was made (or failed, or the loop stopped before it), or
+  // until `deadline`; true when it was. The engine starts its other sessions after it.
+  bool wait_first_claim(std::chrono::steady_clock::time_point deadline) const;
 
   // Live reload: new poll intervals and the job types that now have a handler.
   void reconfigure(const PollConfig& poll, std::vector<std::string> types);
@@ -169,6 +174,9 @@ class Fetcher final : public Service {
   std::chrono::steady_clock::time_point slow_warned_at_{};
   std::atomic<std::chrono::steady_clock::rep> last_progress_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
+  // Set once by the loop (see wait_first_claim); the future is read by other threads.
+  std::promise<void> first_claim_;
+  const std::shared_future<void> first_claim_made_ = first_claim_.get_future().share();
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 
