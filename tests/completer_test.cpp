@@ -133,6 +133,28 @@ TEST_F(CompleterTest, OutageLosesAndDuplicatesNothingAndKeepsTheOrder) {
       << health_.problems();
 }
 
+// The batch kept through an outage is topped up from what arrived meanwhile, never past
+// kMaxBatch, and the rest follows in order.
+TEST_F(CompleterTest, AnOutageWithMoreThanABatchInHandKeepsTheCapAndTheOrder) {
+  const auto completions = running_jobs(1500);
+  Completer& completer = make_completer();
+  table_.fail_next(StoreMethod::kComplete, 1000);  // the database is down
+  for (std::size_t i = 0; i < 600; ++i) completer.submit(completions[i]);
+  completer.start();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 1));
+  for (std::size_t i = 600; i < completions.size(); ++i) completer.submit(completions[i]);
+  EXPECT_EQ(completer.queued_jobs().size(), 1500u);
+  table_.fail_next(StoreMethod::kComplete, 0);  // back up
+
+  ASSERT_TRUE(wait_written(1500));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].batch.size(), Completer::kMaxBatch);
+  EXPECT_EQ(calls[1].batch.size(), 500u);
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));  // once each, in order
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+}
+
 TEST_F(CompleterTest, QueuedJobsIncludeTheBatchBeingWritten) {
   const auto completions = running_jobs(4);
   Completer& completer = make_completer();

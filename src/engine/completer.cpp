@@ -64,7 +64,8 @@ void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_wr
 std::vector<JobAttempt> Completer::queued_jobs() const {
   std::lock_guard lock(mutex_);
   std::vector<JobAttempt> jobs;
-  jobs.reserve(queue_.size());
+  jobs.reserve(taken_.size() + queue_.size());
+  for (const Completion& completion : taken_) jobs.push_back(completion.job);
   for (const Completion& completion : queue_) jobs.push_back(completion.job);
   return jobs;
 }
@@ -72,16 +73,27 @@ std::vector<JobAttempt> Completer::queued_jobs() const {
 void Completer::run(const std::stop_token& stop) {
   ReconnectBackoff backoff;
   std::unique_lock lock(mutex_);
+  const auto queued = [&] { return taken_.size() + queue_.size(); };
   while (true) {
-    cv_.wait(lock, stop, [&] { return !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping with nothing left
-    if (!stop.stop_requested() && queue_.size() < kMaxBatch) {
+    cv_.wait(lock, stop, [&] { return queued() > 0; });
+    if (queued() == 0) return;  // stopping with nothing left
+    if (!stop.stop_requested() && queued() < kMaxBatch) {
       cv_.wait_until(lock, stop, first_queued_at_ + kFlushDelay,
-                     [&] { return queue_.size() >= kMaxBatch; });
+                     [&] { return queued() >= kMaxBatch; });
     }
-    const std::size_t n = std::min(queue_.size(), kMaxBatch);
-    // Items stay queued until written, so an outage keeps them, in order.
-    std::vector<Completion> batch(queue_.begin(), queue_.begin() + static_cast<long>(n));
+    // Items stay in hand (taken_) until written, so an outage keeps them, in order.
+    if (taken_.empty() && queue_.size() <= kMaxBatch) {
+      taken_.swap(queue_);  // the usual case: no copy, and both keep their capacity
+    } else {
+      // Topped up to kMaxBatch: taken_ never holds more.
+      const std::size_t more = std::min(queue_.size(), kMaxBatch - taken_.size());
+      const auto end = queue_.begin() + static_cast<long>(more);
+      taken_.insert(taken_.end(), std::make_move_iterator(queue_.begin()),
+                    std::make_move_iterator(end));
+      queue_.erase(queue_.begin(), end);
+    }
+    const std::vector<Completion>& batch = taken_;
+    const std::size_t n = batch.size();
     const bool delete_done = delete_done_;
     lock.unlock();
     Progress progress;
@@ -112,17 +124,18 @@ void Completer::run(const std::stop_token& stop) {
     }
     lock.lock();
     // What was settled (written, or dropped as unwritable) is a prefix of the batch.
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<long>(progress.settled));
+    taken_.erase(taken_.begin(), taken_.begin() + static_cast<long>(progress.settled));
     if (progress.settled == n) {
       if (!queue_.empty()) first_queued_at_ = Clock::now() - kFlushDelay;  // flush at once
       continue;
     }
     if (stop.stop_requested() && Clock::now() >= deadline_) {
-      unwritten_at_stop_ = static_cast<int>(queue_.size());
+      unwritten_at_stop_ = static_cast<int>(queued());
       spdlog::error(
           "giving up on {} unwritten completions at shutdown; their jobs return to the "
           "queue when their lease expires",
-          queue_.size());
+          queued());
+      taken_.clear();
       queue_.clear();
       return;
     }

@@ -16,7 +16,7 @@ namespace pgjobd {
 void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers) {
   auto settings = std::make_shared<const Settings>(Settings{retry, std::move(handlers)});
   std::lock_guard lock(settings_mutex_);
-  settings_ = std::move(settings);
+  settings_.swap(settings);  // the old ones are freed after the lock (declared before it)
 }
 
 JobResult JobRunner::call_handler(const Settings& settings, const Job& job,
@@ -43,7 +43,7 @@ std::optional<Completion> JobRunner::run(const Job& job, const JobStop& stop) {
   const auto started = std::chrono::steady_clock::now();
   std::shared_ptr<const Settings> settings;
   {
-    std::lock_guard lock(settings_mutex_);
+    std::shared_lock lock(settings_mutex_);
     settings = settings_;
   }
   // A job held for a thread (worker.prefetch) may be stopped before it starts: cancelled,

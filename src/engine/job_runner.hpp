@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <stop_token>
 #include <string>
 
@@ -46,9 +47,11 @@ class JobRunner {
   };
   JobResult call_handler(const Settings& settings, const Job& job, const std::stop_token& stop);
 
-  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12 implements the latter with a
-  // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy.
-  mutable std::mutex settings_mutex_;
+  // A lock, not std::atomic<std::shared_ptr>: libstdc++ 12 implements the latter with a
+  // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy; shared,
+  // so that 64 workers starting jobs at once do not queue for it (as an exclusive mutex,
+  // it made a tenth of the daemon's futex calls on a backlog of no-op jobs).
+  mutable std::shared_mutex settings_mutex_;
   std::shared_ptr<const Settings> settings_;
   Metrics& metrics_;
 };
