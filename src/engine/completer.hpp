@@ -79,7 +79,7 @@ class Completer final : public Service {
   std::condition_variable_any cv_;
   // Submitted, not yet taken for a batch. The completer swaps the whole vector out rather
   // than copy a batch of up to kMaxBatch under the lock: 64 workers handing over their
-  // completions queued behind that copy (bench/README, "Start-up, fifth round").
+  // completions queued behind that copy (bench/README, "two more shared locks").
   std::vector<Completion> queue_;
   // The batch being written, or waiting to be retried after an outage: ahead of queue_.
   // Changed only by the completer's thread, under the lock; it reads it without.
