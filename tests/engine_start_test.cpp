@@ -1,15 +1,18 @@
 // The start-up order through make_engine over the fake database: the first claim goes
-// before the parts with sessions of their own (maintenance, listener, scheduler) start,
-// which wait for it no longer than the head start.
+// before the pool's threads and the parts with sessions of their own (maintenance,
+// listener, scheduler) start, which wait for it no longer than the head start.
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
+#include <iterator>
 
 #include "engine/engine_factory.hpp"
 #include "pgjobd/engine.hpp"
 #include "support/fake_job_store.hpp"
 #include "support/job_gate.hpp"
+#include "support/wait_until.hpp"
 
 namespace pgjobd {
 namespace {
@@ -22,11 +25,17 @@ using pgjobd::testing::StoreMethod;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-Config engine_config() {
+Config engine_config(int concurrency) {
   Config config;
   config.metrics.listen = "";  // no HTTP endpoint
-  config.worker.concurrency = 2;
+  config.worker.concurrency = concurrency;
   return config;
+}
+
+// This process's threads now.
+long threads_now() {
+  const std::filesystem::directory_iterator tasks("/proc/self/task");
+  return std::distance(begin(tasks), end(tasks));
 }
 
 class EngineStartTest : public ::testing::Test {
@@ -39,10 +48,10 @@ class EngineStartTest : public ::testing::Test {
   }
 
   // start() runs on its own thread: it waits for the first claim, which a test holds.
-  void start_engine(Millis head_start) {
+  void start_engine(Millis head_start, int concurrency = 2) {
     EngineTimings timings;
     timings.first_claim_head_start = head_start;
-    engine_.emplace(make_engine(engine_config(), database_, timings));
+    engine_.emplace(make_engine(engine_config(concurrency), database_, timings));
     engine_->register_handler(
         "gated", [this](const Job& job, std::stop_token stop) { return gate_.run(job, stop); });
     started_ = std::async(std::launch::async, [this] { engine_->start(); });
@@ -79,6 +88,30 @@ TEST_F(EngineStartTest, TheFirstClaimGoesBeforeTheOtherSessionsOpen) {
   EXPECT_EQ(table_.row(id).status, FakeStatus::kRunning);
   EXPECT_TRUE(table_.wait_until([&] { return table_.listen_sessions_opened() == 1; }));
   EXPECT_TRUE(table_.wait_until([&] { return maintenance_calls() > 0; }));
+}
+
+// The pool's threads are made after the first claim too: 64 of them made beside it took
+// CPU from it and from its backend (bench/README, "Start-up, sixth round"). The jobs it
+// claimed wait for the first of them.
+TEST_F(EngineStartTest, ThePoolsThreadsAreMadeAfterTheFirstClaim) {
+  constexpr int kWorkers = 48;  // more than the engine's other threads
+  const auto id = table_.add_jobs(1, "gated").front();
+  const long before = threads_now();
+  table_.block(StoreMethod::kClaim);
+  start_engine(Millis(60000), kWorkers);
+  ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));
+  // Absence, watched for a while: made before the claim, the threads appear within it (a
+  // few ms each) and the wait ends early.
+  EXPECT_FALSE(
+      testing::wait_until([&] { return threads_now() - before >= kWorkers; }, milliseconds(500)))
+      << "pool threads made before the first claim";
+
+  table_.unblock(StoreMethod::kClaim);
+  ASSERT_EQ(started_.wait_for(seconds(20)), std::future_status::ready);
+  started_.get();
+  EXPECT_GE(threads_now() - before, kWorkers);
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_EQ(table_.row(id).status, FakeStatus::kRunning);
 }
 
 // A first claim that hangs (a database that accepted the session, then stalled) holds

@@ -229,9 +229,11 @@ void Engine::Impl::start() {
   // Parts are wired first, then started so that whatever a part calls into runs before it
   // (the completer before the pool that feeds it, the maintenance before the lease guard
   // that reads its renewals); drain() stops each part before what it calls into. The pool
-  // holds jobs from its construction on, so its threads start after the fetcher: 64 of
-  // them take 20-30 ms on a small VM, which the first claim does not wait for (nor for the
-  // pool's lock: WorkerPool::grow); a job claimed meanwhile waits for the first thread.
+  // holds jobs from its construction on, so its threads start after the first claim: 64
+  // of them take 20-30 ms on a small VM, and made beside the first claim they took CPU
+  // from it and from its backend (4 ms of 59; bench/README, "Start-up, sixth round"); the
+  // jobs it claimed wait for the first
+  // thread, made at once after it.
   completer_ = std::make_unique<Completer>(database_->open_store("completer", StoreUse::kHotPath),
                                            worker_id_, config_.retention.done.count() == 0,
                                            *metrics_, health_);
@@ -302,14 +304,15 @@ void Engine::Impl::start() {
 
   completer_->start();
   fetcher_->start();
-  pool_->start();
-  // The parts with sessions of their own start once the first claim is made (or after
-  // timings_.first_claim_head_start): three backends starting beside it on a two-core machine made
-  // the first claim 10-15 ms later (bench/README, "Start-up, fifth round"). Nothing waits
-  // for them meanwhile: the listener wakes the fetcher once it listens, so a job inserted
-  // before then is claimed at once; heartbeats, rescues and schedule ticks are seconds
-  // apart. (The completer connects on its first write.)
+  // The pool's threads and the parts with sessions of their own start once the first
+  // claim is made (or after timings_.first_claim_head_start): three backends starting
+  // beside it on a two-core machine made the first claim 10-15 ms later (bench/README,
+  // "Start-up, fifth round"). Nothing waits for them meanwhile: the listener wakes the
+  // fetcher once it listens, so a job inserted before then is claimed at once; heartbeats,
+  // rescues and schedule ticks are seconds apart. (The completer connects on its first
+  // write.)
   fetcher_->wait_first_claim(Clock::now() + timings_.first_claim_head_start);
+  pool_->start();
   maintenance_->start();
   lease_guard_->start();
   if (listener_) listener_->start();
