@@ -168,7 +168,8 @@ class Fetcher final : public Service {
   // when the last claim was made.
   bool limit_held_ = false;
   std::uint64_t written_at_claim_ = 0;
-  bool limits_read_ = false;  // the claim session read the limits itself (see claim_once)
+  bool limits_read_ = false;     // the claim session read the limits itself (see claim_once)
+  bool claimed_before_ = false;  // a claim was sent on this loop (see claim_jobs)
   // Slow claims since the last warning, and when that was (see kSlowClaim).
   int slow_claims_ = 0;
   std::chrono::steady_clock::time_point slow_warned_at_{};

@@ -315,6 +315,11 @@ std::vector<ClaimRequest> FakeJobTable::claim_requests() const {
   return claim_requests_;
 }
 
+int FakeJobTable::plain_claims() const {
+  std::lock_guard lock(mutex_);
+  return plain_claims_;
+}
+
 std::vector<CompleteCall> FakeJobTable::completed() const {
   std::lock_guard lock(mutex_);
   return completed_;
@@ -392,6 +397,7 @@ bool FakeJobTable::wait_held(StoreMethod method, int n, std::chrono::millisecond
 
 std::vector<Job> FakeJobStore::claim(const ClaimRequest& request) {
   auto lock = table_->enter(StoreMethod::kClaim, role_);
+  ++table_->plain_claims_;
   return claim_locked(request, nullptr, FakeJobTable::Clock::now());
 }
 

@@ -148,6 +148,8 @@ class FakeJobTable {
   int calls(StoreMethod method) const;
   std::vector<Clock::time_point> call_times(StoreMethod method) const;
   std::vector<ClaimRequest> claim_requests() const;
+  // Of the kClaim calls, those made with claim(): no answer of when the next job is due.
+  int plain_claims() const;
   std::vector<CompleteCall> completed() const;  // batches written (not those that failed)
   std::vector<Completion> completions() const;  // all written completions, in order
   std::vector<std::vector<JobAttempt>> heartbeats() const;     // each set asked for (sorted)
@@ -209,6 +211,7 @@ class FakeJobTable {
   std::vector<std::map<std::string, LimitConfig>> limit_syncs_;
   std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
+  int plain_claims_ = 0;
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
   std::vector<std::string> resigned_;
