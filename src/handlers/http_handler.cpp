@@ -1,8 +1,6 @@
 // The http handler: POSTs a job's payload with libcurl and maps the response to a JobResult.
 #include "handlers/http_handler.hpp"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -18,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "handlers/curl_library.hpp"
 #include "pgjobd/version.hpp"
 
 namespace pgjobd {
@@ -28,17 +27,10 @@ constexpr std::size_t kMaxBodyKept = 4096;  // of the response, for last_error
 // would then hold a worker forever; 0 therefore means this default for the http handler.
 constexpr Millis kDefaultTimeout{30000};
 
-// curl_global_init is not thread-safe; a function-local static runs it exactly once.
-void ensure_curl_initialized() {
-  static const CURLcode result = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (result != CURLE_OK) {
-    throw std::runtime_error(std::string("curl_global_init failed: ") + curl_easy_strerror(result));
-  }
-}
-
+// Only made once the library is loaded (handles and lists come from it).
 struct CurlDeleter {
-  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+  void operator()(CURL* handle) const { curl_library().easy_cleanup(handle); }
+  void operator()(curl_slist* list) const { curl_library().slist_free_all(list); }
 };
 
 using EasyHandle = std::unique_ptr<CURL, CurlDeleter>;
@@ -77,8 +69,7 @@ class EasyHandles {
         return Lease(pool, std::move(handle));
       }
     }
-    ensure_curl_initialized();
-    EasyHandle handle(curl_easy_init());
+    EasyHandle handle(curl_library().easy_init());
     if (!handle) throw std::runtime_error("curl_easy_init failed");
     return Lease(pool, std::move(handle));
   }
@@ -87,7 +78,7 @@ class EasyHandles {
   // curl_easy_reset sets every option back to its default, so no header, payload or
   // callback pointer of one job survives into the next; connections and caches stay.
   void give_back(EasyHandle handle) noexcept {
-    curl_easy_reset(handle.get());
+    curl_library().easy_reset(handle.get());
     try {
       std::lock_guard lock(mutex_);
       idle_.push_back(std::move(handle));
@@ -140,7 +131,7 @@ std::optional<Millis> parse_retry_after(std::string_view value) {
     return std::nullopt;  // "-5", "1.5": neither delay-seconds nor an HTTP-date
   }
   const std::string date(value);
-  const std::time_t when = curl_getdate(date.c_str(), nullptr);
+  const std::time_t when = curl_library().getdate(date.c_str(), nullptr);
   if (when == -1) return std::nullopt;
   const std::time_t now = std::time(nullptr);
   if (when <= now) return Millis(0);
@@ -210,12 +201,13 @@ namespace {
 JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& url, Millis timeout,
                const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
-  const EasyHandles::Lease curl = EasyHandles::take(handles);
+  const CurlLibrary& curl = curl_library();
+  const EasyHandles::Lease lease = EasyHandles::take(handles);
 
   std::unique_ptr<curl_slist, CurlDeleter> headers;
-  auto add_header = [&headers](const std::string& header) {
+  auto add_header = [&curl, &headers](const std::string& header) {
     // curl_slist_append returns the list's head (new on the first call) or null on failure.
-    curl_slist* head = curl_slist_append(headers.get(), header.c_str());
+    curl_slist* head = curl.slist_append(headers.get(), header.c_str());
     if (head == nullptr) throw std::bad_alloc();
     if (headers == nullptr) headers.reset(head);
   };
@@ -232,33 +224,33 @@ JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& u
   transfer.stop = std::move(stop);
   char error_text[CURL_ERROR_SIZE] = {};
   const std::string user_agent = std::string("pgjobd/") + kVersion;
-  CURL* handle = curl.get();
-  curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+  CURL* handle = lease.get();
+  curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
   // The payload must never go to file://, ldap:// or the like. Redirects are not followed.
-  curl_easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(handle, CURLOPT_POST, 1L);
-  curl_easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
-  curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
+  curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl.easy_setopt(handle, CURLOPT_HTTPHEADER, headers.get());
+  curl.easy_setopt(handle, CURLOPT_POST, 1L);
+  curl.easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
+  curl.easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
                    static_cast<curl_off_t>(job.payload.size()));
-  curl_easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
-  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide; we are threaded
-  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_text);
-  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
-  curl_easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
-  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &on_progress);
-  curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &transfer);
+  curl.easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
+  curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide; we are threaded
+  curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, error_text);
+  curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
+  curl.easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
+  curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
+  curl.easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+  curl.easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+  curl.easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &on_progress);
+  curl.easy_setopt(handle, CURLOPT_XFERINFODATA, &transfer);
 
-  const CURLcode code = curl_easy_perform(handle);
+  const CURLcode code = curl.easy_perform(handle);
   if (code == CURLE_ABORTED_BY_CALLBACK || transfer.stop.stop_requested()) {
     return JobResult::released();
   }
   if (code != CURLE_OK) {
-    std::string text = error_text[0] != '\0' ? error_text : curl_easy_strerror(code);
+    std::string text = error_text[0] != '\0' ? error_text : curl.easy_strerror(code);
     if (code == CURLE_OPERATION_TIMEDOUT) {
       text = "timeout after " + std::to_string(timeout.count()) + "ms: " + text;
     }
@@ -266,7 +258,7 @@ JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& u
   }
 
   long status = 0;
-  curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+  curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 200 && status < 300) return JobResult::done();
   std::string error = "HTTP " + std::to_string(status);
   if (!transfer.body.empty()) error += ": " + transfer.body;
@@ -277,6 +269,7 @@ JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& u
 }  // namespace
 
 Handler make_http_handler(const HandlerConfig& config) {
+  curl_library();  // a library that cannot be loaded stops the start, not every job
   const Millis timeout = config.timeout.count() > 0 ? config.timeout : kDefaultTimeout;
   return [handles = std::make_shared<EasyHandles>(), url = config.http_url, timeout](
              const Job& job, std::stop_token stop) {

@@ -9,7 +9,7 @@
 #   Prometheus scrapes; its exec handlers are installed by the Dockerfile;
 # - the Dockerfile builds with CI's commands, COPYs only files that exist, runs as a
 #   non-root user, and its runtime packages provide every shared library the built binary
-#   needs (ldd + dpkg);
+#   needs (ldd + dpkg) and the one it loads itself (libcurl, for http handlers);
 # - docker-compose.yml has the services and dependencies the docs promise, and every file
 #   it mounts exists;
 # - every metric and label that alerts.yml and the Grafana dashboard use exists in
@@ -239,6 +239,18 @@ while todo:
 ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
 libraries = re.findall(r"=>\s+(/\S+)", ldd)
 check(libraries, f"ldd {binary} listed no libraries")
+# Loaded with dlopen, so not in ldd's list: libcurl, by the first http handler made.
+CURL_LOADER = "src/handlers/curl_library.cpp"
+with open(CURL_LOADER, encoding="utf-8") as f:
+    dlopened = re.findall(r'kSoname = "([^"]+)"', f.read())
+check(dlopened, f"{CURL_LOADER}: no kSoname (the library the http handler loads)")
+for soname in dlopened:
+    found = [line.split("=>")[-1].strip()
+             for line in subprocess.run(["ldconfig", "-p"], capture_output=True,
+                                        text=True).stdout.splitlines()
+             if line.strip().startswith(soname + " ")]
+    if check(found, f"{soname} (loaded by the http handler) is not installed here"):
+        libraries.append(found[0])
 for library in libraries:
     if re.search(r"/lib(a|ub|t|l|hwa)san\.so", library):
         continue  # a sanitizer build's runtime: the image builds the release preset
