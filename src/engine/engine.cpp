@@ -232,8 +232,7 @@ void Engine::Impl::start() {
   // holds jobs from its construction on, so its threads start after the first claim: 64
   // of them take 20-30 ms on a small VM, and made beside the first claim they took CPU
   // from it and from its backend (4 ms of 59; bench/README, "Start-up, sixth round"); the
-  // jobs it claimed wait for the first
-  // thread, made at once after it.
+  // jobs it claimed wait for the first thread, made at once after it.
   completer_ = std::make_unique<Completer>(database_->open_store("completer", StoreUse::kHotPath),
                                            worker_id_, config_.retention.done.count() == 0,
                                            *metrics_, health_);
