@@ -36,6 +36,11 @@
 #   BURST_RATE     jobs/s to take fractions of (default: measured first)
 #   BURST_JOBS     jobs of that measurement (default 20000)
 #   SCHEMA         default pgjobd_bench_stream
+#   CEILING        seconds of the producers' ceiling, measured before the runs (default 30; 0
+#                  skips it): the same producers, unthrottled, with no daemon, into a fresh
+#                  scratch schema. A rate asked above it cannot be offered on this machine
+#                  (issue 15's point 2 asks for 0.5 and 0.9 of the burst rate): such a run
+#                  shows the daemon at the producers' maximum, and the script says so
 #   PRODUCER_OPTIONS  extra server settings for the producers' sessions only, e.g.
 #                  "-c synchronous_commit=off" to take their own commit's WAL flush out of
 #                  the pick-up and see the daemon's part of it (default none)
@@ -50,9 +55,10 @@
 # transaction holding a snapshot in the database: while one is open, no dead row newer than
 # it can be cleaned up), claims (the daemon's claim queries that second, from
 # pgjobd_claim_duration_seconds scraped every half second), claim_mean_ms and slow_claims
-# (those of 1 s or more). stream_summary.csv's last three columns are
-# the producers' own INSERT times (sent to commit acknowledged, a tenth of them sampled):
-# p50, p99 and the share over 10 ms, the floor under the pick-up latency.
+# (those of 1 s or more). stream_summary.csv's columns 20-22 are the producers' own
+# INSERT times (sent to commit acknowledged, a tenth of them sampled): p50, p99 and the
+# share over 10 ms, the floor under the pick-up latency; its last is their ceiling
+# (producer_ceiling_per_s, empty when CEILING=0).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -69,10 +75,12 @@ clients=${CLIENTS:-16}
 concurrency=${CONCURRENCY:-64}
 retention=${RETENTION:-1m}
 burst_jobs=${BURST_JOBS:-20000}
+ceiling_seconds=${CEILING:-30}
 schema=${SCHEMA:-pgjobd_bench_stream}
 out=${OUT:-bench/results}
 [[ -x "$bin" ]] || { echo "stream.sh: $bin not built" >&2; exit 1; }
 command -v pgbench >/dev/null || { echo "stream.sh: pgbench not found (postgresql-client)" >&2; exit 1; }
+[[ "$ceiling_seconds" =~ ^[0-9]+$ ]] || { echo "stream.sh: CEILING must be whole seconds" >&2; exit 2; }
 [[ "$schema" =~ ^[a-z_][a-z0-9_]*$ && "$schema" != public ]] || {
   echo "stream.sh: SCHEMA must be a plain scratch identifier, not public" >&2; exit 2; }
 
@@ -133,8 +141,40 @@ FROM w
 EOF
 
 summary=$out/stream_summary.csv
-[[ -f "$summary" ]] ||
-  echo "fraction,rate,duration_s,clients,burst_rate,inserted,inserted_per_s,pgbench_lag_ms,insert_latency_ms,finished,p50_ms,p99_bound_ms,share_over_10ms,backlog_max,backlog_end,backlog_slope_per_min,table_mb_max,claim_idx_mb_max,load1_before,insert_p50_ms,insert_p99_ms,insert_share_over_10ms" >"$summary"
+header="fraction,rate,duration_s,clients,burst_rate,inserted,inserted_per_s,pgbench_lag_ms,insert_latency_ms,finished,p50_ms,p99_bound_ms,share_over_10ms,backlog_max,backlog_end,backlog_slope_per_min,table_mb_max,claim_idx_mb_max,load1_before,insert_p50_ms,insert_p99_ms,insert_share_over_10ms,producer_ceiling_per_s"
+if [[ ! -f "$summary" ]]; then
+  echo "$header" >"$summary"
+elif old_header=$(head -1 "$summary") && [[ "$old_header" != "$header" ]]; then
+  # A summary of an older stream.sh, whose columns are the first of today's: the new
+  # header, and the old rows given empty fields for the columns they lack.
+  [[ "$header" == "$old_header",* ]] || {
+    echo "stream.sh: $summary has other columns than this script writes; choose another OUT" >&2
+    exit 2
+  }
+  awk -F, -v h="$header" 'NR == 1 { print h; n = split(h, f, ","); next }
+    { line = $0; for (i = NF; i < n; i++) line = line ","; print line }' "$summary" >"$work/summary"
+  cat "$work/summary" >"$summary"
+fi
+
+# The producers' ceiling: the same INSERTs from the same connections, as fast as they go,
+# with no daemon running. On a small machine the producers and the daemon share the CPU,
+# so a stream runs below this; a rate asked above it is not what the run can measure.
+ceiling=""
+if ((ceiling_seconds > 0)); then
+  sql -c "DROP SCHEMA IF EXISTS $schema CASCADE"
+  cat >"$work/ceiling.yaml" <<EOF
+database: {url: '${url//\'/\'\'}', schema: $schema}
+handlers: {noop: {builtin: noop}}
+log: {level: warn}
+EOF
+  "$bin" migrate -c "$work/ceiling.yaml" >/dev/null
+  PGOPTIONS="$PGOPTIONS ${PRODUCER_OPTIONS:-}" \
+    pgbench -n -c "$clients" -j 2 -T "$ceiling_seconds" -f "$work/insert.sql" "$url" \
+    >"$work/ceiling.log" 2>&1 || { cat "$work/ceiling.log" >&2; exit 1; }
+  ceiling=$(awk '/^tps = / { printf "%.0f", $3 }' "$work/ceiling.log")
+  [[ -n "$ceiling" ]] || { echo "stream.sh: no rate in pgbench's report:" >&2; cat "$work/ceiling.log" >&2; exit 1; }
+  echo "stream.sh: the $clients producers alone (no daemon, ${ceiling_seconds}s): $ceiling INSERTs/s" >&2
+fi
 
 for fraction in $fractions; do
   rate=$(awk -v b="$burst" -v f="$fraction" 'BEGIN { printf "%d", b * f }')
@@ -152,6 +192,10 @@ EOF
   "$bin" migrate -c "$work/daemon.yaml" >/dev/null
   load1=$(cut -d' ' -f1 /proc/loadavg)
   echo "stream.sh: $fraction of $burst = $rate jobs/s for ${duration}s, $clients producers${PRODUCER_OPTIONS:+ ($PRODUCER_OPTIONS)}" >&2
+  if [[ -n "$ceiling" ]] && ((rate > ceiling)); then
+    echo "stream.sh: $rate/s asked is more than the producers alone reach here ($ceiling/s):" \
+      "this run shows the daemon at the producers' maximum, not at $fraction of the burst rate" >&2
+  fi
 
   "$bin" run -c "$work/daemon.yaml" >"$work/daemon.log" 2>&1 &
   daemon_pid=$!
@@ -227,7 +271,7 @@ EOF
   med=$(steady | cut -d, -f4 | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }')
   awk -F, -v med="$med" -v f="$fraction" -v rate="$rate" -v d="$duration" -v c="$clients" -v b="$burst" \
       -v ins="$inserted" -v lag="${lag:-}" -v insms="${insert_ms:-}" -v load="$load1" \
-      -v ip50="$ins_p50" -v ip99="$ins_p99" -v iover="$ins_over" '
+      -v ip50="$ins_p50" -v ip99="$ins_p99" -v iover="$ins_over" -v ceil="$ceiling" '
     NR == 1 { next }
     { t[NR] = $1; fin[NR] = $3; over[NR] = $7; bl[NR] = $8
       tb[NR] = $10; ci[NR] = $11; n = NR }
@@ -242,9 +286,9 @@ EOF
       slope = (m > 1 && m * sxx - sx * sx) ? (m * sxy - sx * sy) / (m * sxx - sx * sx) * 60 : 0
       share = total ? slow / total : 0
       p99b = (share < 0.01) ? "10" : ">10"
-      printf "%s,%d,%d,%d,%s,%d,%.0f,%s,%s,%d,%.2f,%s,%.4f,%d,%d,%.1f,%.1f,%.1f,%s,%s,%s,%s\n", f, rate, d, c, b,
+      printf "%s,%d,%d,%d,%s,%d,%.0f,%s,%s,%d,%.2f,%s,%.4f,%d,%d,%.1f,%.1f,%.1f,%s,%s,%s,%s,%s\n", f, rate, d, c, b,
         ins, ins / d, lag, insms, total, med, p99b, share, blmax, bl[n], slope,
-        tbmax, cimax, load, ip50, ip99, iover
+        tbmax, cimax, load, ip50, ip99, iover, ceil
     }' "$csv" >>"$summary"
   tail -1 "$summary" >&2
 done

@@ -19,7 +19,7 @@ done
 out=$(mktemp -d /tmp/pgjobd-stream-smoke.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 # 200 jobs/s for 6 s: 1,200 jobs.
-if ! DATABASE_URL=$url PGJOBD_BIN=$bin DURATION=6 FRACTIONS=0.5 BURST_RATE=400 CLIENTS=2 \
+if ! DATABASE_URL=$url PGJOBD_BIN=$bin DURATION=6 FRACTIONS=0.5 BURST_RATE=400 CLIENTS=2 CEILING=2 \
   SCHEMA="pgjobd_stream_smoke_$$" OUT=$out timeout 60 bench/stream.sh >"$out/log" 2>&1; then
   echo "FAIL: bench/stream.sh (smoke) failed:" >&2
   cat "$out/log" >&2
@@ -34,9 +34,18 @@ awk -F, 'NR == 2 && $2 == 200 && $6 >= 900 && $6 <= 1500 && $15 == 0 { ok = 1 }
   fail "unexpected summary (rate 200, 900-1500 inserted, backlog 0 at the end)"
 # The producers' own INSERT times (pgbench's log, a tenth sampled): a p50 above zero, a
 # p99 at least as long, a share between 0 and 1.
-awk -F, 'NR == 2 && NF == 22 && $20 > 0 && $21 >= $20 && $22 >= 0 && $22 <= 1 { ok = 1 }
+awk -F, 'NR == 2 && NF == 23 && $20 > 0 && $21 >= $20 && $22 >= 0 && $22 <= 1 { ok = 1 }
          END { exit !ok }' "$out/stream_summary.csv" ||
   fail "no INSERT times in the summary (insert_p50_ms, insert_p99_ms, insert_share_over_10ms)"
+# The producers' ceiling, measured before the run with no daemon: above the 200/s asked
+# (2 producers on the test cluster), in the summary and in the log, and no warning that
+# the rate asked could not be offered.
+ceiling=$(awk -F, 'NR == 2 { print $23 }' "$out/stream_summary.csv")
+if ! [[ "$ceiling" =~ ^[0-9]+$ ]] || ((ceiling <= 200)); then
+  fail "producer_ceiling_per_s is '$ceiling', not a rate above 200"
+fi
+grep -q "producers alone (no daemon, 2s): $ceiling INSERTs/s" "$out/log" || fail "the log does not give the ceiling"
+! grep -q "more than the producers alone reach" "$out/log" || fail "a rate under the ceiling was called too high"
 # Every job finished, and each was seen in some second's sample exactly once.
 finished=$(awk -F, 'NR > 1 { n += $3 } END { print n + 0 }' "$out/stream_0.5.csv")
 inserted=$(awk -F, 'NR == 2 { print $6 }' "$out/stream_summary.csv")
