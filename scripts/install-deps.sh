@@ -9,6 +9,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config git ca-certificates
+  ccache  # the compiler launcher of every build (CMakeLists.txt): warm rebuilds in seconds
   libpqxx-dev libspdlog-dev prometheus-cpp-dev libcivetweb-dev nlohmann-json3-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libcli11-dev libcurl4-openssl-dev
   postgresql-15 postgresql-client-15 curl procps
@@ -20,8 +21,9 @@ for flag in "$@"; do
     # promtool; compose file parsing; clang-14 for the fuzz stage, whose -fsanitize=fuzzer
     # runtime and sanitizers are in libclang-rt-14-dev (only recommended by clang-14).
     # chromium, chromium-driver and python3-selenium: tests/browser (Debian's /usr/bin/python3).
+    # systemd: systemd-analyze verify of config/pgjobd.service (tests/ops/systemd_unit_test.sh).
     --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
-                            chromium chromium-driver python3-selenium) ;;
+                            chromium chromium-driver python3-selenium systemd) ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
     # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
     --with-bench) packages+=(gnuplot-nox nodejs) ;;

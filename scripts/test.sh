@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what it needs, builds, starts a throwaway
 # PostgreSQL 15 as an unprivileged user, and runs
-#   0. lint: clang-format and clang-tidy (.clang-format, .clang-tidy), first because it
-#      fails fastest;
-#   0b. fuzz: builds the libFuzzer targets of tests/fuzz (clang-14) and runs each briefly
-#      over its corpus; like lint it needs no database;
-#   1. every test (unit, integration, end-to-end, the dashboard in headless Chromium) on the
-#      release build;
-#   2. every test again but the browser's under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. the concurrency tests under ThreadSanitizer.
-# The server is stopped however the tests end. PGJOBD_TEST_STAGES=release limits the stages
-# (e.g. "release asan") for a quicker local loop.
+#   lint:    clang-format and clang-tidy (.clang-format, .clang-tidy), first because it fails
+#            fastest; clang-tidy checks again only the files whose inputs changed
+#            (scripts/tidy.py);
+#   fuzz:    builds the libFuzzer targets of tests/fuzz (clang-14) and runs each briefly over
+#            its corpus, two at a time; like lint it needs no database;
+#   release: every test (unit, pg, e2e, ops, the dashboard in headless Chromium) on the
+#            release build;
+#   asan:    under AddressSanitizer + UndefinedBehaviorSanitizer, every test but those
+#            labelled release-only (tests/CMakeLists.txt says which and why), and the chaos
+#            smoke;
+#   tsan:    the unit and database tests under ThreadSanitizer (only those are built).
+# Each test case is a ctest test of its own, run PGJOBD_TEST_JOBS at a time (default: twice
+# the cores, as most of a case's time is spent waiting). Builds go through ccache
+# (CMakeLists.txt), so a second run, or one after a developer's own builds, compiles little.
+# The server is stopped however the tests end. PGJOBD_TEST_STAGES limits the stages, e.g.
+# PGJOBD_TEST_STAGES=release while iterating (README "Testing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step's header says when it began, from the script's start, so that CI's log shows
 # where the minutes go (the suite is kept under an hour; CI cuts it at 90 minutes).
 header() { printf '== %s (at %d:%02d)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+# Each stage's minutes, printed at the end (the README's table is made of these).
+timings=()
+timed() {
+  local name=$1 from=$SECONDS
+  shift
+  "$@"
+  timings+=("$(printf '%-8s %d:%02d' "$name" $(((SECONDS - from) / 60)) $(((SECONDS - from) % 60)))")
+}
 
 scripts/install-deps.sh --with-test --with-tools
 stages=${PGJOBD_TEST_STAGES:-lint fuzz release asan tsan}
 jobs=$(nproc)
+test_jobs=${PGJOBD_TEST_JOBS:-$((jobs * 2))}
 
 # Style and static analysis; needs no database and no build, only a configured release tree
 # for compile_commands.json (configuring also generates the sources clang-tidy reads).
@@ -29,52 +44,61 @@ lint() {
   find src include tests -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 |
     xargs -0 clang-format --dry-run --Werror
   header "lint: clang-tidy over src/"
-  cmake --preset release >/dev/null
-  # run-clang-tidy selects files of compile_commands.json by regular expression: this
-  # checkout's src/ (Python's re, as run-clang-tidy is Python). .clang-tidy has
-  # WarningsAsErrors, so a finding fails the stage.
-  local src_re
-  src_re="^$(python3 -c 'import os, re; print(re.escape(os.getcwd()))')/src/"
-  run-clang-tidy -quiet -p build/release -j "$jobs" "$src_re"
+  cmake --preset lint >/dev/null
+  scripts/tidy.py build/lint -j "$jobs"
 }
 if [[ " $stages " == *" lint "* ]]; then
-  lint
+  timed lint lint
 fi
 
 # Each fuzz target for a bounded time over a copy of its corpus (libFuzzer adds the inputs
 # it finds to the directory it reads, and CI must not write into the checkout). Any crash,
 # sanitizer report, failed invariant, timeout or memory blow-up fails the stage; libFuzzer
 # then writes the input as crash-*/timeout-*/oom-* into the work directory, printed below.
+fuzz_one() {
+  local target=$1 dict=()
+  mkdir "$work/$target"
+  cp tests/fuzz/corpus/"$target"/* "$work/$target/"
+  [[ -f tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
+  # A crash, timeout or memory blow-up leaves its input as $work/<target>-crash-* etc.
+  if ! "$root/build/fuzz/tests/fuzz/${target}_fuzz" "${dict[@]}" \
+    -max_total_time="${PGJOBD_FUZZ_SECONDS:-30}" -timeout=5 -rss_limit_mb=2048 \
+    -max_len=4096 -print_final_stats=1 -artifact_prefix="$work/$target-" "$work/$target" \
+    >"$work/$target.log" 2>&1; then
+    tail -n 60 "$work/$target.log" >&2
+    echo "fuzz: $target failed; inputs kept in $work" >&2
+    return 1
+  fi
+  echo "fuzz: $target: $(grep -E '^stat::number_of_executed_units' "$work/$target.log")"
+}
 fuzz() {
   header "fuzz: build (clang-14, ASan+UBSan)"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j"$jobs"
-  local work target root=$PWD
+  local work target root=$PWD pids=() failed=0
   work=$(mktemp -d /tmp/pgjobd-fuzz.XXXXXX)
+  header "fuzz: config duration retry_after log_line, ${PGJOBD_FUZZ_SECONDS:-30}s each, $jobs at a time"
   for target in config duration retry_after log_line; do
-    header "fuzz: $target (${PGJOBD_FUZZ_SECONDS:-30}s)"
-    mkdir "$work/$target"
-    cp tests/fuzz/corpus/"$target"/* "$work/$target/"
-    local dict=()
-    [[ -f tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
-    if ! (cd "$work" && "$root/build/fuzz/tests/fuzz/${target}_fuzz" "${dict[@]}" \
-      -max_total_time="${PGJOBD_FUZZ_SECONDS:-30}" -timeout=5 -rss_limit_mb=2048 \
-      -max_len=4096 -print_final_stats=1 "$target" >"$target.log" 2>&1); then
-      tail -n 60 "$work/$target.log" >&2
-      echo "fuzz: $target failed; inputs kept in $work" >&2
-      return 1
+    if ((${#pids[@]} >= jobs)); then
+      wait "${pids[0]}" || failed=1
+      pids=("${pids[@]:1}")
     fi
-    grep -E '^stat::number_of_executed_units' "$work/$target.log" || true
+    fuzz_one "$target" &
+    pids+=($!)
   done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  ((failed == 0)) || return 1
   rm -rf "$work"
 }
 if [[ " $stages " == *" fuzz "* ]]; then
-  fuzz
+  timed fuzz fuzz
 fi
 other_stages=${stages//lint/}
 other_stages=${other_stages//fuzz/}
 if [[ -z "${other_stages//[[:space:]]/}" ]]; then
-  exit 0  # lint alone needs no database
+  header "all stages passed: $stages"
+  printf '   %s\n' "${timings[@]}"
+  exit 0  # lint and fuzz need no database
 fi
 
 pgdir=$(mktemp -d /tmp/pgjobd-test.XXXXXX)
@@ -86,35 +110,44 @@ echo "test database: $PGJOBD_TEST_DATABASE_URL"
 
 build() {
   cmake --preset "$1" >/dev/null
-  cmake --build --preset "$1" -j"$jobs"
+  shift
+  cmake --build --preset "$@" -j"$jobs"
+}
+# ctest's own summary lists the tests that failed, timed out or were skipped (exit code 77:
+# a check that cannot run here), so a skip is never a silent pass.
+run_tests() {
+  ctest --test-dir "$1" --output-on-failure -j"$test_jobs" "${@:2}"
+}
+release() {
+  header "release build"
+  build release release
+  header "release: all tests but the asan-only ones (-j$test_jobs)"
+  run_tests build/release -LE asan-only
+}
+asan() {
+  header "ASan+UBSan build"
+  build debug-asan debug-asan
+  header "ASan+UBSan: all tests but the release-only ones (-j$test_jobs)"
+  # The daemons started by the end-to-end tests inherit these.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_tests build/debug-asan -LE release-only
+}
+tsan() {
+  # The engine's threads (pool, fetcher, completer, listener, maintenance) run in the unit
+  # tests against the fake store and in the database tests; nothing else is built.
+  header "TSan build: unit and database tests"
+  build debug-tsan debug-tsan --target pgjobd_unit_tests pgjobd_pg_tests
+  header "TSan: unit and database tests (-j$test_jobs)"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    run_tests build/debug-tsan -L '^(unit|pg)$' -LE release-only
 }
 
 for stage in $stages; do
   case "$stage" in
   lint | fuzz) ;;  # ran above, before the database starts
-  release)
-    header "release build: all tests"
-    build release
-    ctest --test-dir build/release --output-on-failure
-    ;;
-  asan)
-    header "ASan+UBSan build: all tests but the browser's"
-    build debug-asan
-    # The daemons started by the end-to-end tests inherit these. The browser tests
-    # (label `browser`, tests/browser) run in the release stage only.
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-      LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
-      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir build/debug-asan --output-on-failure -LE browser
-    ;;
-  tsan)
-    header "TSan build: concurrency tests"
-    build debug-tsan
-    # The engine's threads (pool, fetcher, completer, listener) run in the integration
-    # tests and in the exec handler's concurrent-jobs test.
-    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --test-dir build/debug-tsan --output-on-failure -R 'pgjobd_(pg|unit)_tests'
-    ;;
+  release | asan | tsan) timed "$stage" "$stage" ;;
   *)
     echo "unknown stage: $stage" >&2
     exit 2
@@ -122,3 +155,4 @@ for stage in $stages; do
   esac
 done
 header "all stages passed: $stages"
+printf '   %s\n' "${timings[@]}"

@@ -12,7 +12,9 @@
 
 #include "db/pg_job_store.hpp"
 #include "support/app_session.hpp"
+#include "support/claims.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd {
 namespace {
@@ -20,15 +22,10 @@ namespace {
 using testing::Session;
 using testing::TestSchema;
 
-constexpr Millis kLease{30000};
+using testing::claim_of;
+using testing::kLease;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-ClaimRequest claim_of(int n, const std::string& worker = "w") {
-  return {{{"default", n}}, {"a"}, n, worker, kLease};
-}
+using testing::contains;
 
 std::string id_text(std::int64_t id) { return std::to_string(id); }
 
@@ -234,7 +231,7 @@ TEST(Cancel, RescueEndsAMarkedJobOfADeadDaemonCancelled) {
   TestSchema schema;
   schema.insert_jobs("a", 2);
   PgJobStore crashed(schema.config().database, "crashed");
-  const auto jobs = crashed.claim(claim_of(2, "crashed"));
+  const auto jobs = crashed.claim(claim_of(2, {"a"}, "crashed"));
   ASSERT_EQ(jobs.size(), 2u);
   Session app(schema);
   ASSERT_EQ(app.query("SELECT {s}.pgjobd_cancel(" + id_text(jobs[0].id) + ", 'no longer wanted')"),
@@ -308,14 +305,14 @@ TEST(AttemptHistory, EveryAttemptIsRecordedWithItsWorkerTimesAndOutcome) {
   TestSchema schema;
   schema.insert_jobs("a", 1);
   PgJobStore store(schema.config().database, "test");
-  const auto first = store.claim(claim_of(1, "host-a:1:x"));
+  const auto first = store.claim(claim_of(1, {"a"}, "host-a:1:x"));
   ASSERT_EQ(first.size(), 1u);
   const std::int64_t id = first[0].id;
   store.complete({{{id, 1}, Outcome::kReleased, {}, Millis(0)}}, "host-a:1:x", false);
-  ASSERT_EQ(store.claim(claim_of(1, "host-b:2:y")).size(), 1u);
+  ASSERT_EQ(store.claim(claim_of(1, {"a"}, "host-b:2:y")).size(), 1u);
   store.complete({{{id, 1}, Outcome::kRetry, "timeout talking to the API", Millis(0)}},
                  "host-b:2:y", false);
-  ASSERT_EQ(store.claim(claim_of(1, "host-c:3:z")).size(), 1u);
+  ASSERT_EQ(store.claim(claim_of(1, {"a"}, "host-c:3:z")).size(), 1u);
   store.complete({{{id, 2}, Outcome::kDone, {}, Millis(0)}}, "host-c:3:z", false);
 
   Session ops(schema);

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "config/config_keys.hpp"
+#include "support/build_paths.hpp"
 
 namespace pgjobd {
 namespace {
 
-const std::string kReadme = PGJOBD_SOURCE_DIR "/README.md";
-const std::string kExample = PGJOBD_SOURCE_DIR "/config/pgjobd.yaml";
+const std::string kReadme = testing::source_path("README.md");
+const std::string kExample = testing::source_path("config/pgjobd.yaml");
 const std::string kTableHeader = "| key | default | reload | meaning |";
 constexpr std::string_view kRestartMark = "(restart)";
 

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
+#include "support/build_paths.hpp"
 #include "support/config_problems.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd {
 namespace {
@@ -22,9 +24,7 @@ using Kind = HandlerConfig::Kind;
 using testing::problem;
 using testing::problems;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 // Clears PGJOBD_DATABASE_URL and DATABASE_URL for a test and restores them afterwards.
 class EnvGuard {
@@ -558,7 +558,7 @@ TEST(ConfigFileTest, DirectoryIsAConfigError) {
 
 TEST(ConfigFileTest, ShippedExampleParses) {
   EnvGuard guard;
-  Config config = load_config(PGJOBD_SOURCE_DIR "/config/pgjobd.yaml");
+  Config config = load_config(testing::source_path("config/pgjobd.yaml"));
   EXPECT_EQ(config.database.url, "postgresql://pgjobd@localhost/pgjobd");
   EXPECT_EQ(config.worker.queues.at("mail").concurrency, 4);
   EXPECT_EQ(config.worker.queues.count("default"), 1u);
@@ -575,7 +575,7 @@ TEST(ConfigFileTest, ShippedExampleParses) {
 // URL, the extra queue and the handlers) it must equal a default Config.
 TEST(ConfigFileTest, ShippedExampleShowsTheDefaults) {
   EnvGuard guard;
-  Config config = load_config(PGJOBD_SOURCE_DIR "/config/pgjobd.yaml");
+  Config config = load_config(testing::source_path("config/pgjobd.yaml"));
   Config defaults;
   EXPECT_EQ(config.database.schema, defaults.database.schema);
   EXPECT_EQ(config.database.migrate_on_start, defaults.database.migrate_on_start);

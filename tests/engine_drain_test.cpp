@@ -25,7 +25,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
-Config engine_config(int concurrency, Millis shutdown_timeout) {
+Config drain_config(int concurrency, Millis shutdown_timeout) {
   Config config;
   config.metrics.listen = "";  // no HTTP endpoint
   config.worker.concurrency = concurrency;
@@ -61,7 +61,7 @@ class EngineDrainTest : public ::testing::Test {
 
 TEST_F(EngineDrainTest, RunningJobsFinishAndTheirCompletionsAreWrittenBeforeDrainReturns) {
   const auto ids = table_.add_jobs(2, "gated");
-  Engine& engine = start_engine(engine_config(2, Millis(30000)));
+  Engine& engine = start_engine(drain_config(2, Millis(30000)));
   ASSERT_TRUE(gate_.wait_started(2));
 
   table_.block(StoreMethod::kComplete);  // the database will hold up the final writes
@@ -92,7 +92,7 @@ TEST_F(EngineDrainTest, RunningJobsFinishAndTheirCompletionsAreWrittenBeforeDrai
 // how many completions it could not write, so the daemon does not exit 0 over them.
 TEST_F(EngineDrainTest, CompletionsUnwrittenAtTheFlushDeadlineAreCounted) {
   const auto ids = table_.add_jobs(2, "gated");
-  Config config = engine_config(2, Millis(30000));
+  Config config = drain_config(2, Millis(30000));
   config.lease.duration = Millis(1000);  // the flush deadline: min(lease, 10 s)
   Engine& engine = start_engine(config);
   ASSERT_TRUE(gate_.wait_started(2));
@@ -114,7 +114,7 @@ TEST_F(EngineDrainTest, CompletionsUnwrittenAtTheFlushDeadlineAreCounted) {
 TEST_F(EngineDrainTest, AfterTheTimeoutJobsAreStoppedAndReleasedAndNothingNewIsClaimed) {
   const std::int64_t running = table_.add_job("gated");
   const auto waiting = table_.add_jobs(2, "gated");
-  Engine& engine = start_engine(engine_config(1, Millis(200)));
+  Engine& engine = start_engine(drain_config(1, Millis(200)));
   ASSERT_TRUE(gate_.wait_started(1));
   ASSERT_EQ(gate_.started()[0], running);
   // New work announced while the pool is full: nothing to claim it with.
@@ -153,7 +153,7 @@ TEST_F(EngineDrainTest, HeldJobsNotStartedAreReleasedAtOnceWithoutRunning) {
   for (const auto id : quick) gate_.release(id);
   const std::int64_t running = table_.add_job("gated");
   const std::int64_t held = table_.add_job("gated");
-  Config config = engine_config(1, Millis(30000));
+  Config config = drain_config(1, Millis(30000));
   Engine& engine = start_engine(config);
   ASSERT_TRUE(gate_.wait_started(31));
   ASSERT_EQ(gate_.started().back(), running);
@@ -184,7 +184,7 @@ TEST_F(EngineDrainTest, HeldJobsNotStartedAreReleasedAtOnceWithoutRunning) {
 TEST_F(EngineDrainTest, TheClaimSessionReadsTheLimitsBeforeItsFirstClaim) {
   table_.block_role(StoreMethod::kLoadLimits, "maintenance");
   table_.add_jobs(3, "gated");
-  start_engine(engine_config(1, Millis(30000)));
+  start_engine(drain_config(1, Millis(30000)));
   ASSERT_TRUE(gate_.wait_started(1));
   EXPECT_EQ(table_.calls(StoreMethod::kClaimLimited), 0) << "a limited claim with no limit";
   EXPECT_GE(table_.calls(StoreMethod::kClaim), 1);
@@ -199,7 +199,7 @@ TEST_F(EngineDrainTest, ALimitFoundBeforeTheFirstClaimAppliesToIt) {
   table_.set_limits({{"one", one, "another-daemon"}});
   table_.block_role(StoreMethod::kLoadLimits, "maintenance");
   table_.add_jobs(3, "gated");
-  start_engine(engine_config(1, Millis(30000)));
+  start_engine(drain_config(1, Millis(30000)));
   ASSERT_TRUE(gate_.wait_started(1));
   EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0) << "a plain claim while a limit exists";
   EXPECT_GE(table_.calls(StoreMethod::kClaimLimited), 1);
@@ -220,7 +220,7 @@ TEST_F(EngineDrainTest, TheFirstReadOfTheLimitsFindingNoneLetsAWaitingClaimLoopP
   for (const auto id : quick) gate_.release(id);
   const std::int64_t running = table_.add_job("gated");
   const std::int64_t held = table_.add_job("gated");
-  start_engine(engine_config(1, Millis(30000)));
+  start_engine(drain_config(1, Millis(30000)));
   ASSERT_TRUE(gate_.wait_started(31));
   ASSERT_EQ(gate_.started().back(), running);
   for (const ClaimRequest& request : table_.claim_requests()) {
@@ -235,7 +235,7 @@ TEST_F(EngineDrainTest, TheFirstReadOfTheLimitsFindingNoneLetsAWaitingClaimLoopP
 }
 
 TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
-  Engine& engine = start_engine(engine_config(1, Millis(30000)));
+  Engine& engine = start_engine(drain_config(1, Millis(30000)));
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kLeadAndRescue, 1));
   engine.drain();
   EXPECT_EQ(table_.resigned(), (std::vector<std::string>{engine.worker_id()}));

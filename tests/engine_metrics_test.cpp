@@ -25,7 +25,7 @@ using pgjobd::testing::StoreMethod;
 using pgjobd::testing::wait_until;
 using std::chrono::seconds;
 
-Config engine_config(const std::vector<std::string>& queues) {
+Config metrics_config(const std::vector<std::string>& queues) {
   Config config;
   config.metrics.listen = "127.0.0.1:0";
   config.worker.concurrency = 4;
@@ -71,7 +71,7 @@ class EngineMetricsTest : public ::testing::Test {
 
 TEST_F(EngineMetricsTest, ThousandQueueNamesInTheTableAndAReloadThatAddsAndDropsQueues) {
   for (int i = 0; i < 1000; ++i) table_.add_job("gated", "app-queue-" + std::to_string(i));
-  Engine& engine = start_engine(engine_config({"idle-a", "idle-b"}));
+  Engine& engine = start_engine(metrics_config({"idle-a", "idle-b"}));
   std::string text;
   ASSERT_TRUE(wait_until(
       [&] {
@@ -86,7 +86,7 @@ TEST_F(EngineMetricsTest, ThousandQueueNamesInTheTableAndAReloadThatAddsAndDrops
 
   // SIGHUP: idle-b dropped, app-queue-7 served. Its job runs (gated) and its gauges appear.
   // The reload asks for statistics at once: the regular round (30 s) would miss the wait.
-  engine.reload(engine_config({"idle-a", "app-queue-7"}));
+  engine.reload(metrics_config({"idle-a", "app-queue-7"}));
   ASSERT_TRUE(gate_.wait_started(1));
   ASSERT_TRUE(wait_until(
       [&] {
@@ -108,7 +108,7 @@ TEST_F(EngineMetricsTest, ThousandQueueNamesInTheTableAndAReloadThatAddsAndDrops
 TEST_F(EngineMetricsTest, AJobFromAnUnservedQueueOfAnUnknownTypeCountsAsOther) {
   table_.add_job("rogue-type", "rogue-queue");
   table_.set_claim_ignores_filters(true);
-  start_engine(engine_config({"default"}));
+  start_engine(metrics_config({"default"}));
   ASSERT_TRUE(table_.wait_until([&] { return !table_.completions().empty(); }));
   table_.set_claim_ignores_filters(false);
   EXPECT_EQ(table_.completions().front().outcome, Outcome::kReleased);

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "db/sql_text.hpp"
+#include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -235,12 +236,19 @@ TEST(Engine, HurryEndsTheDrainWaitButStillReleases) {
   EXPECT_EQ(schema.count("status = 'pending' AND attempts = 0"), 1);
 }
 
+// Claims the engine has made so far (from its /metrics), -1 when it cannot be read.
+double claims_made(const Engine& engine) {
+  const testing::HttpResponse response = testing::http_get(engine.http_port(), "/metrics");
+  return testing::metric_value(response.body, "pgjobd_claim_duration_seconds_count").value_or(-1);
+}
+
 TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
   TestSchema schema;
   Config config = schema.config();
   config.poll.min_interval = 10s;
   config.poll.max_interval = 10s;
   config.poll.listen_notify = false;  // only the explicit wake() can explain a fast start
+  config.metrics.listen = "127.0.0.1:0";
   std::atomic<bool> ran{false};
   Engine engine(config);
   engine.register_handler("now", [&](const Job&, std::stop_token) {
@@ -248,9 +256,8 @@ TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
     return JobResult::done();
   });
   engine.start();
-  // Let the start-up poll pass so the fetcher is in its 10 s wait.
-  ASSERT_TRUE(wait_until([&] { return schema.count() == 0; }, 1s));
-  std::this_thread::sleep_for(200ms);  // no observable condition for "fetcher is waiting"
+  // Once the start-up claim has returned, the next one is 10 s away but for a wake.
+  ASSERT_TRUE(wait_until([&] { return claims_made(engine) >= 1; }, 10s));
   schema.insert_jobs("now", 1);
   engine.wake();
   EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
@@ -262,6 +269,7 @@ TEST(Engine, NotifyWakesAnIdleEngine) {
   Config config = schema.config();
   config.poll.min_interval = 10s;
   config.poll.max_interval = 10s;
+  config.metrics.listen = "127.0.0.1:0";
   std::atomic<bool> ran{false};
   Engine engine(config);
   engine.register_handler("now", [&](const Job&, std::stop_token) {
@@ -269,7 +277,9 @@ TEST(Engine, NotifyWakesAnIdleEngine) {
     return JobResult::done();
   });
   engine.start();
-  std::this_thread::sleep_for(300ms);  // let the LISTEN connection and first poll settle
+  // The start-up claim, then the one the listener asks for once it listens: from then on
+  // only a NOTIFY can explain a start within 3 s.
+  ASSERT_TRUE(wait_until([&] { return claims_made(engine) >= 2; }, 10s));
   schema.insert_jobs("now", 1);
   EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
   engine.drain();

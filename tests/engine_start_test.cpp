@@ -25,7 +25,7 @@ using pgjobd::testing::StoreMethod;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-Config engine_config(int concurrency) {
+Config start_config(int concurrency) {
   Config config;
   config.metrics.listen = "";  // no HTTP endpoint
   config.worker.concurrency = concurrency;
@@ -51,7 +51,7 @@ class EngineStartTest : public ::testing::Test {
   void start_engine(Millis head_start, int concurrency = 2) {
     EngineTimings timings;
     timings.first_claim_head_start = head_start;
-    engine_.emplace(make_engine(engine_config(concurrency), database_, timings));
+    engine_.emplace(make_engine(start_config(concurrency), database_, timings));
     engine_->register_handler(
         "gated", [this](const Job& job, std::stop_token stop) { return gate_.run(job, stop); });
     started_ = std::async(std::launch::async, [this] { engine_->start(); });

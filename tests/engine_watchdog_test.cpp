@@ -37,7 +37,7 @@ constexpr Millis kSlack{100};
 // responsive() turns false once the claim loop has not progressed for this long.
 constexpr Millis kLimit = kMaxInterval + kSlack;
 
-Config engine_config(int concurrency) {
+Config watchdog_config(int concurrency) {
   Config config;
   config.metrics.listen = "";  // no HTTP endpoint
   config.worker.concurrency = concurrency;
@@ -102,7 +102,7 @@ class EngineWatchdogTest : public ::testing::Test {
 // the production slice (1 s) against this limit (150 ms) the test fails.
 TEST_F(EngineWatchdogTest, StaysResponsiveWhileEverySlotRunsAJobLongerThanTheLimit) {
   table_.add_jobs(3, "gated");
-  const Engine& engine = start_engine(engine_config(2));
+  const Engine& engine = start_engine(watchdog_config(2));
   ASSERT_TRUE(gate_.wait_started(2));
   const int claims = table_.calls(StoreMethod::kClaim);
 
@@ -116,7 +116,7 @@ TEST_F(EngineWatchdogTest, StaysResponsiveWhileEverySlotRunsAJobLongerThanTheLim
 // has hung for the limit the engine is unresponsive, and it recovers when the claim does.
 TEST_F(EngineWatchdogTest, ReportsUnresponsiveWhileAClaimHangs) {
   table_.block(StoreMethod::kClaim);
-  const Engine& engine = start_engine(engine_config(2));
+  const Engine& engine = start_engine(watchdog_config(2));
   ASSERT_TRUE(table_.wait_held(StoreMethod::kClaim));
   ASSERT_TRUE(wait_until([&] { return !engine.responsive(); }, seconds(20)));
   // Not before the limit: the last progress was marked just before the claim started.
@@ -137,7 +137,7 @@ TEST_F(EngineWatchdogTest, SystemdPingsThroughASaturatedPoolAndStopsWhileAClaimH
                 {"WATCHDOG_USEC", "100000"},
                 {"WATCHDOG_PID", std::nullopt}};
   const auto job = table_.add_job("gated");
-  const Engine& engine = start_engine(engine_config(1));
+  const Engine& engine = start_engine(watchdog_config(1));
   ASSERT_TRUE(gate_.wait_started(1));
 
   SystemdNotifier notifier;

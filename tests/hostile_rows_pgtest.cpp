@@ -16,6 +16,8 @@
 #include "db/migrations.hpp"
 #include "db/migrator.hpp"
 #include "db/pg_job_store.hpp"
+#include "support/build_paths.hpp"
+#include "support/claims.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -23,7 +25,7 @@ namespace {
 
 using testing::TestSchema;
 
-constexpr Millis kLease{30000};
+using testing::kLease;
 
 // The error an INSERT or UPDATE fails with, "" when it succeeds.
 std::string error_of(TestSchema& schema, const std::string& sql) {
@@ -247,7 +249,7 @@ TEST(HostileRows, FunctionsPlantedInTheSchemaNeverStandInForBuiltIns) {
   // Every down migration from 004 on, newest first (found by number, not by name: the
   // later migrations' numbers change when branches merge).
   std::vector<std::filesystem::path> downs;
-  for (const auto& entry : std::filesystem::directory_iterator(PGJOBD_SOURCE_DIR "/sql")) {
+  for (const auto& entry : std::filesystem::directory_iterator(testing::source_path("sql"))) {
     const std::string file = entry.path().filename().string();
     if (file.ends_with(".down.sql") && std::stoi(file.substr(0, 3)) >= 4) {
       downs.push_back(entry.path());

@@ -19,6 +19,7 @@
 #include "db/sql_text.hpp"
 #include "db/statement_set.hpp"
 #include "db/statements.hpp"
+#include "support/claims.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
 #include "support/wait_until.hpp"
@@ -28,7 +29,7 @@ namespace {
 
 using testing::TestSchema;
 
-constexpr Millis kLease{30000};
+using testing::kLease;
 
 // The plan an EXPLAIN statement prints, a line per row.
 std::string plan_of(pqxx::transaction_base& txn, const std::string& explain) {

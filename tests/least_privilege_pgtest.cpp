@@ -10,6 +10,7 @@
 #include "db/pg_ui_store.hpp"
 #include "db/sql_text.hpp"
 #include "pgjobd/engine.hpp"
+#include "support/build_paths.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -25,7 +26,7 @@ TEST(LeastPrivilege, RuntimeRoleWithoutDdlRightsRunsJobs) {
   // Apply the shipped grants file with psql, exactly as an operator would.
   const std::string command = "psql -q -X '" + testing::test_database_url() +
                               "' -v schema=" + schema.name() + " -v runtime_role=" + role + " -f " +
-                              PGJOBD_SOURCE_DIR "/sql/grants.sql";
+                              testing::source_path("sql/grants.sql");
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   Config config = schema.config();

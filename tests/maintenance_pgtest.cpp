@@ -1,6 +1,7 @@
 // Maintenance against PostgreSQL: which leases it renews.
 
 #include "engine/maintenance.hpp"
+#include "support/metrics_text.hpp"
 
 #include <gtest/gtest.h>
 
@@ -113,8 +114,7 @@ TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
   std::optional<double> age;
   ASSERT_TRUE(wait_until(
       [&] {
-        const std::string text =
-            prometheus::TextSerializer().Serialize(m.metrics.collectable()->Collect());
+        const std::string text = testing::scrape(m.metrics);
         age = testing::metric_value(text, "pgjobd_oldest_due_job_age_seconds",
                                     {{"queue", "default"}});
         return age && *age > 0 &&
@@ -125,8 +125,7 @@ TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
   EXPECT_TRUE(std::isfinite(*age)) << *age;
   EXPECT_GE(*age, 100 * 365.0 * 86400);
   EXPECT_EQ(m.health.problems(), "");
-  const std::string text =
-      prometheus::TextSerializer().Serialize(m.metrics.collectable()->Collect());
+  const std::string text = testing::scrape(m.metrics);
   EXPECT_EQ(text.find("not-served"), std::string::npos) << text;
 }
 

@@ -3,6 +3,7 @@
 // leadership is handed over on stop.
 
 #include "engine/maintenance.hpp"
+#include "support/metrics_text.hpp"
 
 #include <gtest/gtest.h>
 
@@ -251,9 +252,7 @@ TEST_F(MaintenanceTest, CollectsQueueStatsAtOnce) {
   EXPECT_TRUE(wait_until([&] { return health_.problems().empty(); }, seconds(20)));
 }
 
-std::string scrape(const Metrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
-}
+using testing::scrape;
 
 // The statistics ask only for the served queues, and a reload's new list is asked for at
 // once (the regular round comes every 30 s: the 20 s wait below would miss it).

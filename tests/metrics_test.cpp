@@ -1,5 +1,6 @@
 // Metrics: the series that reach the Prometheus text format, checked line by line.
 #include "metrics/metrics.hpp"
+#include "support/metrics_text.hpp"
 
 #include <gtest/gtest.h>
 #include <prometheus/collectable.h>
@@ -12,9 +13,7 @@
 namespace pgjobd {
 namespace {
 
-std::string scrape(const Metrics& metrics) {
-  return prometheus::TextSerializer().Serialize(metrics.collectable()->Collect());
-}
+using testing::scrape;
 
 // True when `text` holds `line` as a whole line.
 bool has_line(const std::string& text, const std::string& line) {

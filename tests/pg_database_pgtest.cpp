@@ -8,6 +8,7 @@
 #include <string>
 
 #include "store/job_store.hpp"
+#include "support/claims.hpp"
 #include "support/test_database.hpp"
 #include "support/wait_until.hpp"
 
@@ -16,7 +17,8 @@ namespace {
 
 using testing::TestSchema;
 
-constexpr Millis kLease{30000};
+using testing::claim_of;
+using testing::kLease;
 
 // The backend pid of the one session named `application_name`, or "" when there is none
 // ("several" when more than one: the tests below expect at most one).
@@ -26,8 +28,6 @@ std::string pid_named(TestSchema& schema, const std::string& application_name) {
       "FROM pg_stat_activity WHERE application_name = '" +
       application_name + "'");
 }
-
-ClaimRequest claim_of(int n) { return {{{"default", n}}, {"a"}, n, "w1", kLease}; }
 
 // The schema check's session is kept for the next hot-path store, so the engine's first
 // claim waits neither for a backend to start nor for its catalog caches to be filled. A

@@ -50,10 +50,6 @@ ui::JobFilter before(ui::JobFilter filter, std::int64_t id) {
   return filter;
 }
 
-std::string table(const TestSchema& schema, const std::string& name) {
-  return quote_identifier(schema.name()) + "." + name;
-}
-
 const ui::QueueOverview* find_queue(const ui::Overview& overview, const std::string& queue) {
   for (const auto& q : overview.queues) {
     if (q.queue == queue) return &q;
@@ -86,7 +82,7 @@ TEST(UiStore, OverviewCountsEveryQueueAndStatusUpToTheBound) {
   insert_rows(schema, "default", "dead", 4);
   insert_rows(schema, "default", "cancelled", 5);
   insert_rows(schema, "big", "done", 10005);
-  schema.exec("SELECT " + table(schema, "pgjobd_pause_queue") + "('idle')");
+  schema.exec("SELECT " + schema.qualified("pgjobd_pause_queue") + "('idle')");
   PgUiStore store(schema.config().database);
   const ui::Overview overview = store.overview();
   ASSERT_EQ(overview.queues.size(), 3u);
@@ -205,7 +201,7 @@ TEST(UiStore, DaemonsTableIsUpsertedShownExpiredAndRemoved) {
   jobs.report_daemon(report);  // an upsert: still one row, started_at kept
   jobs.report_daemon({"host-b:2:beef", "host-b", 2, "1.2.3", 4, 1, 30s});
   jobs.lead_and_rescue("host-b:2:beef", 30s, RetryConfig{}, 10);
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_daemons")), "2");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_daemons")), "2");
 
   PgUiStore store(schema.config().database, options(0ms));
   ui::Overview overview = store.overview();
@@ -222,13 +218,13 @@ TEST(UiStore, DaemonsTableIsUpsertedShownExpiredAndRemoved) {
   jobs.report_daemon({"host-c:3:dead", "host-c", 3, "1.2.3", 4, 0, 1ms});
   ASSERT_TRUE(testing::wait_until(
       [&] {
-        return schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_daemons") +
+        return schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_daemons") +
                             " WHERE expires_at < now()") == "1";
       },
       10s));
   EXPECT_EQ(store.overview().daemons.size(), 2u);
   EXPECT_EQ(jobs.expire_daemons(), 1);
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_daemons")), "2");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_daemons")), "2");
 
   jobs.remove_daemon("host-a:1:abcd");
   overview = store.overview();
@@ -236,7 +232,7 @@ TEST(UiStore, DaemonsTableIsUpsertedShownExpiredAndRemoved) {
   EXPECT_EQ(overview.daemons[0].id, "host-b:2:beef");
 }
 
-std::vector<std::int64_t> ids_of(const ui::JobPage& page) {
+std::vector<std::int64_t> page_ids(const ui::JobPage& page) {
   std::vector<std::int64_t> ids;
   for (const auto& job : page.jobs) ids.push_back(job.id);
   return ids;
@@ -253,7 +249,7 @@ TEST(UiStore, JobPagesAreKeysetPagesNewestFirst) {
   for (int pages = 0; pages < 10; ++pages) {
     const ui::JobPage page = store.jobs(filter);
     sizes.push_back(page.jobs.size());
-    for (auto id : ids_of(page)) seen.push_back(id);
+    for (auto id : page_ids(page)) seen.push_back(id);
     if (!page.next_before) break;
     EXPECT_EQ(*page.next_before, page.jobs.back().id);
     filter.before_id = page.next_before;
@@ -314,7 +310,7 @@ TEST(UiStore, JobFiltersByStatusQueueTypeAndId) {
   std::vector<std::int64_t> ids;
   for (int i = 0; i < 5; ++i) {
     const ui::JobPage page = store.jobs(mail);
-    for (auto id : ids_of(page)) ids.push_back(id);
+    for (auto id : page_ids(page)) ids.push_back(id);
     if (!page.next_before) break;
     mail.before_id = page.next_before;
   }
@@ -340,7 +336,7 @@ TEST(UiStore, ScanLimitedPagesStillFindEveryMatchInOrder) {
   for (; pages < 50; ++pages) {
     const ui::JobPage page = store.jobs(filter);
     if (page.jobs.empty()) ++empty_pages;
-    for (auto id : ids_of(page)) ids.push_back(id);
+    for (auto id : page_ids(page)) ids.push_back(id);
     if (!page.next_before) break;
     ASSERT_TRUE(!filter.before_id || *page.next_before < *filter.before_id);
     filter.before_id = page.next_before;
@@ -356,7 +352,7 @@ TEST(UiStore, ScanLimitedPagesStillFindEveryMatchInOrder) {
   ids.clear();
   for (pages = 0; pages < 50; ++pages) {
     const ui::JobPage page = store.jobs(filter);
-    for (auto id : ids_of(page)) ids.push_back(id);
+    for (auto id : page_ids(page)) ids.push_back(id);
     if (!page.next_before) break;
     filter.before_id = page.next_before;
   }
@@ -467,7 +463,7 @@ TEST(UiStore, RetryAndCancelGoThroughTheSqlFunctionsAndAreAudited) {
 
 TEST(UiStore, QueueAndScheduleActionsAreAuditedAndSayWhenNothingChanged) {
   TestSchema schema;
-  schema.exec("SELECT " + table(schema, "pgjobd_schedule_upsert") +
+  schema.exec("SELECT " + schema.qualified("pgjobd_schedule_upsert") +
               "(name => 'nightly', type => 'report', cron => '0 3 * * *')");
   PgUiStore store(schema.config().database);
   EXPECT_EQ(store.pause_queue("mail", kAlice).changed, 1);
@@ -542,8 +538,8 @@ TEST(UiStore, ReadsChangeNothing) {
   store.schedules();
   store.audit(10);
   EXPECT_EQ(schema.query("SELECT md5(string_agg(j::text, ',' ORDER BY id)) FROM {jobs} j"), before);
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_audit")), "0");
-  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table(schema, "pgjobd_queues")), "0");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_audit")), "0");
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_queues")), "0");
 }
 
 TEST(UiStore, EveryReadIsBoundedByTheStatementTimeout) {
@@ -554,7 +550,7 @@ TEST(UiStore, EveryReadIsBoundedByTheStatementTimeout) {
   // Another session holds a lock every read waits for: only the timeout ends the wait.
   auto locker = open_connection(schema.config().database, "test-locker");
   pqxx::work lock(*locker);
-  lock.exec("LOCK TABLE " + table(schema, "jobs") + " IN ACCESS EXCLUSIVE MODE");
+  lock.exec("LOCK TABLE " + schema.qualified("jobs") + " IN ACCESS EXCLUSIVE MODE");
   const auto started = std::chrono::steady_clock::now();
   try {
     store.jobs({});

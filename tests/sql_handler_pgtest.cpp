@@ -167,19 +167,23 @@ TEST_F(SqlHandlerTest, StopRequestCancelsAndReleases) {
   schema_.exec("INSERT INTO {jobs} (type) VALUES ('t')");
   const Job job = claim();
   std::stop_source stop;
+  // The schema's name marks this test's statement among those of tests running beside it.
+  const std::string statement =
+      "SELECT pg_sleep(10), $1::jsonb, $2::bigint, '" + schema_.name() + "' AS marker";
   std::thread stopper([&] {
     // Cancel once the statement is running on the server.
     testing::wait_until(
         [&] {
           return schema_.query(
                      "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
-                     "'SELECT pg_sleep(10)%' AND state = 'active'") != "0";
+                     "'SELECT pg_sleep(10)%" +
+                     schema_.name() + "%' AND state = 'active'") != "0";
         },
         10s);
     stop.request_stop();
   });
-  const JobResult result = make_sql_handler(
-      sql_config("SELECT pg_sleep(10), $1::jsonb, $2::bigint"), context())(job, stop.get_token());
+  const JobResult result =
+      make_sql_handler(sql_config(statement), context())(job, stop.get_token());
   stopper.join();
   EXPECT_EQ(result.outcome, Outcome::kReleased) << result.error;
 }

@@ -21,8 +21,11 @@
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "support/app_session.hpp"
+#include "support/build_paths.hpp"
+#include "support/claims.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd {
 namespace {
@@ -31,11 +34,9 @@ using testing::Session;
 using testing::TestSchema;
 using namespace std::chrono_literals;
 
-constexpr Millis kLease{30000};
+using testing::kLease;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
 
 TEST(SqlInterface, EnqueueWithNamedArgumentsFromAnotherSearchPath) {
   TestSchema schema;
@@ -335,7 +336,7 @@ TEST(SqlInterface, RetryFollowsTheCommandLineRules) {
   EXPECT_TRUE(contains(error, "live job " + holder + " holds its unique_key")) << error;
 }
 
-ClaimRequest claim_of(const std::vector<std::string>& queues) {
+ClaimRequest claim_from(const std::vector<std::string>& queues) {
   ClaimRequest request{{}, {"a"}, 10, "w1", kLease};
   for (const auto& queue : queues) request.slots.push_back({queue, 10});
   return request;
@@ -357,10 +358,10 @@ TEST(SqlInterface, PausedQueueIsNotClaimedOthersAre) {
   app.query("SELECT {s}.pgjobd_enqueue('a', queue => 'default')");
 
   PgJobStore store(schema.config().database, "test");
-  const auto claimed = store.claim(claim_of({"mail", "default"}));
+  const auto claimed = store.claim(claim_from({"mail", "default"}));
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].queue, "default");
-  EXPECT_TRUE(store.claim(claim_of({"mail"})).empty());
+  EXPECT_TRUE(store.claim(claim_from({"mail"})).empty());
   EXPECT_EQ(schema.count("queue = 'mail' AND status = 'pending'"), 1);
   EXPECT_EQ(store.paused_queues({"mail", "default", "other"}), std::vector<std::string>{"mail"});
 
@@ -368,7 +369,7 @@ TEST(SqlInterface, PausedQueueIsNotClaimedOthersAre) {
   app.query("SELECT {s}.pgjobd_resume_queue('mail')");
   app.query("SELECT {s}.pgjobd_resume_queue('never-paused')");
   EXPECT_TRUE(store.paused_queues({"mail", "default"}).empty());
-  const auto resumed = store.claim(claim_of({"mail"}));
+  const auto resumed = store.claim(claim_from({"mail"}));
   ASSERT_EQ(resumed.size(), 1u);
   EXPECT_EQ(resumed[0].queue, "mail");
 }
@@ -380,7 +381,7 @@ TEST(SqlInterface, RunningJobsOfAPausedQueueFinish) {
   app.query("SELECT {s}.pgjobd_enqueue('a', queue => 'mail')");
   app.query("SELECT {s}.pgjobd_enqueue('a', queue => 'mail')");
   PgJobStore store(schema.config().database, "test");
-  ClaimRequest one = claim_of({"mail"});
+  ClaimRequest one = claim_from({"mail"});
   one.limit = 1;
   const auto claimed = store.claim(one);
   ASSERT_EQ(claimed.size(), 1u);
@@ -389,7 +390,7 @@ TEST(SqlInterface, RunningJobsOfAPausedQueueFinish) {
   done.job = {claimed[0].id, claimed[0].attempt};
   store.complete({done}, "w1", false);
   EXPECT_EQ(schema.count("status = 'done'"), 1);
-  EXPECT_TRUE(store.claim(claim_of({"mail"})).empty());
+  EXPECT_TRUE(store.claim(claim_from({"mail"})).empty());
   EXPECT_EQ(schema.count("status = 'pending'"), 1);
 }
 
@@ -477,7 +478,7 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
   const std::string command =
       "psql -q -X '" + testing::test_database_url() + "' -v schema=" + schema.name() +
       " -v runtime_role=" + runtime + " -v producer_role=" + producer +
-      " -v operator_role=" + operator_role + " -f " PGJOBD_SOURCE_DIR "/sql/grants.sql";
+      " -v operator_role=" + operator_role + " -f " + testing::source_path("sql/grants.sql");
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   {
     Session app(schema, testing::test_database_url_for_role(producer));
@@ -528,7 +529,7 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
     PgJobStore store(db, "test");
     EXPECT_TRUE(store.paused_queues({"default"}).empty());
     // 3 enqueued by the producer, 1 by the operator, 1 retried.
-    EXPECT_EQ(store.claim(claim_of({"default"})).size(), 5u);
+    EXPECT_EQ(store.claim(claim_from({"default"})).size(), 5u);
   }
   for (const auto& role : {runtime, producer, operator_role}) {
     schema.exec("DROP OWNED BY " + quote_identifier(role));

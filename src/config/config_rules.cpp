@@ -8,6 +8,7 @@
 #include "config/config_stages.hpp"
 #include "schedule/cron_expression.hpp"
 #include "schedule/tick_calculator.hpp"
+#include "text/escape.hpp"
 #include "text/sql_statements.hpp"
 
 namespace pgjobd::config_detail {
@@ -51,8 +52,6 @@ class Rules {
   Diagnostics& diag_;
 };
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 // The schema reaches SQL as a quoted identifier; PostgreSQL truncates names at 63 bytes.
 bool is_plain_identifier(std::string_view name) {
   auto word_char = [](char c) {
@@ -69,21 +68,21 @@ std::string listen_problem(std::string_view listen) {
   if (listen.empty()) return {};
   std::string_view::size_type colon = listen.rfind(':');
   if (colon == std::string_view::npos || listen.find(' ') != std::string_view::npos) {
-    return "expected host:port such as 127.0.0.1:9464, got " + quoted(listen);
+    return "expected host:port such as 127.0.0.1:9464, got " + single_quoted(listen);
   }
   std::string_view host = listen.substr(0, colon);
   std::string_view port = listen.substr(colon + 1);
   if (host.empty())
-    return "missing host in " + quoted(listen) + " (0.0.0.0:PORT listens everywhere)";
+    return "missing host in " + single_quoted(listen) + " (0.0.0.0:PORT listens everywhere)";
   if (host.find(':') != std::string_view::npos && !(host.front() == '[' && host.back() == ']')) {
-    return "write an IPv6 host in brackets, e.g. [::1]:9464, not " + quoted(listen);
+    return "write an IPv6 host in brackets, e.g. [::1]:9464, not " + single_quoted(listen);
   }
   bool digits =
       !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
         return std::isdigit(static_cast<unsigned char>(c)) != 0;
       });
   if (!digits || std::stoi(std::string(port)) > 65535) {
-    return "port must be a number from 0 to 65535, got " + quoted(port);
+    return "port must be a number from 0 to 65535, got " + single_quoted(port);
   }
   return {};
 }
@@ -91,11 +90,11 @@ std::string listen_problem(std::string_view listen) {
 void check_database(const DatabaseConfig& database, Rules& rules) {
   rules.require(!database.url.empty(), "database.url", "must not be empty");
   rules.require(is_plain_identifier(database.schema), "database.schema",
-                quoted(database.schema) +
+                single_quoted(database.schema) +
                     " is not a plain identifier (letters, digits and _, not starting with a "
                     "digit, at most 63 bytes)");
   rules.require(database.pooler == "none" || database.pooler == "transaction", "database.pooler",
-                "unknown pooler " + quoted(database.pooler) +
+                "unknown pooler " + single_quoted(database.pooler) +
                     " (use none, or transaction for a transaction-pooling PgBouncer)");
 }
 
@@ -156,11 +155,12 @@ void check_timing(const Config& config, Rules& rules) {
 
 void check_output(const Config& config, Rules& rules) {
   const std::string& level = config.log.level;
-  rules.require(
-      std::find(kLogLevels.begin(), kLogLevels.end(), level) != kLogLevels.end(), "log.level",
-      "unknown level " + quoted(level) + " (use trace, debug, info, warn, error, critical or off)");
+  rules.require(std::find(kLogLevels.begin(), kLogLevels.end(), level) != kLogLevels.end(),
+                "log.level",
+                "unknown level " + single_quoted(level) +
+                    " (use trace, debug, info, warn, error, critical or off)");
   rules.require(config.log.format == "text" || config.log.format == "json", "log.format",
-                "unknown format " + quoted(config.log.format) + " (use text or json)");
+                "unknown format " + single_quoted(config.log.format) + " (use text or json)");
   std::string listen = listen_problem(config.metrics.listen);
   rules.require(listen.empty(), "metrics.listen", listen);
 }
@@ -184,7 +184,7 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
     case Kind::kHttp: {
       std::string_view url = handler.http_url;
       rules.require(url.starts_with("http://") || url.starts_with("https://"), key + ".http.url",
-                    "must start with http:// or https://, got " + quoted(url));
+                    "must start with http:// or https://, got " + single_quoted(url));
       break;
     }
     case Kind::kSql: {
@@ -206,7 +206,7 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
     }
     case Kind::kBuiltin:
       rules.require(handler.builtin == "noop", key + ".builtin",
-                    "unknown builtin " + quoted(handler.builtin) + " (known: noop)");
+                    "unknown builtin " + single_quoted(handler.builtin) + " (known: noop)");
       break;
   }
   rules.require(handler.kind == Kind::kExec || handler.permanent_exit_codes.empty(),
@@ -275,10 +275,11 @@ void check_schedule(const std::string& name, const ScheduleConfig& schedule, Rul
   rules.require(schedule.max_attempts >= 1, key + ".max_attempts",
                 "must be at least 1, got " + std::to_string(schedule.max_attempts));
   rules.require(schedule.overlap == "allow" || schedule.overlap == "skip", key + ".overlap",
-                "unknown overlap " + quoted(schedule.overlap) + " (use allow or skip)");
+                "unknown overlap " + single_quoted(schedule.overlap) + " (use allow or skip)");
   rules.require(
       schedule.misfire == "skip" || schedule.misfire == "all" || schedule.misfire == "none",
-      key + ".misfire", "unknown misfire " + quoted(schedule.misfire) + " (use skip, all or none)");
+      key + ".misfire",
+      "unknown misfire " + single_quoted(schedule.misfire) + " (use skip, all or none)");
   rules.require(schedule.misfire_grace >= Millis(0), key + ".misfire_grace",
                 "must not be negative");
 }
@@ -345,7 +346,7 @@ void check_ui(const UiConfig& ui, Rules& rules) {
   if (listen.empty() && !ui.listen.empty()) {
     std::string_view host = std::string_view(ui.listen).substr(0, ui.listen.rfind(':'));
     rules.require(!ui.users.empty() || is_loopback_host(host), "ui.users",
-                  "the dashboard listens on " + quoted(ui.listen) +
+                  "the dashboard listens on " + single_quoted(ui.listen) +
                       ", which is not a loopback address: configure at least one user in "
                       "ui.users (pgjobd ui-passwd makes the password_hash)",
                   "ui.listen");
@@ -360,7 +361,7 @@ void check_ui(const UiConfig& ui, Rules& rules) {
     rules.require(is_user_name(name), key,
                   "a user name is 1 to 100 printable characters without spaces");
     rules.require(user.role == "operator" || user.role == "read_only", key + ".role",
-                  "unknown role " + quoted(user.role) + " (use operator or read_only)");
+                  "unknown role " + single_quoted(user.role) + " (use operator or read_only)");
     rules.require(is_crypt_hash(user.password_hash), key + ".password_hash",
                   "not a crypt(3) hash such as $y$j9T$...: store the output of `pgjobd "
                   "ui-passwd`, never the password itself");

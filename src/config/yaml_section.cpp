@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "text/escape.hpp"
+
 namespace pgjobd::config_detail {
 namespace {
 
@@ -17,7 +19,7 @@ std::string describe(const YAML::Node& node) {
     case YAML::NodeType::Sequence:
       return "a list";
     case YAML::NodeType::Scalar:
-      return "'" + node.Scalar() + "'";
+      return single_quoted(node.Scalar());
     default:
       return "no value";
   }

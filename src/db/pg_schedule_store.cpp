@@ -19,7 +19,7 @@ MisfirePolicy misfire_of(const std::string& text) {
   return MisfirePolicy::kSkip;
 }
 
-std::int64_t seconds_of(TickTime t) { return t.time_since_epoch().count(); }
+std::int64_t epoch_seconds(TickTime t) { return t.time_since_epoch().count(); }
 
 }  // namespace
 
@@ -92,8 +92,8 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
   return guarded("fire schedule", [&] {
     pqxx::work txn(*conn_);
     const pqxx::result locked =
-        execute(txn, stmt::kScheduleLock, request.name, seconds_of(request.expected_last_tick),
-                seconds_of(request.tick), request.timing.cron, request.timing.every_seconds,
+        execute(txn, stmt::kScheduleLock, request.name, epoch_seconds(request.expected_last_tick),
+                epoch_seconds(request.tick), request.timing.cron, request.timing.every_seconds,
                 request.timing.timezone);
     if (locked.empty()) return FireResult::kLost;  // the transaction rolls back: no writes
     const bool busy = locked[0][0].as<bool>();
@@ -103,12 +103,12 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
       result = FireResult::kSkippedOverlap;
     } else if (request.insert_job) {
       const pqxx::result inserted = execute(txn, stmt::kScheduleInsertJob, request.name,
-                                            seconds_of(request.tick), request.late);
+                                            epoch_seconds(request.tick), request.late);
       if (!inserted.empty()) job_id = inserted[0][0].as<std::int64_t>();
       result = FireResult::kFired;
     }
-    execute(txn, stmt::kScheduleAdvance, request.name, seconds_of(request.tick),
-            request.next_tick ? seconds_of(*request.next_tick) : std::int64_t{-1}, job_id);
+    execute(txn, stmt::kScheduleAdvance, request.name, epoch_seconds(request.tick),
+            request.next_tick ? epoch_seconds(*request.next_tick) : std::int64_t{-1}, job_id);
     txn.commit();
     return result;
   });

@@ -50,4 +50,11 @@ std::string sanitize_text(std::string_view text) {
   return valid_utf8(without_nul);
 }
 
+void replace_all(std::string& text, std::string_view placeholder, std::string_view value) {
+  for (auto pos = text.find(placeholder); pos != std::string::npos;
+       pos = text.find(placeholder, pos + value.size())) {
+    text.replace(pos, placeholder.size(), value);
+  }
+}
+
 }  // namespace pgjobd

@@ -22,4 +22,7 @@ std::string int_array_literal(const std::vector<std::int64_t>& values);
 // and replaces invalid UTF-8 sequences with U+FFFD.
 std::string sanitize_text(std::string_view text);
 
+// Replaces every `placeholder` in a statement's text ("{jobs}") with `value`.
+void replace_all(std::string& text, std::string_view placeholder, std::string_view value);
+
 }  // namespace pgjobd

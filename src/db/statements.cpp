@@ -2,6 +2,8 @@
 
 #include "db/statements.hpp"
 
+#include "db/sql_text.hpp"
+
 namespace pgjobd::stmt {
 namespace {
 
@@ -615,13 +617,6 @@ DELETE FROM {daemons} WHERE id = $1)";
 constexpr const char* kDaemonExpireSql = R"(
 WITH gone AS (DELETE FROM {daemons} WHERE expires_at < now() RETURNING 1)
 SELECT count(*)::int FROM gone)";
-
-void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
-  for (auto pos = text.find(placeholder); pos != std::string::npos;
-       pos = text.find(placeholder, pos + value.size())) {
-    text.replace(pos, placeholder.size(), value);
-  }
-}
 
 std::string with_table(const char* sql, const std::string& schema) {
   std::string text = sql;

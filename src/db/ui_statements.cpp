@@ -3,6 +3,8 @@
 
 #include "db/ui_statements.hpp"
 
+#include "db/sql_text.hpp"
+
 namespace pgjobd::stmt {
 namespace {
 
@@ -180,13 +182,6 @@ std::string summary_columns() {
   return "j.id, j.queue, j.type, j.status, j.priority, j.attempts, j.max_attempts, " +
          iso("j.run_at") + ", " + iso("j.created_at") + ", " + iso("j.finished_at") +
          ", coalesce(left(j.last_error, 200), '')";
-}
-
-void replace_all(std::string& text, const std::string& placeholder, const std::string& value) {
-  for (auto pos = text.find(placeholder); pos != std::string::npos;
-       pos = text.find(placeholder, pos + value.size())) {
-    text.replace(pos, placeholder.size(), value);
-  }
 }
 
 std::string expand(std::string sql, const std::string& schema) {

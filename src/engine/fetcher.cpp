@@ -30,6 +30,7 @@ Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& p
       lease_(options.lease),
       progress_slice_(options.progress_slice),
       trailing_claim_delay_(options.trailing_claim),
+      slow_claim_(options.slow_claim),
       store_(std::move(store)),
       pool_(pool),
       signal_(signal),
@@ -276,7 +277,7 @@ bool Fetcher::claim_once(bool woken) {
 void Fetcher::note_claim_time(Clock::duration took, std::size_t jobs) {
   const double seconds = std::chrono::duration<double>(took).count();
   metrics_.claim_duration(seconds);
-  if (took < kSlowClaim) return;
+  if (took < slow_claim_) return;
   ++slow_claims_;
   const auto now = Clock::now();
   if (slow_warned_at_ != Clock::time_point{} && now - slow_warned_at_ < kSlowClaimWarnEvery) {
@@ -286,10 +287,10 @@ void Fetcher::note_claim_time(Clock::duration took, std::size_t jobs) {
   // meanwhile. (The stall in bench/README.md's hour of churn was slow claims or a fetcher
   // that waited: this and the histogram tell which.)
   spdlog::warn(
-      "slow claim: {:.2f} s for {} job(s) ({} claim(s) of 1 s or more since the last such "
+      "slow claim: {:.2f} s for {} job(s) ({} claim(s) of {:g} s or more since the last such "
       "warning); due jobs wait meanwhile. pgjobd_claim_duration_seconds has every claim's "
       "time; the server's log shows why (log_min_duration_statement, auto_explain)",
-      seconds, jobs, slow_claims_);
+      seconds, jobs, slow_claims_, std::chrono::duration<double>(slow_claim_).count());
   slow_claims_ = 0;
   slow_warned_at_ = now;
 }

@@ -59,6 +59,9 @@ class Fetcher final : public Service {
     // the pick-ups over 10 ms (bench/README.md), for at most one claim per NOTIFY. Tests
     // lengthen it.
     std::chrono::microseconds trailing_claim{4000};
+    // A claim that takes this long is warned about, at most once per kSlowClaimWarnEvery
+    // (every claim's time is in pgjobd_claim_duration_seconds). Tests shorten it.
+    Millis slow_claim{1000};
   };
 
   Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
@@ -93,9 +96,7 @@ class Fetcher final : public Service {
   // come due (see learn_next_due): a second covers any question slower to arrive than its
   // claim, and bounds what it reads of a queue's due jobs of types this daemon lacks.
   static constexpr std::chrono::seconds kDueLookBack{1};
-  // A claim that takes this long is warned about, at most once per kSlowClaimWarnEvery
-  // (every claim's time is in pgjobd_claim_duration_seconds).
-  static constexpr Millis kSlowClaim{1000};
+  // A slow claim (Options::slow_claim) is warned about at most once per this.
   static constexpr std::chrono::seconds kSlowClaimWarnEvery{60};
 
  private:
@@ -125,6 +126,7 @@ class Fetcher final : public Service {
   const Millis lease_;
   const Millis progress_slice_;
   const std::chrono::microseconds trailing_claim_delay_;
+  const Millis slow_claim_;
   const std::unique_ptr<JobStore> store_;
   WorkerPool& pool_;
   ClaimSignal& signal_;
@@ -170,7 +172,7 @@ class Fetcher final : public Service {
   std::uint64_t written_at_claim_ = 0;
   bool limits_read_ = false;     // the claim session read the limits itself (see claim_once)
   bool claimed_before_ = false;  // a claim was sent on this loop (see claim_jobs)
-  // Slow claims since the last warning, and when that was (see kSlowClaim).
+  // Slow claims since the last warning, and when that was (see Options::slow_claim).
   int slow_claims_ = 0;
   std::chrono::steady_clock::time_point slow_warned_at_{};
   std::atomic<std::chrono::steady_clock::rep> last_progress_{

@@ -55,12 +55,6 @@ std::size_t outcome_index(Outcome outcome) {
   return index < kOutcomes.size() ? index : static_cast<std::size_t>(Outcome::kRetry);
 }
 
-// The two per-job series of one (queue, type), one slot per outcome.
-struct JobChildren {
-  std::array<prometheus::Counter*, kOutcomes.size()> total{};
-  std::array<prometheus::Histogram*, kOutcomes.size()> duration{};
-};
-
 // The registry as a scrape sees it: the per-job series' buffered values applied first.
 class BufferedRegistry final : public prometheus::Collectable {
  public:
@@ -80,6 +74,12 @@ class BufferedRegistry final : public prometheus::Collectable {
 }  // namespace
 
 struct Metrics::State {
+  // The two per-job series of one (queue, type), one slot per outcome.
+  struct JobChildren {
+    std::array<prometheus::Counter*, kOutcomes.size()> total{};
+    std::array<prometheus::Histogram*, kOutcomes.size()> duration{};
+  };
+
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   // The per-job series are recorded here (see job_series_buffer.hpp). Shared with the
   // scrape's collectable, which may outlive this state (HttpServer holds it).
@@ -395,7 +395,7 @@ void Metrics::set_served(const std::vector<std::string>& queues,
 
 void Metrics::job_finished(const std::string& queue, const std::string& type, Outcome outcome,
                            double duration_seconds) {
-  const JobChildren& children = state_->job_children(queue, type);
+  const State::JobChildren& children = state_->job_children(queue, type);
   const std::size_t index = outcome_index(outcome);
   state_->job_series->increment_and_observe(*children.total[index], *children.duration[index],
                                             kDurationBuckets, duration_seconds);

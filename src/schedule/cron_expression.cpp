@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "text/escape.hpp"
+
 namespace pgjobd::schedule {
 namespace {
 
@@ -45,10 +47,8 @@ constexpr std::array<Shorthand, 7> kShorthands = {{
     {"@hourly", "0 * * * *"},
 }};
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
-
 [[noreturn]] void fail(const FieldSpec& field, std::string_view item, const std::string& what) {
-  throw CronError(std::string(field.name) + " field " + quoted(item) + ": " + what);
+  throw CronError(std::string(field.name) + " field " + single_quoted(item) + ": " + what);
 }
 
 std::string lower(std::string_view text) {
@@ -71,13 +71,14 @@ unsigned parse_value(const FieldSpec& field, std::string_view item, std::string_
       }
     }
     fail(field, item,
-         quoted(text) + (field.names != nullptr ? " is not a name here" : " is not a number") +
+         single_quoted(text) +
+             (field.names != nullptr ? " is not a name here" : " is not a number") +
              " (L, W, # and ? are not supported)");
   }
   unsigned value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) {
-    fail(field, item, quoted(text) + " is not a number (L, W, # and ? are not supported)");
+    fail(field, item, single_quoted(text) + " is not a number (L, W, # and ? are not supported)");
   }
   if (value < field.min || value > field.max) {
     fail(field, item,
@@ -177,7 +178,7 @@ CronExpression parse_cron(std::string_view text) {
     auto it = std::find_if(kShorthands.begin(), kShorthands.end(),
                            [&](const Shorthand& s) { return s.name == name; });
     if (it == kShorthands.end()) {
-      throw CronError("unknown shorthand " + quoted(text) +
+      throw CronError("unknown shorthand " + single_quoted(text) +
                       " (use @yearly, @annually, @monthly, @weekly, @daily, @midnight or "
                       "@hourly)");
     }
@@ -188,7 +189,7 @@ CronExpression parse_cron(std::string_view text) {
     throw CronError(
         "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with "
         "leading seconds, got " +
-        std::to_string(fields.size()) + " in " + quoted(text));
+        std::to_string(fields.size()) + " in " + single_quoted(text));
   }
   CronExpression cron;
   std::size_t i = 0;
@@ -213,7 +214,7 @@ CronExpression parse_cron(std::string_view text) {
       for (unsigned day = 1; day <= kMaxDays[month] && !possible; ++day) possible = cron.days[day];
     }
     if (!possible) {
-      throw CronError("no month of " + quoted(text) +
+      throw CronError("no month of " + single_quoted(text) +
                       " has any of its days of month: it would "
                       "never fire");
     }

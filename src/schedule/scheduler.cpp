@@ -16,7 +16,7 @@ TickCalculator calculator_for(const ScheduleTiming& timing) {
   return TickCalculator::cron(timing.cron, timing.timezone);
 }
 
-TickTime seconds_of(WallClock::time_point t) { return std::chrono::floor<Seconds>(t); }
+TickTime floor_to_seconds(WallClock::time_point t) { return std::chrono::floor<Seconds>(t); }
 
 }  // namespace
 
@@ -109,7 +109,7 @@ void Scheduler::fire_due(Entry& entry, TickTime now) {
 }
 
 WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
-  const TickTime now_seconds = seconds_of(now);
+  const TickTime now_seconds = floor_to_seconds(now);
   WallClock::time_point next = now + settings_.refresh;
   bool failed = false;
   try {

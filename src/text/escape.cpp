@@ -52,4 +52,6 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
+std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
 }  // namespace pgjobd

@@ -16,4 +16,7 @@ std::string escape_control_characters(std::string_view text);
 // the text is UTF-8 where that matters).
 void append_json_string(std::string& out, std::string_view text);
 
+// 'text', for naming a value in an error message.
+std::string single_quoted(std::string_view text);
+
 }  // namespace pgjobd

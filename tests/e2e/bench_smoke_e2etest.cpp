@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -35,7 +36,7 @@ TEST(BenchSmoke, ReportsEveryField) {
   const std::string schema = "bench_smoke_" + std::to_string(getpid());
   int status = -1;
   const std::string out = run_and_capture(
-      std::string(PGJOBD_BINARY) + " bench -c " + config_path + " --schema " + schema +
+      testing::pgjobd_binary() + " bench -c " + config_path + " --schema " + schema +
           " --jobs 2000 --concurrency 8 --latency-jobs 20 --latency-rate 200 --idle-seconds 1"
           " --finished-rows 5000 --json 2>/dev/null",
       status);

@@ -9,8 +9,10 @@
 
 #include "db/sql_text.hpp"
 #include "pgjobd/version.hpp"
+#include "support/build_paths.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd::testing {
 namespace {
@@ -18,10 +20,6 @@ namespace {
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // A valid config in block style, so each key sits on a known line; `extra` is appended.
@@ -120,8 +118,7 @@ TEST(CliE2E, ValidConfigPassesCheckConfig) {
   EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
 
   // The shipped example config is valid too.
-  const CliResult example =
-      run_cli({"check-config", "-c", std::string(PGJOBD_SOURCE_DIR) + "/config/pgjobd.yaml"});
+  const CliResult example = run_cli({"check-config", "-c", source_path("config/pgjobd.yaml")});
   EXPECT_EQ(example.exit_code, 0) << example.err;
 }
 

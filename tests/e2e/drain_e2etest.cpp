@@ -21,7 +21,7 @@ std::set<std::string> distinct(const std::vector<std::string>& lines) {
   return {lines.begin(), lines.end()};
 }
 
-std::set<std::string> ids_where(TestSchema& schema, const std::string& where) {
+std::set<std::string> id_texts_where(TestSchema& schema, const std::string& where) {
   std::set<std::string> ids;
   const std::string list =
       schema.query("SELECT string_agg(id::text, ',') FROM {jobs} WHERE " + where);
@@ -92,7 +92,7 @@ TEST(DrainE2E, SigtermFinishesInFlightJobsAndRestartRunsTheRestOnce) {
   EXPECT_GE(done_after_drain, 16 + 8) << "the jobs running at SIGTERM were not finished";
   EXPECT_GT(schema.count("status = 'pending'"), 0) << "the daemon kept claiming while draining";
   // Every job that started finished during the drain and is done; nothing else started.
-  const std::set<std::string> done_ids = ids_where(schema, "status = 'done'");
+  const std::set<std::string> done_ids = id_texts_where(schema, "status = 'done'");
   EXPECT_EQ(distinct(read_lines(starts)), done_ids);
   EXPECT_EQ(distinct(read_lines(ends)), done_ids);
   EXPECT_EQ(read_lines(starts).size(), done_ids.size());
@@ -108,7 +108,7 @@ TEST(DrainE2E, SigtermFinishesInFlightJobsAndRestartRunsTheRestOnce) {
   EXPECT_EQ(schema.count("status = 'done' AND attempts = 1"), kJobs);
   const std::vector<std::string> start_lines = read_lines(starts);
   EXPECT_EQ(start_lines.size(), static_cast<std::size_t>(kJobs)) << "some job ran twice";
-  EXPECT_EQ(distinct(start_lines), ids_where(schema, "true"));
+  EXPECT_EQ(distinct(start_lines), id_texts_where(schema, "true"));
   EXPECT_EQ(read_lines(ends).size(), static_cast<std::size_t>(kJobs));
 }
 

@@ -17,22 +17,12 @@
 #include "support/daemon_process.hpp"
 #include "support/private_cluster.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// SIGCONT on scope exit, so a test failing while a daemon is frozen still lets its cleanup
-// drain it.
-struct Resume {
-  DaemonProcess& daemon;
-  ~Resume() { daemon.signal(SIGCONT); }
-};
 
 // A daemon config on the private cluster: lease 2s, metrics on a free port, and a `work`
 // handler that appends its job id to `effects` (then sleeps `sleep`, if given).
@@ -184,7 +174,7 @@ TEST(FaultsDatabaseE2E, OutageLongerThanTheLeaseLosesNothing) {
   // Freeze the daemon for the snapshot, so the jobs it holds when the server goes down are
   // exactly the ones the snapshot shows. A window, not a condition: a claim sent just before
   // the freeze may still commit on the server.
-  const Resume resume{daemon};
+  const ContinueOnExit resume{daemon};
   daemon.signal(SIGSTOP);
   std::this_thread::sleep_for(200ms);
   const std::set<std::int64_t> in_flight = db.ids("status = 'running'");

@@ -13,18 +13,12 @@
 
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd::testing {
 namespace {
 
-// `text` as a PostgreSQL string literal (standard_conforming_strings: only quotes double).
-std::string sql_literal(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string trimmed(std::string text) {
+std::string without_final_newlines(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
 }
@@ -62,11 +56,11 @@ TEST(FaultsInputE2E, FiveMegabytePayloadArrivesByteForByteOnStdin) {
   ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 30s))
       << schema.query("SELECT status || ' ' || coalesce(last_error, '') FROM {jobs}");
   // Delivered verbatim: the handler read exactly the stored JSON text (payload::text).
-  EXPECT_EQ(trimmed(read_text_file(digest)),
+  EXPECT_EQ(without_final_newlines(read_text_file(digest)),
             schema.query("SELECT encode(sha256(convert_to(payload::text, 'UTF8')), 'hex') FROM "
                          "{jobs} WHERE id = " +
                          id));
-  EXPECT_EQ(trimmed(read_text_file(size)),
+  EXPECT_EQ(without_final_newlines(read_text_file(size)),
             schema.query("SELECT octet_length(payload::text) FROM {jobs} WHERE id = " + id));
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait_for_exit(20s), 0);
@@ -130,7 +124,7 @@ TEST(FaultsInputE2E, HostileQueueAndTypeNamesRunVerbatimAndAreNeverInjected) {
   const CliResult enqueued = run_cli(
       {"enqueue", "-c", config, names[1].first, "{\"via\": \"cli\"}", "--queue", names[1].second});
   ASSERT_EQ(enqueued.exit_code, 0) << enqueued.err;
-  ids.push_back(trimmed(enqueued.out));
+  ids.push_back(without_final_newlines(enqueued.out));
   std::vector<std::pair<std::string, std::string>> expected = names;
   expected.push_back(names[1]);
 

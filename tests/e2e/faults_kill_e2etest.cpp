@@ -14,6 +14,7 @@
 #include "support/daemon_process.hpp"
 #include "support/private_cluster.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd::testing {
 namespace {
@@ -40,17 +41,6 @@ std::string id_array(const std::set<std::int64_t>& ids) {
   for (const auto id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
   return "'{" + list + "}'::bigint[]";
 }
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// SIGCONT on scope exit, so a test failing while a daemon is frozen still lets its cleanup
-// drain it.
-struct Resume {
-  DaemonProcess& daemon;
-  ~Resume() { daemon.signal(SIGCONT); }
-};
 
 TEST(FaultsKillE2E, SigkillWithHundredsOfJobsInFlightLosesNoneAndRerunsOnlyThose) {
   constexpr int kJobs = 400;
@@ -150,7 +140,7 @@ TEST(FaultsKillE2E, FrozenDaemonIsFencedOffAndStopsItsHandlerWhenItWakes) {
   const std::string row_sql = "SELECT row_to_json(j)::text FROM {jobs} j WHERE id = " + id;
 
   DaemonProcess a(config_for("A"));
-  Resume resume_a{a};
+  ContinueOnExit resume_a{a};
   ASSERT_TRUE(a.wait_ready()) << a.log();
   const int a_port = a.metrics_port();
   ASSERT_GT(a_port, 0);

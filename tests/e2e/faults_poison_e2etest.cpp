@@ -11,25 +11,13 @@
 #include <vector>
 
 #include "support/daemon_process.hpp"
+#include "support/hostile_load.hpp"
 #include "support/private_cluster.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 
 namespace pgjobd::testing {
 namespace {
-
-std::string summary_by_type(TestSchema& schema) {
-  return "jobs by status: " +
-         schema.query(
-             "SELECT string_agg(type || '/' || status || '=' || n, ', ' ORDER BY type, status) "
-             "FROM (SELECT type, status, count(*) n FROM {jobs} GROUP BY type, status) s");
-}
-
-// "text" as a PostgreSQL string literal.
-std::string sql_literal(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
 
 TEST(FaultsPoisonE2E, HostileChildrenEndWithClearErrorsAndLeaveNothingBehind) {
   constexpr int kEach = 3;

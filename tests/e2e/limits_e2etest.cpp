@@ -26,6 +26,7 @@
 #include "db/sql_text.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
+#include "support/test_text.hpp"
 #include "support/wait_until.hpp"
 
 namespace pgjobd::testing {
@@ -39,10 +40,6 @@ std::int64_t epoch_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-double seconds_since(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
 double seconds(std::int64_t ns) { return static_cast<double>(ns) / kNsPerSecond; }

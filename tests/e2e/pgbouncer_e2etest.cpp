@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "db/sql_text.hpp"
+#include "support/build_paths.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 #include "support/wait_until.hpp"
@@ -26,7 +27,7 @@ namespace {
 class Bouncer {
  public:
   explicit Bouncer(int pool_size) {
-    const std::string command = std::string(PGJOBD_SOURCE_DIR) + "/scripts/pgbouncer.sh start " +
+    const std::string command = source_path("scripts/pgbouncer.sh") + " start " +
                                 shell_quote(dir_.path()) + " " + shell_quote(test_database_url()) +
                                 " " + std::to_string(pool_size) + " > /dev/null";
     started_ = std::system(command.c_str()) == 0;
@@ -35,7 +36,7 @@ class Bouncer {
   }
   ~Bouncer() {
     const std::string command =
-        std::string(PGJOBD_SOURCE_DIR) + "/scripts/pgbouncer.sh stop " + shell_quote(dir_.path());
+        source_path("scripts/pgbouncer.sh") + " stop " + shell_quote(dir_.path());
     [[maybe_unused]] const int rc = std::system(command.c_str());
   }
   Bouncer(const Bouncer&) = delete;

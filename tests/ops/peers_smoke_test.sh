@@ -6,7 +6,8 @@
 #   bash tests/ops/peers_smoke_test.sh PATH/TO/pgjobd
 #
 # The peers come from npm, which CI cannot reach: without bench/peers/node_modules (made by
-# `cd bench/peers && npm ci`), pgbench or node this prints a SKIP line and passes.
+# `cd bench/peers && npm ci`), pgbench or node this prints a SKIP line and exits 77, which
+# ctest reports as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -14,11 +15,11 @@ bin=${1:?usage: peers_smoke_test.sh PATH/TO/pgjobd}
 for need in bench/peers/node_modules/graphile-worker bench/peers/node_modules/pg-boss; do
   if [[ ! -d "$need" ]]; then
     echo "SKIP: $need absent (run 'npm ci' in bench/peers; needs the network)"
-    exit 0
+    exit 77
   fi
 done
 for tool in pgbench node psql; do
-  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 0; fi
+  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 77; fi
 done
 
 log=$(mktemp /tmp/pgjobd-peers-smoke.XXXXXX)

@@ -5,15 +5,16 @@
 #
 #   PGJOBD_TEST_DATABASE_URL=... bash tests/ops/stream_smoke_test.sh PATH/TO/pgjobd
 #
-# Without PGJOBD_TEST_DATABASE_URL or pgbench it prints a SKIP line and passes.
+# Without PGJOBD_TEST_DATABASE_URL or pgbench it prints a SKIP line and exits 77
+# (ctest: skipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bin=${1:?usage: stream_smoke_test.sh PATH/TO/pgjobd}
 url=${PGJOBD_TEST_DATABASE_URL:-}
-if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 0; fi
+if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 77; fi
 for tool in pgbench psql curl; do
-  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 0; fi
+  if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 77; fi
 done
 
 out=$(mktemp -d /tmp/pgjobd-stream-smoke.XXXXXX)

@@ -1,6 +1,7 @@
 // DaemonProcess, run_cli and the small file, YAML, HTTP and /proc helpers of the e2e tests.
 
 #include "support/daemon_process.hpp"
+#include "support/build_paths.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -68,7 +69,7 @@ std::vector<char*> to_c_array(std::vector<std::string>& strings) {
 // clean signal state (no blocked or ignored signals inherited from the test runner).
 pid_t spawn_pgjobd(const std::vector<std::string>& args, const EnvOverrides& env,
                    const std::string& stdout_path, const std::string& stderr_path) {
-  std::vector<std::string> argv_strings = {PGJOBD_BINARY};
+  std::vector<std::string> argv_strings = {pgjobd_binary()};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings = child_environment(env);
   std::vector<char*> argv = to_c_array(argv_strings);
@@ -101,8 +102,7 @@ pid_t spawn_pgjobd(const std::vector<std::string>& args, const EnvOverrides& env
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) {
-    throw std::runtime_error(std::string("cannot start ") + PGJOBD_BINARY + ": " +
-                             std::strerror(error));
+    throw std::runtime_error("cannot start " + pgjobd_binary() + ": " + std::strerror(error));
   }
   return pid;
 }

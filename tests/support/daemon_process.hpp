@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -116,6 +118,13 @@ class DaemonProcess {
   std::string stderr_path_;
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
+};
+
+// SIGCONT on scope exit, so a test failing while a daemon is frozen (SIGSTOP) still lets
+// its cleanup drain it.
+struct ContinueOnExit {
+  DaemonProcess& daemon;
+  ~ContinueOnExit() { daemon.signal(SIGCONT); }
 };
 
 // SIGTERM, then expects a drain and exit 0 within 20 s.

@@ -1,6 +1,7 @@
 // PrivateCluster (pg-cluster.sh on a template copy), ClusterSession and the /proc helpers.
 
 #include "support/private_cluster.hpp"
+#include "support/build_paths.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -29,7 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::string kClusterScript = std::string(PGJOBD_SOURCE_DIR) + "/scripts/pg-cluster.sh";
+const std::string kClusterScript = source_path("scripts/pg-cluster.sh");
 const std::string kPgBin = "/usr/lib/postgresql/15/bin";
 // A PGJOBD_TEST_PORT meant for the shared server must not place a private one on its port.
 const EnvOverrides kAnyPort = {{"PGJOBD_TEST_PORT", std::nullopt}};

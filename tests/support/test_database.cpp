@@ -83,6 +83,10 @@ std::string TestSchema::expand(const std::string& sql) const {
   return text;
 }
 
+std::string TestSchema::qualified(const std::string& table) const {
+  return quote_identifier(name_) + "." + table;
+}
+
 std::string TestSchema::query(const std::string& sql) {
   pqxx::nontransaction txn(*conn_);
   const auto rows = txn.exec(expand(sql));

@@ -26,6 +26,8 @@ class TestSchema {
   TestSchema& operator=(const TestSchema&) = delete;
 
   const std::string& name() const { return name_; }
+  // "schema"."table", for a table the {jobs} placeholder does not name.
+  std::string qualified(const std::string& table) const;
   // A config for this schema: fast polling, metrics off, no handlers.
   Config config() const;
 
