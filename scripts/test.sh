@@ -16,12 +16,12 @@
 # the cores, as most of a case's time is spent waiting). Builds go through ccache
 # (CMakeLists.txt), so a second run, or one after a developer's own builds, compiles little.
 # The server is stopped however the tests end. PGJOBD_TEST_STAGES limits the stages, e.g.
-# PGJOBD_TEST_STAGES=release while iterating (README "Testing").
+# PGJOBD_TEST_STAGES=release while iterating (README "The test loop").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step's header says when it began, from the script's start, so that CI's log shows
-# where the minutes go (the suite is kept under an hour; CI cuts it at 90 minutes).
+# where the minutes go (README "The test loop" has the budget; CI cuts it at 90 minutes).
 header() { printf '== %s (at %d:%02d)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 # Each stage's minutes, printed at the end (the README's table is made of these).
 timings=()
@@ -37,8 +37,9 @@ stages=${PGJOBD_TEST_STAGES:-lint fuzz release asan tsan}
 jobs=$(nproc)
 test_jobs=${PGJOBD_TEST_JOBS:-$((jobs * 2))}
 
-# Style and static analysis; needs no database and no build, only a configured release tree
-# for compile_commands.json (configuring also generates the sources clang-tidy reads).
+# Style and static analysis; needs no database and no build, only a configured tree for
+# compile_commands.json (the lint preset: one command per file, no unity batches;
+# configuring also generates the sources clang-tidy reads).
 lint() {
   header "lint: clang-format"
   find src include tests -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0 |
@@ -54,7 +55,8 @@ fi
 # Each fuzz target for a bounded time over a copy of its corpus (libFuzzer adds the inputs
 # it finds to the directory it reads, and CI must not write into the checkout). Any crash,
 # sanitizer report, failed invariant, timeout or memory blow-up fails the stage; libFuzzer
-# then writes the input as crash-*/timeout-*/oom-* into the work directory, printed below.
+# then writes the input as <target>-crash-*/timeout-*/oom-* into the work directory,
+# printed below.
 fuzz_one() {
   local target=$1 dict=()
   mkdir "$work/$target"

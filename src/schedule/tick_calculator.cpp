@@ -4,10 +4,14 @@
 
 // GCC 12 reads date.h's parser (from_stream) as using a variable it has not set when it
 // inlines it with the other files of a unity batch: a false positive in the library.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <date/tz.h>
 #pragma GCC diagnostic pop
+#else
+#include <date/tz.h>
+#endif
 
 #include <algorithm>
 #include <sstream>
