@@ -13,6 +13,7 @@
 #include "db/pg_job_store.hpp"
 #include "support/app_session.hpp"
 #include "support/claims.hpp"
+#include "support/schema_notifications.hpp"
 #include "support/test_database.hpp"
 #include "support/test_text.hpp"
 
@@ -101,19 +102,12 @@ TEST(Cancel, RunningJobIsMarkedNotifiedAndReportedByTheHeartbeat) {
   ASSERT_EQ(jobs.size(), 2u);
 
   Session listener(schema);
-  struct Receiver : pqxx::notification_receiver {
-    explicit Receiver(pqxx::connection_base& conn)
-        : pqxx::notification_receiver(conn, "pgjobd_cancel") {}
-    void operator()(const std::string& payload, int) override { payloads.push_back(payload); }
-    std::vector<std::string> payloads;
-  } receiver(listener.connection());
+  testing::SchemaNotifications receiver(listener.connection(), "pgjobd_cancel", schema.name());
   listener.query("SELECT 1");  // the LISTEN is sent with the next statement
 
   Session app(schema);
   EXPECT_EQ(app.query("SELECT {s}.pgjobd_cancel(" + id_text(jobs[0].id) + ", 'first')"), "running");
-  for (int i = 0; i < 100 && receiver.payloads.empty(); ++i) {
-    listener.connection().await_notification(0, 100000);
-  }
+  receiver.await_first();
   EXPECT_EQ(receiver.payloads, std::vector<std::string>{schema.name()});
   EXPECT_EQ(status_of(schema, jobs[0].id), "running");
   // A second request keeps the first one's reason.

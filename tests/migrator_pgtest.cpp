@@ -11,6 +11,7 @@
 
 #include "db/migrations.hpp"
 #include "db/sql_text.hpp"
+#include "support/schema_notifications.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -34,20 +35,9 @@ class MigratorTest : public ::testing::Test {
   ConnectionPtr conn_;
 };
 
-// Counts the notifications for one schema: the channel is shared by every schema on the
+// The notifications for this test's schema: the channel is shared by every schema on the
 // server, and other tests (a bench run, an e2e daemon) may insert jobs meanwhile.
-class CountingReceiver final : public pqxx::notification_receiver {
- public:
-  CountingReceiver(pqxx::connection_base& conn, const std::string& channel, std::string schema)
-      : pqxx::notification_receiver(conn, channel), schema_(std::move(schema)) {}
-  void operator()(const std::string& payload, int) override {
-    if (payload == schema_) ++count;
-  }
-  int count = 0;
-
- private:
-  std::string schema_;
-};
+using testing::SchemaNotifications;
 
 // Collects the notifications already committed: until one second of silence.
 void drain(pqxx::connection_base& listener) {
@@ -133,11 +123,11 @@ TEST_F(MigratorTest, SchemaNamesAreQuoted) {
   {
     // The INSERT trigger finds its clock sequence by the schema's name (sql/010).
     auto listener = open_connection(db_, "test");
-    CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+    SchemaNotifications receiver(*listener, "pgjobd_jobs", db_.schema);
     pqxx::nontransaction txn(*conn_);
     txn.exec("INSERT INTO \"Mixed Case\".jobs (type) VALUES ('a')");
     drain(*listener);
-    EXPECT_EQ(receiver.count, 1);
+    EXPECT_EQ(receiver.count(), 1);
   }
   drop();
 }
@@ -167,7 +157,7 @@ TEST_F(MigratorTest, CreatesEveryDocumentedColumnAndTheNotifyTrigger) {
 TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
   migrate(*conn_, db_.schema);
   auto listener = open_connection(db_, "test");
-  CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+  SchemaNotifications receiver(*listener, "pgjobd_jobs", db_.schema);
   const std::string s = quote_identifier(db_.schema);
   {
     pqxx::nontransaction txn(*conn_);
@@ -178,7 +168,7 @@ TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
     txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('single')");
   }
   drain(*listener);
-  EXPECT_EQ(receiver.count, 2);  // one per INSERT statement, not one per row
+  EXPECT_EQ(receiver.count(), 2);  // one per INSERT statement, not one per row
 }
 
 // sql/010: a NOTIFY serialises commits server-wide, so the trigger sends none within 2 ms
@@ -187,7 +177,7 @@ TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
 TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheClockWentBack) {
   migrate(*conn_, db_.schema);
   auto listener = open_connection(db_, "test");
-  CountingReceiver receiver(*listener, "pgjobd_jobs", db_.schema);
+  SchemaNotifications receiver(*listener, "pgjobd_jobs", db_.schema);
   const std::string s = quote_identifier(db_.schema);
   const std::string clock = "'" + s + ".pgjobd_notify_clock'";
   const std::string now_ms = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
@@ -201,8 +191,8 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
     txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'a' FROM (SELECT setval(" + clock + ", " +
              now_ms + ")) c");
     drain(*listener);
-    skipped = receiver.count == notified;
-    notified = receiver.count;
+    skipped = receiver.count() == notified;
+    notified = receiver.count();
   }
   EXPECT_TRUE(skipped) << "each of 5 INSERTs notified, within 2 ms of the last NOTIFY";
 
@@ -211,7 +201,7 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
   txn.exec("SELECT setval(" + clock + ", " + now_ms + " + 3600000)");
   txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('b')");
   drain(*listener);
-  EXPECT_EQ(receiver.count, notified + 1);
+  EXPECT_EQ(receiver.count(), notified + 1);
   EXPECT_EQ(txn.exec("SELECT pg_sequence_last_value(" + clock + ") BETWEEN " + now_ms +
                      " - 60000 AND " + now_ms)[0][0]
                 .as<bool>(),
@@ -231,7 +221,7 @@ TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheCloc
     EXPECT_THROW(insert.exec("SELECT setval(" + clock + ", 0)"), pqxx::insufficient_privilege);
   }
   drain(*listener);
-  EXPECT_EQ(receiver.count, notified + 2);
+  EXPECT_EQ(receiver.count(), notified + 2);
   txn.exec("DROP OWNED BY " + quote_identifier(role));
   txn.exec("DROP ROLE " + quote_identifier(role));
 }

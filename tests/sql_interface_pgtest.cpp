@@ -23,6 +23,7 @@
 #include "support/app_session.hpp"
 #include "support/build_paths.hpp"
 #include "support/claims.hpp"
+#include "support/schema_notifications.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
 #include "support/test_text.hpp"
@@ -416,21 +417,14 @@ TEST(SqlInterface, PauseAndResumeRefuseBadQueueNames) {
 TEST(SqlInterface, PauseAndResumeNotifyTheSchemasDaemons) {
   TestSchema schema;
   Session listener(schema);
-  struct Receiver : pqxx::notification_receiver {
-    explicit Receiver(pqxx::connection_base& conn)
-        : pqxx::notification_receiver(conn, "pgjobd_jobs") {}
-    void operator()(const std::string& payload, int) override { payloads.push_back(payload); }
-    std::vector<std::string> payloads;
-  } receiver(listener.connection());
+  testing::SchemaNotifications receiver(listener.connection(), "pgjobd_jobs", schema.name());
   listener.query("SELECT 1");  // the LISTEN is sent with the next statement
   Session app(schema);
   for (const char* call : {"pgjobd_resume_queue", "pgjobd_pause_queue"}) {
     SCOPED_TRACE(call);
     receiver.payloads.clear();
     app.query("SELECT {s}." + std::string(call) + "('mail')");
-    for (int i = 0; i < 100 && receiver.payloads.empty(); ++i) {
-      listener.connection().await_notification(0, 100000);  // waits for the notification
-    }
+    receiver.await_first();
     ASSERT_EQ(receiver.payloads, std::vector<std::string>{schema.name()});
   }
 }
