@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "handlers/tail_buffer.hpp"
+#include "support/wait_until.hpp"
 
 namespace pgjobd {
 namespace {
@@ -343,14 +344,14 @@ TEST_F(ExecHandlerTest, StopRequestReleasesPromptly) {
   config.kill_grace = 10s;
   std::stop_source stop;
   const auto start = Clock::now();
-  std::jthread stopper([&stop] {
-    std::this_thread::sleep_for(200ms);
+  std::jthread stopper([&stop, this] {
+    // Once the child runs: it has written its pid.
+    testing::wait_until([this] { return !read_file(file("pid")).empty(); }, 10s);
     stop.request_stop();
   });
   const JobResult result = run(config, make_job(), stop.get_token());
   const double elapsed = seconds_since(start);
   EXPECT_EQ(result.outcome, Outcome::kReleased);
-  EXPECT_GE(elapsed, 0.19);
   EXPECT_LT(elapsed, 3);
   errno = 0;
   EXPECT_EQ(::kill(read_pid(file("pid")), 0), -1);

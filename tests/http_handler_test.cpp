@@ -75,6 +75,12 @@ class TestServer {
     released_cv_.notify_all();
   }
 
+  // /hang requests the server holds now.
+  int hanging() {
+    std::lock_guard lock(mutex_);
+    return hanging_;
+  }
+
   Received received() {
     std::lock_guard lock(mutex_);
     return received_;
@@ -139,7 +145,9 @@ class TestServer {
   static int on_hang(mg_connection* conn, void* self_data) {
     auto* self = static_cast<TestServer*>(self_data);
     std::unique_lock lock(self->mutex_);
+    ++self->hanging_;
     self->released_cv_.wait(lock, [self] { return self->released_; });
+    --self->hanging_;
     lock.unlock();
     respond(conn, 200, "late");
     return 200;
@@ -150,6 +158,7 @@ class TestServer {
   std::mutex mutex_;
   std::condition_variable released_cv_;
   bool released_ = false;
+  int hanging_ = 0;
   Received received_;
 };
 
@@ -286,8 +295,9 @@ TEST_F(HttpHandlerTest, TimeoutRetries) {
 TEST_F(HttpHandlerTest, StopReleasesPromptly) {
   const Handler handler = make_http_handler(http_config(server_->url("/hang"), Millis(30000)));
   std::stop_source stop;
-  std::jthread stopper([&stop] {
-    std::this_thread::sleep_for(200ms);
+  std::jthread stopper([&stop, this] {
+    // Once the request is in flight: the server holds it.
+    testing::wait_until([this] { return server_->hanging() == 1; }, 10s);
     stop.request_stop();
   });
   const auto start = std::chrono::steady_clock::now();
