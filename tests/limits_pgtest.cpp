@@ -162,7 +162,19 @@ TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
   EXPECT_EQ(schema.count("status = 'done'"), 400);
 }
 
-TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
+// One second of four claimers taking turns at a rate limit's bucket (200/s, burst 20), in
+// a schema of its own: what they claimed and what the bucket must at least have given.
+struct BucketRun {
+  int claimed = 0;
+  int at_most = 0;
+  int at_least = 0;
+  double window = 0;  // seconds of refill the lower bound counts
+  std::size_t claims = 0;
+  bool told_to_wait = false;
+  std::int64_t running = 0;
+};
+
+BucketRun run_bucket_claimers() {
   TestSchema schema;
   PgJobStore admin(schema.config().database, "test");
   constexpr double kRate = 200;
@@ -206,10 +218,15 @@ TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
   }
   for (auto& thread : claimers) thread.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  BucketRun run;
+  run.claimed = claimed.load();
+  run.claims = claims.size();
+  run.told_to_wait = told_to_wait.load();
+  run.running = schema.count("status = 'running'");
   // At most the burst at once, then the rate per second since the first claim could start;
   // +1 for the token that refills while the last claim runs.
-  EXPECT_LE(claimed.load(), kBurst + static_cast<int>(kRate * elapsed) + 1) << elapsed << " s";
-
+  run.at_most = kBurst + static_cast<int>(kRate * elapsed) + 1;
+  if (!first_token) return run;
   // At least: the bucket was created full no later than the first claim that got jobs
   // returned, and every token refilled from then until the last claim began was claimed,
   // but for the fraction the last claim leaves and what a full bucket could not hold. A
@@ -217,7 +234,6 @@ TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
   // rate with no take: counted for every gap between claims longer than that, and for
   // every claim that took longer (it may have held the bucket meanwhile). On a quiet
   // machine neither happens; on a loaded one this keeps the bound true.
-  ASSERT_TRUE(first_token) << "no claim got a job";
   std::sort(claims.begin(), claims.end());
   const double fill_time = (kBurst - 1) / kRate;
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
@@ -229,13 +245,27 @@ TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
           std::max(0.0, seconds(claims[i].first - claims[i - 1].first) - fill_time);
     }
   }
-  const double window = seconds(claims.back().first - *first_token) - lost_to_full_bucket;
-  const int at_least = kBurst + static_cast<int>(kRate * std::max(window, 0.0)) - 1;
-  EXPECT_GE(window, 0.5) << "the claimers got too few turns to measure the refill";
-  EXPECT_GE(claimed.load(), at_least)
-      << "tokens were lost: " << window << " s of refill, " << claims.size() << " claims";
-  EXPECT_TRUE(told_to_wait) << "a held claim says when the next token is due (at most 1/rate)";
-  EXPECT_EQ(schema.count("status = 'running'"), claimed.load());
+  run.window = seconds(claims.back().first - *first_token) - lost_to_full_bucket;
+  run.at_least = kBurst + static_cast<int>(kRate * std::max(run.window, 0.0)) - 1;
+  return run;
+}
+
+// The lower bound needs half a second of refill in which the claimers kept the bucket
+// from filling up; on a loaded machine a run may not give that (slow claims count as time
+// the bucket may have been full), and is then repeated, at most four times in all. The
+// upper bound holds in every run.
+TEST(Limits, ARateLimitCountsStartsWithATokenBucket) {
+  BucketRun run;
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    run = run_bucket_claimers();
+    EXPECT_LE(run.claimed, run.at_most) << "attempt " << attempt;
+    EXPECT_EQ(run.running, run.claimed) << "attempt " << attempt;
+    if (run.window >= 0.5) break;
+  }
+  ASSERT_GE(run.window, 0.5) << "the claimers got too few turns to measure the refill";
+  EXPECT_GE(run.claimed, run.at_least)
+      << "tokens were lost: " << run.window << " s of refill, " << run.claims << " claims";
+  EXPECT_TRUE(run.told_to_wait) << "a held claim says when the next token is due (at most 1/rate)";
 }
 
 // A claim takes its tokens when it reads the bucket; what refills while it then holds the
