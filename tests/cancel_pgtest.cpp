@@ -108,7 +108,7 @@ TEST(Cancel, RunningJobIsMarkedNotifiedAndReportedByTheHeartbeat) {
   Session app(schema);
   EXPECT_EQ(app.query("SELECT {s}.pgjobd_cancel(" + id_text(jobs[0].id) + ", 'first')"), "running");
   receiver.await_first();
-  EXPECT_EQ(receiver.payloads, std::vector<std::string>{schema.name()});
+  EXPECT_EQ(receiver.count(), 1);
   EXPECT_EQ(status_of(schema, jobs[0].id), "running");
   // A second request keeps the first one's reason.
   EXPECT_EQ(app.query("SELECT {s}.pgjobd_cancel(" + id_text(jobs[0].id) + ", 'second')"),

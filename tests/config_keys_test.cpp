@@ -13,6 +13,7 @@
 #include "config/config_keys.hpp"
 #include "config/config_reload.hpp"
 #include "pgjobd/config.hpp"
+#include "support/config_problems.hpp"
 
 namespace pgjobd {
 namespace {
@@ -46,15 +47,7 @@ std::string nested_yaml(const std::vector<std::string>& parts, const std::string
   return yaml;
 }
 
-// The problems parse_config reports for `yaml` (none when it accepts it).
-std::vector<std::string> problems_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
+using testing::problems_of;
 
 // Every key with a fixed place in Config set to a value other than its default.
 Config everything_changed() {

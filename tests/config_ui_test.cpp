@@ -6,20 +6,14 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
+#include "support/config_problems.hpp"
 
 namespace pgjobd {
 namespace {
 
 const std::string kHash = "$y$j9T$abcdefghijklmnop$ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef";
 
-std::vector<std::string> ui_problems_of(const std::string& yaml) {
-  try {
-    parse_config(yaml, "t.yaml");
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
+using testing::problems_of;
 
 std::string joined(const std::vector<std::string>& problems) {
   std::string text;
@@ -63,15 +57,14 @@ ui:
 
 TEST(ConfigUiTest, LoopbackWithoutUsersIsAllowed) {
   for (const char* listen : {"127.0.0.1:9465", "localhost:0", "[::1]:9465"}) {
-    EXPECT_TRUE(ui_problems_of(std::string("ui: {listen: \"") + listen + "\"}\n").empty())
-        << listen;
+    EXPECT_TRUE(problems_of(std::string("ui: {listen: \"") + listen + "\"}\n").empty()) << listen;
   }
 }
 
 TEST(ConfigUiTest, NonLoopbackWithoutUsersNamesUiUsers) {
   for (const char* listen : {"0.0.0.0:9465", "10.0.0.5:80", "[::]:9465", "dash.example:9465"}) {
     std::vector<std::string> problems =
-        ui_problems_of(std::string("ui:\n  listen: \"") + listen + "\"\n");
+        problems_of(std::string("ui:\n  listen: \"") + listen + "\"\n");
     ASSERT_EQ(problems.size(), 1u) << listen << "\n" << joined(problems);
     EXPECT_NE(problems[0].find("ui.users"), std::string::npos) << problems[0];
     EXPECT_NE(problems[0].find("loopback"), std::string::npos) << problems[0];
@@ -79,14 +72,14 @@ TEST(ConfigUiTest, NonLoopbackWithoutUsersNamesUiUsers) {
 }
 
 TEST(ConfigUiTest, BadListenIsReported) {
-  std::vector<std::string> problems = ui_problems_of("ui: {listen: nonsense}\n");
+  std::vector<std::string> problems = problems_of("ui: {listen: nonsense}\n");
   ASSERT_EQ(problems.size(), 1u) << joined(problems);
   EXPECT_NE(problems[0].find("ui.listen"), std::string::npos) << problems[0];
 }
 
 TEST(ConfigUiTest, UnknownRoleIsReported) {
   std::vector<std::string> problems =
-      ui_problems_of("ui:\n  users:\n    alice: {password_hash: \"" + kHash + "\", role: admin}\n");
+      problems_of("ui:\n  users:\n    alice: {password_hash: \"" + kHash + "\", role: admin}\n");
   ASSERT_EQ(problems.size(), 1u) << joined(problems);
   EXPECT_NE(problems[0].find("t.yaml:3: ui.users.alice.role"), std::string::npos) << problems[0];
   EXPECT_NE(problems[0].find("'admin'"), std::string::npos) << problems[0];
@@ -95,8 +88,8 @@ TEST(ConfigUiTest, UnknownRoleIsReported) {
 TEST(ConfigUiTest, PlainPasswordInsteadOfHashIsReported) {
   for (const char* hash : {"hunter2", "", "$y$short", "$y$j9T$has space$abcdefghijk"}) {
     std::vector<std::string> problems =
-        ui_problems_of(std::string("ui:\n  users:\n    alice: {password_hash: \"") + hash +
-                       "\", role: operator}\n");
+        problems_of(std::string("ui:\n  users:\n    alice: {password_hash: \"") + hash +
+                    "\", role: operator}\n");
     ASSERT_EQ(problems.size(), 1u) << hash << "\n" << joined(problems);
     EXPECT_NE(problems[0].find("ui.users.alice.password_hash"), std::string::npos) << problems[0];
     EXPECT_NE(problems[0].find("crypt(3)"), std::string::npos) << problems[0];
@@ -104,7 +97,7 @@ TEST(ConfigUiTest, PlainPasswordInsteadOfHashIsReported) {
 }
 
 TEST(ConfigUiTest, MissingHashOrRoleIsReported) {
-  std::vector<std::string> problems = ui_problems_of("ui:\n  users:\n    alice: {}\n");
+  std::vector<std::string> problems = problems_of("ui:\n  users:\n    alice: {}\n");
   std::string text = joined(problems);
   EXPECT_EQ(problems.size(), 2u) << text;
   EXPECT_NE(text.find("ui.users.alice.password_hash: missing"), std::string::npos) << text;
@@ -112,15 +105,15 @@ TEST(ConfigUiTest, MissingHashOrRoleIsReported) {
 }
 
 TEST(ConfigUiTest, UnknownUserKeyIsReported) {
-  std::vector<std::string> problems = ui_problems_of(
-      "ui:\n  users:\n    alice: {password_hash: \"" + kHash + "\", role: operator, pw: x}\n");
+  std::vector<std::string> problems = problems_of("ui:\n  users:\n    alice: {password_hash: \"" +
+                                                  kHash + "\", role: operator, pw: x}\n");
   ASSERT_EQ(problems.size(), 1u) << joined(problems);
   EXPECT_NE(problems[0].find("ui.users.alice.pw"), std::string::npos) << problems[0];
 }
 
 TEST(ConfigUiTest, DurationsHaveFloors) {
   std::string text =
-      joined(ui_problems_of("ui: {refresh: 100ms, session_ttl: 10s, statement_timeout: 0}\n"));
+      joined(problems_of("ui: {refresh: 100ms, session_ttl: 10s, statement_timeout: 0}\n"));
   EXPECT_NE(text.find("ui.refresh: must be at least 1s"), std::string::npos) << text;
   EXPECT_NE(text.find("ui.session_ttl: must be at least 1m"), std::string::npos) << text;
   EXPECT_NE(text.find("ui.statement_timeout: must be more than 0"), std::string::npos) << text;

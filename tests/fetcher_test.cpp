@@ -3,6 +3,7 @@
 // outage. The pool is real; the database is the in-memory fake.
 
 #include "engine/fetcher.hpp"
+#include "support/claims.hpp"
 #include "support/metrics_text.hpp"
 
 #include <gtest/gtest.h>
@@ -37,17 +38,12 @@ using pgjobd::testing::wait_until;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
-using Slots = std::map<std::string, int>;
+using testing::as_map;
+using testing::Slots;
 
 // The claim time the fetchers here warn about (the daemon's is a second): the test of the
 // warning holds two claims just past it.
 constexpr Millis kSlowClaim{250};
-
-Slots as_map(const std::vector<QueueSlots>& slots) {
-  Slots map;
-  for (const auto& slot : slots) map[slot.queue] = slot.free;
-  return map;
-}
 
 class FetcherTest : public ::testing::Test {
  protected:

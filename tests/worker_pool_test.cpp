@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/claims.hpp"
 #include "support/job_gate.hpp"
 #include "support/wait_until.hpp"
 
@@ -23,7 +24,8 @@ using pgjobd::testing::JobGate;
 using pgjobd::testing::wait_until;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
-using Slots = std::map<std::string, int>;
+using testing::as_map;
+using testing::Slots;
 
 // Without prefetch unless asked: the slot counts of most tests do not move as jobs finish.
 WorkerConfig workers(int concurrency, const Slots& queue_limits = {{"default", 0}},
@@ -43,12 +45,6 @@ Job job_in(std::int64_t id, const std::string& queue = "default", int priority =
   job.priority = priority;
   job.type = "gated";
   return job;
-}
-
-Slots slots_as_map(const std::vector<QueueSlots>& slots) {
-  Slots map;
-  for (const auto& slot : slots) map[slot.queue] = slot.free;
-  return map;
 }
 
 class WorkerPoolTest : public ::testing::Test {
@@ -111,24 +107,24 @@ class WorkerPoolTest : public ::testing::Test {
 
 TEST_F(WorkerPoolTest, SlotsAreCountedGloballyAndPerQueue) {
   WorkerPool& pool = make_pool(workers(4, {{"a", 2}, {"b", 0}}));
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"a", 2}, {"b", 4}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 2}, {"b", 4}}));
   EXPECT_EQ(pool.claimable(), 4);
   pool.start();
 
   pool.submit({job_in(1, "a"), job_in(2, "a")});
   // Queue a is at its limit and disappears; b keeps what the global bound leaves.
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"b", 2}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 2}}));
   EXPECT_EQ(pool.claimable(), 2);
   EXPECT_EQ(pool.busy(), 2);
 
   pool.submit({job_in(3, "b")});
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"b", 1}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 1}}));
   EXPECT_EQ(pool.claimable(), 1);
   ASSERT_TRUE(gate_.wait_started(3));
 
   gate_.release(1);
   ASSERT_TRUE(wait_freed(1));
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 2}}));
   EXPECT_EQ(pool.claimable(), 2);
   EXPECT_EQ(pool.busy(), 2);
   EXPECT_EQ(pool.submitted(), 3u);
@@ -139,7 +135,7 @@ TEST_F(WorkerPoolTest, ClaimableIsBoundedByTheSumOfQueueLimits) {
   EXPECT_EQ(pool.claimable(), 3);
   pool.start();
   pool.submit({job_in(1, "b")});
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 1}}));
   EXPECT_EQ(pool.claimable(), 2);
 }
 
@@ -188,7 +184,7 @@ TEST_F(WorkerPoolTest, ResizeDownLetsRunningJobsFinishAndClaimsNothingUntilBelow
   EXPECT_TRUE(pool.free_slots().empty());  // 1 busy, capacity 1
   gate_.release(3);
   ASSERT_TRUE(wait_freed(3));
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"default", 1}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"default", 1}}));
   EXPECT_EQ(pool.claimable(), 1);
   EXPECT_TRUE(gate_.stopped().empty());
 
@@ -228,10 +224,10 @@ TEST_F(WorkerPoolTest, ResizeChangesQueueLimitsLive) {
   pool.submit({job_in(1, "a")});
   EXPECT_TRUE(pool.free_slots().empty());
   pool.resize(workers(4, {{"a", 2}, {"b", 0}}));
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 3}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"a", 1}, {"b", 3}}));
   // A queue no longer served offers no slots; its running job still counts globally.
   pool.resize(workers(4, {{"b", 0}}));
-  EXPECT_EQ(slots_as_map(pool.free_slots()), (Slots{{"b", 3}}));
+  EXPECT_EQ(as_map(pool.free_slots()), (Slots{{"b", 3}}));
   EXPECT_FALSE(gate_.stop_requested(1));
 }
 
@@ -455,7 +451,7 @@ TEST_F(WorkerPoolTest, AJobIsTakenWhileTheOtherThreadsAreStillBeingMade) {
   WorkerPool& pool = *pool_;
   std::jthread starter([&] { pool.start(); });  // joined on an early return too
   ASSERT_TRUE(wait_until([&] { return making_second.load(); }, seconds(20)));
-  EXPECT_EQ(slots_as_map(pool.free_slots(false)), (Slots{{"default", 2}}));
+  EXPECT_EQ(as_map(pool.free_slots(false)), (Slots{{"default", 2}}));
   pool.submit({job_in(1)});
   ASSERT_TRUE(gate_.wait_started(1));
   EXPECT_TRUE(making_second.load()) << "the job waited for the second thread to be made";

@@ -22,17 +22,7 @@ std::set<std::string> distinct(const std::vector<std::string>& lines) {
 }
 
 std::set<std::string> id_texts_where(TestSchema& schema, const std::string& where) {
-  std::set<std::string> ids;
-  const std::string list =
-      schema.query("SELECT string_agg(id::text, ',') FROM {jobs} WHERE " + where);
-  std::size_t start = 0;
-  while (start < list.size()) {
-    const auto comma = list.find(',', start);
-    ids.insert(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return ids;
+  return distinct(schema.column("SELECT id::text FROM {jobs} WHERE " + where));
 }
 
 long millis_since(Clock::time_point start) {

@@ -23,14 +23,8 @@ using Clock = std::chrono::steady_clock;
 
 std::set<std::int64_t> ids_where(TestSchema& schema, const std::string& where) {
   std::set<std::int64_t> ids;
-  const std::string list =
-      schema.query("SELECT string_agg(id::text, ',') FROM {jobs} WHERE " + where);
-  std::size_t start = 0;
-  while (start < list.size()) {
-    const auto comma = list.find(',', start);
-    ids.insert(std::stoll(list.substr(start, comma == std::string::npos ? comma : comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  for (const std::string& id : schema.column("SELECT id FROM {jobs} WHERE " + where)) {
+    ids.insert(std::stoll(id));
   }
   return ids;
 }

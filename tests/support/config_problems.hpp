@@ -10,6 +10,17 @@
 
 namespace pgjobd::testing {
 
+// The problems parse_config reports for `yaml` (source name "t.yaml"), none when it
+// accepts it.
+inline std::vector<std::string> problems_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "t.yaml");
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
 // The problems parse_config reports for `yaml` (source name "t.yaml"), or a test failure
 // if it accepts it.
 inline std::vector<std::string> problems(const std::string& yaml) {

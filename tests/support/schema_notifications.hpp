@@ -2,12 +2,11 @@
 // One schema's notifications on a channel every schema of the database shares (pgjobd_jobs,
 // pgjobd_cancel: the payload names the schema). Tests run side by side, each in a schema of
 // its own, so a listener also hears the others' notifications: only those naming this
-// schema are recorded.
+// schema are counted.
 
 #include <pqxx/pqxx>
 
 #include <string>
-#include <vector>
 
 namespace pgjobd::testing {
 
@@ -18,20 +17,20 @@ class SchemaNotifications : public pqxx::notification_receiver {
       : pqxx::notification_receiver(conn, channel), schema_(std::move(schema)) {}
 
   void operator()(const std::string& payload, int) override {
-    if (payload == schema_) payloads.push_back(payload);
+    if (payload == schema_) ++count_;
   }
 
   // Waits up to 10 s for a first notification naming the schema.
   void await_first() {
-    for (int i = 0; i < 100 && payloads.empty(); ++i) conn().await_notification(0, 100000);
+    for (int i = 0; i < 100 && count_ == 0; ++i) conn().await_notification(0, 100000);
   }
 
-  int count() const { return static_cast<int>(payloads.size()); }
-
-  std::vector<std::string> payloads;
+  int count() const { return count_; }
+  void reset() { count_ = 0; }
 
  private:
   std::string schema_;
+  int count_ = 0;
 };
 
 }  // namespace pgjobd::testing

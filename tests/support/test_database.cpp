@@ -94,6 +94,13 @@ std::string TestSchema::query(const std::string& sql) {
   return rows[0][0].c_str();
 }
 
+std::vector<std::string> TestSchema::column(const std::string& sql) {
+  pqxx::nontransaction txn(*conn_);
+  std::vector<std::string> values;
+  for (const auto& row : txn.exec(expand(sql))) values.emplace_back(row[0].c_str());
+  return values;
+}
+
 std::int64_t TestSchema::count(const std::string& where) {
   return std::stoll(query("SELECT count(*) FROM {jobs} WHERE " + where));
 }

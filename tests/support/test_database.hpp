@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "db/connection.hpp"
 #include "pgjobd/config.hpp"
@@ -34,6 +35,8 @@ class TestSchema {
   // Runs SQL (with {jobs} replaced by the quoted table) and returns the first column of
   // the first row as text ("" when there is no row or it is NULL).
   std::string query(const std::string& sql);
+  // The first column of every row, as text (NULL as "").
+  std::vector<std::string> column(const std::string& sql);
   std::int64_t count(const std::string& where = "true");
   void exec(const std::string& sql);
   // INSERTs `n` jobs of `type` in one statement; extra columns as "col = value" pairs
