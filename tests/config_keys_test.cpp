@@ -53,7 +53,8 @@ using testing::problems_of;
 Config everything_changed() {
   return parse_config(R"(
 database: {url: "postgresql://u@db/app", schema: jobs_1, migrate_on_start: yes,
-           synchronous_claims: true, pooler: transaction, listen_url: "postgresql://u@db:5432/app"}
+           synchronous_claims: true, pooler: transaction, listen_url: "postgresql://u@db:5432/app",
+           call_timeout: 7s}
 worker: {concurrency: 32, queues: {fast: {concurrency: 8}}, max_payload_bytes: 65536, prefetch: 5}
 poll: {min_interval: 250ms, max_interval: 1m, listen_notify: off}
 retry: {base: 2s, max_delay: 1h, jitter: 0}
@@ -203,12 +204,12 @@ TEST(ConfigReloadTest, EachKeyChangedAloneIsReloadedOrReported) {
 // The classification itself, spelled out: a key moving between live and restart is a
 // decision, which this test makes visible.
 TEST(ConfigReloadTest, RestartOnlyKeysInTableOrder) {
-  EXPECT_EQ(
-      keys_needing_restart(Config{}, everything_changed()),
-      (std::vector<std::string>{"database.url", "database.schema", "database.migrate_on_start",
-                                "database.synchronous_claims", "database.pooler",
-                                "database.listen_url", "poll.listen_notify", "lease.duration",
-                                "metrics.listen", "ui.listen", "ui.statement_timeout"}));
+  EXPECT_EQ(keys_needing_restart(Config{}, everything_changed()),
+            (std::vector<std::string>{
+                "database.url", "database.schema", "database.migrate_on_start",
+                "database.synchronous_claims", "database.pooler", "database.listen_url",
+                "database.call_timeout", "poll.listen_notify", "lease.duration", "metrics.listen",
+                "ui.listen", "ui.statement_timeout"}));
 }
 
 TEST(ConfigReloadTest, ReloadablePartTakesLiveKeysFromNextAndTheRestFromCurrent) {

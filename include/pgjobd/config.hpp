@@ -32,6 +32,10 @@ struct DatabaseConfig {
   // which a transaction pooler does not give. Empty: `url`, except with a transaction
   // pooler, where the daemon then polls (no LISTEN).
   std::string listen_url;
+  // How long one call to the database may wait for its answer; one still waiting then is
+  // abandoned: its session is closed, the work retried or released (src/db/call_deadline.hpp).
+  // 0 (the default): lease.duration / 2, between 2 s and 60 s (effective_call_timeout).
+  Millis call_timeout{0};
 
   bool operator==(const DatabaseConfig&) const = default;
 };
@@ -222,6 +226,11 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
 
 // Checks cross-field rules (min ≤ max interval, concurrency > 0, ...). Throws ConfigError.
 void validate_config(const Config& config, const std::string& source_name);
+
+// database.call_timeout, or when it is 0 the default derived from the lease: half of it, so
+// that a heartbeat abandoned at its deadline is retried before the lease runs out, and not
+// under 2 s, which a busy server's ordinary call can take.
+Millis effective_call_timeout(const Config& config);
 
 // Applies PGJOBD_DATABASE_URL, else DATABASE_URL, to config.database.url.
 void apply_environment(Config& config);

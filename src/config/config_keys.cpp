@@ -74,6 +74,11 @@ constexpr ConfigKey kKeys[] = {
         "database.listen_url", "", kRestart,
         "where the LISTEN session connects, e.g. past the pooler; empty: `url`, or no LISTEN "
         "(polling only) with `pooler: transaction`"),
+    field<&Config::database, &DatabaseConfig::call_timeout>(
+        "database.call_timeout", "0", kRestart,
+        "a database call still unanswered after this is abandoned: its session is closed and "
+        "the work retried or released; `0`: half of `lease.duration`, between 2s and 60s (see "
+        "[When the database stops answering](#when-the-database-stops-answering))"),
     field<&Config::worker, &WorkerConfig::concurrency>(
         "worker.concurrency", "16", kLive, "most jobs running at once in this daemon, 1..10000"),
     field<&Config::worker, &WorkerConfig::queues>(

@@ -1,6 +1,7 @@
 // Entry points of the config module: read a file, parse and validate it, apply the environment.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +72,11 @@ void validate_config(const Config& config, const std::string& source_name) {
   config_detail::Diagnostics diag(source_name);
   config_detail::check_config(config, diag);
   diag.throw_if_any();
+}
+
+Millis effective_call_timeout(const Config& config) {
+  if (config.database.call_timeout.count() > 0) return config.database.call_timeout;
+  return std::clamp<Millis>(config.lease.duration / 2, Millis(2000), Millis(60000));
 }
 
 void apply_environment(Config& config) {

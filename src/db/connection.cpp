@@ -5,8 +5,10 @@
 #include <libpq-fe.h>
 
 #include <memory>
+#include <new>
 #include <pqxx/pqxx>
 #include <utility>
+#include <vector>
 
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
@@ -14,16 +16,50 @@
 namespace pgjobd {
 namespace {
 
+// libpq's settings for noticing a peer that is gone without a word (a host that died, a
+// network path that drops packets): by default Linux waits two hours before the first
+// keepalive and retransmits unacknowledged data for about fifteen minutes. With these, an
+// idle session learns in about 11 s (5 s idle, then 3 probes 2 s apart) and a request that
+// is never acknowledged fails after 10 s; a host that does not answer a connect is given up
+// after 10 s (per host of a multi-host URL). A call that waits on a live but stuck server
+// (a commit waiting for a synchronous standby) is not covered by these: the call deadlines
+// (call_deadline.hpp) are. README "Connection settings" says how a URL overrides them.
+constexpr std::pair<const char*, const char*> kPeerDefaults[] = {
+    {"connect_timeout", "10"},    {"keepalives", "1"},       {"keepalives_idle", "5"},
+    {"keepalives_interval", "2"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "10000"},
+};
+
 // libpqxx 6.4 keeps the PGconn to itself, and its exec_params sends no parameter types.
 // A connection policy is libpqxx's documented extension point for how a connection is
 // made: this one connects like pqxx::connection and remembers the handle it made, so that
 // exec_typed can send parameter types through libpq on the same session.
+//
+// It also opens the session with PQconnectdbParams rather than PQconnectdb, so that the
+// daemon's defaults for noticing a dead peer (kPeerDefaults) come before the user's
+// conninfo, which libpq reads after them: anything the user's URL sets wins.
 class HandleKeepingConnect final : public pqxx::connect_direct {
  public:
   explicit HandleKeepingConnect(const std::string& options) : pqxx::connect_direct(options) {}
   handle do_startconnect(handle orig) override {
-    handle_ = pqxx::connect_direct::do_startconnect(orig);
-    return handle_;
+    if (orig != nullptr) return handle_ = orig;
+    std::vector<const char*> keywords;
+    std::vector<const char*> values;
+    for (const auto& [keyword, value] : kPeerDefaults) {
+      keywords.push_back(keyword);
+      values.push_back(value);
+    }
+    keywords.push_back("dbname");  // expanded: a URL or key=value conninfo
+    values.push_back(options().c_str());
+    keywords.push_back(nullptr);
+    values.push_back(nullptr);
+    orig = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+    if (orig == nullptr) throw std::bad_alloc();
+    if (PQstatus(orig) != CONNECTION_OK) {
+      const std::string message = PQerrorMessage(orig);
+      PQfinish(orig);
+      throw pqxx::broken_connection(message);
+    }
+    return handle_ = orig;
   }
   handle do_completeconnect(handle orig) override {
     handle_ = pqxx::connect_direct::do_completeconnect(orig);
@@ -88,6 +124,23 @@ void name_session(pqxx::connection_base& conn, const DatabaseConfig& config,
   if (config.pooler == "transaction") return;
   pqxx::nontransaction txn(conn);
   txn.exec_params("SELECT set_config('application_name', $1, false)", "pgjobd " + role);
+}
+
+int connection_socket(pqxx::connection_base& conn) {
+  // Every ConnectionPtr holds a Connection (open_connection makes them all).
+  PGconn* handle = static_cast<Connection&>(conn).handle();
+  return handle == nullptr ? -1 : PQsocket(handle);
+}
+
+std::string connection_option(pqxx::connection_base& conn, const std::string& keyword) {
+  PGconn* handle = static_cast<Connection&>(conn).handle();
+  if (handle == nullptr) return "";
+  const std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(PQconninfo(handle),
+                                                                             &PQconninfoFree);
+  for (const PQconninfoOption* o = options.get(); o != nullptr && o->keyword != nullptr; ++o) {
+    if (keyword == o->keyword) return o->val != nullptr ? o->val : "";
+  }
+  return "";
 }
 
 void exec_typed(pqxx::connection_base& conn, const std::string& sql,

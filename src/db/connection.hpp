@@ -33,6 +33,11 @@ ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& r
 void name_session(pqxx::connection_base& conn, const DatabaseConfig& config,
                   const std::string& role);
 
+// The session's socket descriptor (-1 when it is not open), for CallDeadline.
+int connection_socket(pqxx::connection_base& conn);
+// The value libpq uses for connection option `keyword` on this session ("" if none).
+std::string connection_option(pqxx::connection_base& conn, const std::string& keyword);
+
 // A parameter with its type stated: the server need not infer it, so a statement may
 // leave a parameter unused. type_oid is a pg_type OID (jsonb 3802, int8 20).
 struct TypedParam {

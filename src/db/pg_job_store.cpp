@@ -12,6 +12,7 @@
 
 #include "db/connection.hpp"
 #include "db/field_values.hpp"
+#include "db/guarded_call.hpp"
 #include "db/migrator.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
@@ -68,17 +69,10 @@ ConnectionPtr adopt_or_open(ConnectionPtr handed, const DatabaseConfig& config,
 
 std::uint64_t PgJobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
-// The one place database exceptions are translated: the connection is dropped (a failed
-// connection is reopened on next use; after an SQL error the session may be in an
-// unknown state, and reconnecting is cheap next to a wedged daemon).
+// Every call runs under database.call_timeout (guarded_call.hpp).
 template <typename Fn>
 auto PgJobStore::guarded(const char* operation, Fn&& fn) {
-  try {
-    return fn();
-  } catch (...) {
-    conn_.reset();
-    rethrow_as_db_error(operation);
-  }
+  return guarded_call(conn_, config_.call_timeout, operation, std::forward<Fn>(fn));
 }
 
 PgJobStore::PgJobStore(DatabaseConfig config, std::string role, StoreUse use, ConnectionPtr session)
@@ -368,7 +362,11 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
                                   const std::string& worker_id, bool delete_done, Millis timeout,
                                   std::stop_token stop) {
   connect();
-  return guarded("sql handler", [&] {
+  // The handler's own statement may run as long as its `timeout` allows (none: as long as
+  // it takes; the TCP settings still notice a dead server); the completion and commit
+  // after it get the usual bound.
+  const Millis bound = timeout.count() > 0 ? timeout + config_.call_timeout : Millis(0);
+  return guarded_call(conn_, bound, "sql handler", [&] {
     pqxx::connection_base& conn = *conn_;
     // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
     std::stop_callback cancel(stop, [&conn] { conn.cancel_query(); });

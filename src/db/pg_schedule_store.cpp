@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "db/guarded_call.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
@@ -39,12 +40,7 @@ PgScheduleStore::~PgScheduleStore() = default;
 
 template <typename Fn>
 auto PgScheduleStore::guarded(const char* operation, Fn&& fn) {
-  try {
-    return fn();
-  } catch (...) {
-    conn_.reset();  // reopened on next use; a failed session's state is unknown
-    rethrow_as_db_error(operation);
-  }
+  return guarded_call(conn_, config_.call_timeout, operation, std::forward<Fn>(fn));
 }
 
 void PgScheduleStore::connect() {

@@ -22,6 +22,12 @@ namespace {
 
 }  // namespace
 
+void throw_call_timed_out(const std::string& operation, Millis bound) {
+  throw DbError(operation + ": no answer from the database within " + format_duration(bound) +
+                    " (database.call_timeout); the session was closed and a new one is opened",
+                "", true, /*timed_out=*/true);
+}
+
 void rethrow_as_db_error(const std::string& operation) {
   const std::string prefix = operation.empty() ? "" : operation + ": ";
   // libpqxx 6.4 throws a few exceptions without the SQLSTATE it dispatched on

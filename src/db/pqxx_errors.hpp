@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "pgjobd/duration.hpp"
 #include "store/db_error.hpp"
 
 namespace pgjobd {
@@ -12,6 +13,9 @@ namespace pgjobd {
 // message prefixed with "operation: " when one is given), any other as it is. Call it
 // only inside a catch block.
 [[noreturn]] void rethrow_as_db_error(const std::string& operation = {});
+
+// Throws the DbError of a call abandoned at its deadline (timed_out() and connection_lost()).
+[[noreturn]] void throw_call_timed_out(const std::string& operation, Millis bound);
 
 // Runs `fn` and returns its result, with libpqxx exceptions turned into DbError.
 template <typename Fn>

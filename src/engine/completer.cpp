@@ -102,7 +102,7 @@ void Completer::run(const std::stop_token& stop) {
       backoff.reset();
       health_.clear("completer");
     } catch (const DbError& e) {  // not the rows' fault: the rest of the batch waits
-      metrics_.db_error("complete");
+      metrics_.db_error("complete", e.timed_out());
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
     }

@@ -467,8 +467,17 @@ void Engine::Impl::drain() {
   }
 }
 
+namespace {
+// The database settings the engine's sessions use: call_timeout resolved from the lease.
+DatabaseConfig engine_database(const Config& config) {
+  DatabaseConfig database = config.database;
+  database.call_timeout = effective_call_timeout(config);
+  return database;
+}
+}  // namespace
+
 Engine::Engine(const Config& config)
-    : Engine(make_engine(config, std::make_shared<PgDatabase>(config.database))) {}
+    : Engine(make_engine(config, std::make_shared<PgDatabase>(engine_database(config)))) {}
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;

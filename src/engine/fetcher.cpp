@@ -164,7 +164,7 @@ void Fetcher::run(const std::stop_token& stop) {
       health_.clear("fetcher");
     } catch (const DbError& e) {
       tell_first_claim();
-      metrics_.db_error("claim");
+      metrics_.db_error("claim", e.timed_out());
       health_.set_problem("fetcher", e.what());
       const auto wait = backoff.next();
       spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());

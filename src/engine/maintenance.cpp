@@ -146,7 +146,7 @@ void Maintenance::guarded(const char* operation, Task&& task) {
     // within one rescue interval of an outage, not at the next statistics round.
     health_.clear("database");
   } catch (const DbError& e) {
-    metrics_.db_error(operation);
+    metrics_.db_error(operation, e.timed_out());
     health_.set_problem("database", e.what());
     spdlog::warn("{} failed: {}", operation, e.what());
   }

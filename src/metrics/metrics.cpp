@@ -207,6 +207,13 @@ struct Metrics::State {
                                                            .Name("pgjobd_db_errors_total")
                                                            .Help("Database errors, by operation.")
                                                            .Register(*registry);
+  prometheus::Family<prometheus::Counter>& call_timeouts =
+      prometheus::BuildCounter()
+          .Name("pgjobd_db_call_timeouts_total")
+          .Help(
+              "Database calls abandoned at database.call_timeout (their session closed), by "
+              "operation.")
+          .Register(*registry);
   prometheus::Family<prometheus::Counter>& config_reloads =
       prometheus::BuildCounter()
           .Name("pgjobd_config_reloads_total")
@@ -233,6 +240,7 @@ struct Metrics::State {
   std::map<std::pair<std::string, std::string>, JobChildren> overflow_jobs;
   std::map<std::string, prometheus::Histogram*> overflow_queue_wait;
   std::map<std::string, prometheus::Counter*> db_error_children;
+  std::map<std::string, prometheus::Counter*> call_timeout_children;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> schedule_fire_children;
   std::set<std::string, std::less<>> schedule_labels;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> limit_throttled_children;
@@ -469,13 +477,17 @@ void Metrics::config_reload(bool applied) {
   (applied ? state_->reloads_applied : state_->reloads_rejected).Increment();
 }
 
-void Metrics::db_error(const std::string& operation) {
+void Metrics::db_error(const std::string& operation, bool timed_out) {
   // Rare (an error path), so a mutex-guarded lookup is fine here.
   const std::string& label = kDbOperations.contains(operation) ? operation : kOther;
   std::lock_guard lock(state_->labels_mutex);
   auto& child = state_->db_error_children[label];
   if (child == nullptr) child = &state_->db_errors.Add({{"operation", label}});
   child->Increment();
+  if (!timed_out) return;
+  auto& timeouts = state_->call_timeout_children[label];
+  if (timeouts == nullptr) timeouts = &state_->call_timeouts.Add({{"operation", label}});
+  timeouts->Increment();
 }
 
 void Metrics::schedule_fires(const std::string& schedule, const std::string& result, int count) {

@@ -74,8 +74,9 @@ class Metrics {
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
   // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
-  // kOtherLabel.
-  void db_error(const std::string& operation);
+  // kOtherLabel. A call abandoned at its deadline (DbError::timed_out) also counts in
+  // pgjobd_db_call_timeouts_total{operation}.
+  void db_error(const std::string& operation, bool timed_out = false);
   void config_reload(bool applied);  // pgjobd_config_reloads_total{result}
   // pgjobd_schedule_fires_total{schedule,result}: result "fired", "skipped_overlap" or
   // "missed". Schedules made with SQL are named by the table, so only the first

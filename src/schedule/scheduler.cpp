@@ -145,7 +145,7 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
     next = *refreshed_at_ + settings_.refresh;
   } catch (const DbError& e) {
     spdlog::warn("schedules: {}; trying again in {}ms", e.what(), settings_.retry.count());
-    if (metrics_ != nullptr) metrics_->db_error("schedule");
+    if (metrics_ != nullptr) metrics_->db_error("schedule", e.timed_out());
     next = now + settings_.retry;
     failed = true;
   }

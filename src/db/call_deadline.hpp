@@ -1,0 +1,41 @@
+#pragma once
+// A deadline on one database call. libpq waits for an answer as long as the socket stays
+// open, and a server can stay connected without answering: a commit waiting for a
+// synchronous standby that is gone, a storage stall, a lock. TCP keepalives do not help
+// there (the server's kernel answers them), nor does statement_timeout when the server
+// itself is stuck or unreachable. So a call that is still waiting at its deadline has its
+// socket shut down from a watcher thread: the blocked libpq call returns at once with a
+// broken connection, the store drops the session, and its caller retries on a new one.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace pqxx {
+class connection_base;
+}
+
+namespace pgjobd {
+
+using Millis = std::chrono::milliseconds;
+
+class CallDeadline {
+ public:
+  // Arms a deadline `bound` from now for a call on `conn` (opened by open_connection);
+  // bound 0 arms none.
+  CallDeadline(pqxx::connection_base& conn, Millis bound);
+  // Disarms it: once this returns, the watcher never touches the socket again, so the
+  // session may be closed (and its descriptor reused) right after.
+  ~CallDeadline();
+  CallDeadline(const CallDeadline&) = delete;
+  CallDeadline& operator=(const CallDeadline&) = delete;
+
+  // Whether the deadline passed and the session's socket was shut down.
+  bool expired() const { return expired_.load(std::memory_order_acquire); }
+
+ private:
+  std::uint64_t ticket_ = 0;  // 0: not armed
+  std::atomic<bool> expired_{false};
+};
+
+}  // namespace pgjobd
