@@ -93,11 +93,26 @@ TEST_F(HttpServerTest, ServesMetrics) {
             std::string::npos);
 }
 
-TEST_F(HttpServerTest, HealthzIsAlwaysOk) {
+// Liveness is not readiness: a database that is unreachable leaves the daemon alive.
+TEST_F(HttpServerTest, HealthzIgnoresTheReadinessProbe) {
   probe_->set("database unreachable");
   const Response response = get(server_->port(), "/healthz");
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body, "ok\n");
+}
+
+// A wedged loop fails liveness, with the reason, so a supervisor restarts the daemon.
+TEST_F(HttpServerTest, HealthzFollowsTheLivenessProbe) {
+  FlippableProbe liveness;
+  HttpServer server(
+      "127.0.0.1:0", metrics_->collectable(), [] { return std::string(); },
+      [&liveness] { return liveness(); });
+  EXPECT_EQ(get(server.port(), "/healthz").status, 200);
+  liveness.set("fetcher: a database call has not returned for 75s");
+  const Response response = get(server.port(), "/healthz");
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.body, "fetcher: a database call has not returned for 75s\n");
+  EXPECT_EQ(get(server.port(), "/readyz").status, 200);
 }
 
 TEST_F(HttpServerTest, ReadyzFollowsTheProbe) {

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <thread>
+#include <vector>
 
 #include "engine/worker_pool.hpp"
 #include "support/job_gate.hpp"
@@ -41,33 +42,33 @@ class LeaseGuardTest : public ::testing::Test {
     gate_.release_all();
   }
 
-  // The guard reads the last renewal through this; each read is one pass of its loop.
-  LeaseGuard& start_guard(Millis lease, Millis margin, std::function<Clock::time_point()> renewal) {
-    guard_ = std::make_unique<LeaseGuard>(
-        *pool_,
-        [this, renewal = std::move(renewal)] {
-          ++passes_;
-          return renewal();
-        },
-        lease, margin);
+  LeaseGuard& start_guard(Millis lease, Millis margin) {
+    guard_ = std::make_unique<LeaseGuard>(*pool_, lease, margin);
     guard_->start();
     return *guard_;
   }
 
+  // Renews `jobs` every 20 ms, as heartbeats that keep up would, for `span`.
+  void keep_renewing(const std::vector<JobAttempt>& jobs, Millis span) {
+    const auto until = Clock::now() + span;
+    while (Clock::now() < until) {
+      pool_->renewed(jobs, Clock::now());
+      std::this_thread::sleep_for(Millis(20));
+    }
+  }
+
   JobGate gate_;
-  std::atomic<int> passes_{0};
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LeaseGuard> guard_;  // last: stopped before the pool
 };
 
 TEST_F(LeaseGuardTest, StopsAHandlerOnceItsLeaseRanOutWithoutRenewal) {
-  const auto long_ago = Clock::now() - std::chrono::hours(1);  // heartbeats stopped reaching
   const auto submitted = Clock::now();
   pool_->submit({gated_job(1)});
   ASSERT_TRUE(gate_.wait_started(1));
   // Lease 400 ms less a 100 ms margin: stopped no earlier than 300 ms after submission
-  // (the lease runs from the claim, however old the last renewal).
-  start_guard(Millis(400), Millis(100), [long_ago] { return long_ago; });
+  // (the lease runs from the claim when no renewal came).
+  start_guard(Millis(400), Millis(100));
 
   ASSERT_TRUE(gate_.wait_stopped(1));
   const auto stopped_at = gate_.stop_requested_at(1);
@@ -75,25 +76,23 @@ TEST_F(LeaseGuardTest, StopsAHandlerOnceItsLeaseRanOutWithoutRenewal) {
   EXPECT_GE(*stopped_at - submitted, Millis(300));
 }
 
-TEST_F(LeaseGuardTest, DoesNotStopWhileRenewalsKeepUp) {
-  pool_->submit({gated_job(1)});
-  ASSERT_TRUE(gate_.wait_started(1));
-  // Each renewal read is "just now". The lease is long enough that a loaded machine
-  // pausing the guard between reading it and checking the pool cannot expire it.
-  LeaseGuard& guard = start_guard(Millis(300), Millis(0), [] { return Clock::now(); });
+// Each job by its own renewals: one whose row another session holds misses the renewals
+// the others get, and is stopped alone. The renewals span three leases, so without them
+// the kept job would have been stopped too.
+TEST_F(LeaseGuardTest, StopsOnlyTheJobWhoseRenewalsStopped) {
+  pool_->submit({gated_job(1), gated_job(2)});
+  ASSERT_TRUE(gate_.wait_started(2));
+  LeaseGuard& guard = start_guard(Millis(300), Millis(0));
   ASSERT_EQ(guard.period(), Millis(50));
-  // Each pass waits a period first, so eight passes span more than a lease: without the
-  // renewals the job would have been stopped by then.
-  ASSERT_TRUE(wait_until([&] { return passes_ >= 8; }, seconds(20)));
+  keep_renewing({{1, 1}}, Millis(900));
+  EXPECT_TRUE(gate_.stop_requested(2));
   EXPECT_FALSE(gate_.stop_requested(1));
   EXPECT_EQ(pool_->busy(), 1);
 }
 
 TEST_F(LeaseGuardTest, PeriodIsATenthOfTheEffectiveLeaseWithinBounds) {
   const auto guard_for = [&](Millis lease, Millis margin) {
-    return LeaseGuard(
-               *pool_, [] { return Clock::now(); }, lease, margin)
-        .period();
+    return LeaseGuard(*pool_, lease, margin).period();
   };
   EXPECT_EQ(guard_for(Millis(30000), Millis(2000)), Millis(1000));  // capped at 1 s
   EXPECT_EQ(guard_for(Millis(5000), Millis(500)), Millis(450));

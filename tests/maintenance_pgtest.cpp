@@ -1,4 +1,4 @@
-// Maintenance against PostgreSQL: which leases it renews.
+// Maintenance against PostgreSQL: its statistics round.
 
 #include "engine/maintenance.hpp"
 #include "support/metrics_text.hpp"
@@ -24,39 +24,15 @@ using namespace std::chrono_literals;
 
 constexpr const char* kWorker = "test-worker";
 
-// A job this daemon claimed (running, attempt 1, ours) whose lease runs out soon.
-std::int64_t insert_running_job(TestSchema& schema, const std::string& lease) {
-  return std::stoll(schema.query(
-      "INSERT INTO {jobs} (type, status, attempts, locked_by, locked_until, started_at) "
-      "VALUES ('t', 'running', 1, '" +
-      std::string(kWorker) + "', now() + interval '" + lease + "', now()) RETURNING id::text"));
-}
-
-double lease_left_seconds(TestSchema& schema, std::int64_t id) {
-  return std::stod(
-      schema.query("SELECT extract(epoch FROM locked_until - now())::text FROM "
-                   "{jobs} WHERE id = " +
-                   std::to_string(id)));
-}
-
-std::string locked_until(TestSchema& schema, std::int64_t id) {
-  return schema.query("SELECT locked_until::text FROM {jobs} WHERE id = " + std::to_string(id));
-}
-
-// A Maintenance for `schema` (lease 3 s: a heartbeat every second) with an idle pool,
-// whose completer is said to hold the completions of `awaiting`; counts how often it
-// was asked.
-struct MaintenanceWithAwaiting {
-  MaintenanceWithAwaiting(const Config& config, std::vector<JobAttempt> awaiting)
+// A Maintenance for `schema` with an idle pool.
+struct IdleMaintenance {
+  explicit IdleMaintenance(const Config& config)
       : pool(
             config.worker, [](const Job&, const JobStop&) { return std::nullopt; },
             [](Completion) {}, [](int, bool) {}),
         metrics({"default"}, {"t"}),
         maintenance(config, kWorker, std::make_unique<PgJobStore>(config.database, "test"), pool,
-                    metrics, health, [this, awaiting] {
-                      ++asked;
-                      return awaiting;
-                    }) {
+                    metrics, health) {
     pool.start();
     maintenance.start();
   }
@@ -64,43 +40,8 @@ struct MaintenanceWithAwaiting {
   WorkerPool pool;
   Metrics metrics;
   Health health;
-  std::atomic<int> asked{0};
   Maintenance maintenance;  // last: its thread uses the members above
 };
-
-Config lease_of_three_seconds(const TestSchema& schema) {
-  Config config = schema.config();
-  config.lease.duration = 3s;
-  return config;
-}
-
-// A finished job whose completion is still queued (the completer is held up by the
-// database) keeps its lease: otherwise it could be rescued and run again.
-TEST(Maintenance, RenewsTheLeasesOfJobsAwaitingTheirCompletion) {
-  TestSchema schema;
-  const std::int64_t awaiting = insert_running_job(schema, "2 seconds");
-  const std::int64_t forgotten = insert_running_job(schema, "2 seconds");
-  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {{awaiting, 1}});
-  const std::string forgotten_until = locked_until(schema, forgotten);
-  // Renewed by the first heartbeat (after 1 s), before the first lease ran out (2 s).
-  ASSERT_TRUE(wait_until([&] { return lease_left_seconds(schema, awaiting) > 2; }, 5s));
-  m.maintenance.stop();
-  EXPECT_GT(m.asked.load(), 0);
-  // The job nobody holds any more was left alone: it will expire and be rescued.
-  EXPECT_EQ(locked_until(schema, forgotten), forgotten_until);
-}
-
-// Completions of an earlier attempt do not renew a lease the job no longer has.
-TEST(Maintenance, DoesNotRenewAnotherAttemptsLease) {
-  TestSchema schema;
-  const std::int64_t id = insert_running_job(schema, "2 seconds");
-  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {{id, 2}});  // not the running attempt
-  const std::string until = locked_until(schema, id);
-  // The second call comes after the first heartbeat's statement has run.
-  ASSERT_TRUE(wait_until([&] { return m.asked.load() >= 2; }, 5s));
-  m.maintenance.stop();
-  EXPECT_EQ(locked_until(schema, id), until);
-}
 
 // A job with run_at = '-infinity' (allowed before schema v3; the constraint is dropped here
 // to write one) neither fails the statistics
@@ -110,7 +51,9 @@ TEST(Maintenance, StatisticsSurviveAnInfiniteRunAt) {
   schema.exec("ALTER TABLE {jobs} DROP CONSTRAINT jobs_run_at_finite");
   schema.exec("INSERT INTO {jobs} (type, run_at) VALUES ('t', '-infinity'), ('t', now())");
   schema.exec("INSERT INTO {jobs} (type, queue, run_at) VALUES ('t', 'not-served', now())");
-  MaintenanceWithAwaiting m(lease_of_three_seconds(schema), {});
+  Config config = schema.config();
+  config.lease.duration = 3s;
+  IdleMaintenance m(config);
   std::optional<double> age;
   ASSERT_TRUE(wait_until(
       [&] {

@@ -1,6 +1,6 @@
-// Maintenance: heartbeats cover running jobs and jobs whose completion is still unwritten,
-// a lost lease stops its handler, a failed heartbeat does not count as a renewal, and the
-// leadership is handed over on stop.
+// Maintenance: the leadership is handed over on stop, the rescue keeps its pace, the
+// statistics follow the served queues, the daemons table stays fresh. (Heartbeats are
+// LeaseRenewer's: lease_renewer_test.cpp.)
 
 #include "engine/maintenance.hpp"
 #include "support/metrics_text.hpp"
@@ -23,6 +23,7 @@
 #include "metrics/metrics.hpp"
 #include "support/fake_job_store.hpp"
 #include "support/job_gate.hpp"
+#include "support/pool_fixture.hpp"
 #include "support/wait_until.hpp"
 
 namespace pgjobd {
@@ -32,37 +33,16 @@ using pgjobd::testing::FakeDatabase;
 using pgjobd::testing::FakeJobTable;
 using pgjobd::testing::FakeStatus;
 using pgjobd::testing::JobGate;
+using pgjobd::testing::PoolFixture;
 using pgjobd::testing::StoreMethod;
 using pgjobd::testing::wait_until;
 using std::chrono::seconds;
 using Attempts = std::vector<JobAttempt>;
 
-Attempts sorted(Attempts jobs) {
-  std::sort(jobs.begin(), jobs.end());
-  return jobs;
-}
-
-class MaintenanceTest : public ::testing::Test {
+class MaintenanceTest : public PoolFixture {
  protected:
-  void SetUp() override {
-    WorkerConfig workers;
-    workers.concurrency = 4;
-    completer_ = std::make_unique<Completer>(database_.open_store("completer", StoreUse::kHotPath),
-                                             "worker-1", false, metrics_, health_);
-    pool_ = std::make_unique<WorkerPool>(
-        workers, [this](const Job& job, const JobStop& stop) { return gate_.execute(job, stop); },
-        [this](Completion completion) { completer_->submit(std::move(completion)); },
-        [](int, bool) {});
-    completer_->start();
-    pool_->start();
-  }
-  void TearDown() override {
-    table_.unblock_all();
-    gate_.release_all();
-  }
-
-  // A lease of 300 ms: a heartbeat every 100 ms, so a test sees several in well under a
-  // second; nothing here depends on how long the lease actually is.
+  // A lease of 300 ms: a pass every 100 ms, so a test sees several in well under a second;
+  // nothing here depends on how long the lease actually is.
   Maintenance& start_maintenance(const std::vector<std::string>& queues = {"default"},
                                  LimitRegistry* limits = nullptr) {
     Config config;
@@ -71,138 +51,14 @@ class MaintenanceTest : public ::testing::Test {
     for (const auto& queue : queues) config.worker.queues[queue];
     maintenance_ = std::make_unique<Maintenance>(
         config, "worker-1", database_.open_store("maintenance", StoreUse::kOccasional), *pool_,
-        metrics_, health_, [this] { return completer_->queued_jobs(); });
+        metrics_, health_);
     if (limits != nullptr) maintenance_->set_limits(limits);
     maintenance_->start();
     return *maintenance_;
   }
 
-  // `n` jobs claimed by worker-1 and running in the pool.
-  Attempts run_jobs(int n) {
-    table_.add_jobs(n, "gated");
-    auto store = database_.open_store("test", StoreUse::kOccasional);
-    auto jobs = store->claim({{{"default", n}}, {"gated"}, n, "worker-1", Millis(300)});
-    Attempts attempts;
-    for (const Job& job : jobs) attempts.push_back({job.id, job.attempt});
-    const int already = static_cast<int>(gate_.started().size());
-    pool_->submit(std::move(jobs));
-    EXPECT_TRUE(gate_.wait_started(already + n));
-    return attempts;
-  }
-
-  // The set a heartbeat sends once everything the test did so far is visible: that of
-  // the second heartbeat to start after now (the first may have read the pool before).
-  Attempts next_heartbeat_set() {
-    const int seen = table_.calls(StoreMethod::kHeartbeat);
-    EXPECT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, seen + 2));
-    const auto sets = table_.heartbeats();
-    return sets.size() > static_cast<std::size_t>(seen + 1) ? sets[seen + 1] : Attempts{};
-  }
-
-  FakeDatabase database_;
-  FakeJobTable& table_ = database_.table();
-  Metrics metrics_{{"default"}, {"gated"}};
-  Health health_;
-  JobGate gate_;
-  // Destroyed from the last up: maintenance, pool (its jobs hand over to the completer),
-  // completer.
-  std::unique_ptr<Completer> completer_;
-  std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<Maintenance> maintenance_;
+  std::unique_ptr<Maintenance> maintenance_;  // last: stopped before the pool
 };
-
-TEST_F(MaintenanceTest, HeartbeatsRunningJobsAndJobsWhoseCompletionIsPending) {
-  const Attempts jobs = run_jobs(3);
-  table_.block(StoreMethod::kComplete);  // the database holds up the completer
-  gate_.release(jobs[2].id);
-  ASSERT_TRUE(table_.wait_held(StoreMethod::kComplete));
-  ASSERT_TRUE(wait_until([&] { return pool_->running().size() == 2; }, seconds(20)));
-
-  start_maintenance();
-  // Job 3 has left the pool but its "done" is not written: if its lease lapsed, the
-  // rescuer would run it again.
-  EXPECT_EQ(next_heartbeat_set(), sorted(jobs));
-  for (const auto& job : jobs) EXPECT_FALSE(gate_.stop_requested(job.id)) << job.id;
-
-  table_.unblock(StoreMethod::kComplete);
-  ASSERT_TRUE(table_.wait_until([&] { return table_.count(FakeStatus::kDone) == 1; }));
-  ASSERT_TRUE(wait_until([&] { return completer_->queued_jobs().empty(); }, seconds(20)));
-  EXPECT_EQ(next_heartbeat_set(), sorted({jobs[0], jobs[1]}));
-}
-
-TEST_F(MaintenanceTest, StopsTheHandlerWhoseLeaseWasLostAndOnlyThatOne) {
-  const Attempts jobs = run_jobs(2);
-  Maintenance& maintenance = start_maintenance();
-  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, 1));
-
-  table_.take_over(jobs[1].id);  // rescued and claimed elsewhere: the heartbeat drops it
-  ASSERT_TRUE(gate_.wait_stopped(jobs[1].id));
-  EXPECT_FALSE(gate_.stop_requested(jobs[0].id));
-  // Once job 2 has left the pool and its (stale) release is written, heartbeats carry job 1
-  // alone, and never stop it.
-  ASSERT_TRUE(
-      wait_until([&] { return pool_->running().size() == 1 && completer_->queued_jobs().empty(); },
-                 seconds(20)));
-  EXPECT_EQ(next_heartbeat_set(), (Attempts{jobs[0]}));
-  EXPECT_FALSE(gate_.stop_requested(jobs[0].id));
-  maintenance.stop();
-}
-
-// Without any notification (LISTEN off, or the NOTIFY lost), the next heartbeat learns of
-// a cancel request and stops that handler, once; the job ends cancelled, not released.
-TEST_F(MaintenanceTest, HeartbeatStopsTheHandlerOfACancelledJobAndOnlyThatOne) {
-  const Attempts jobs = run_jobs(2);
-  Maintenance& maintenance = start_maintenance();
-  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, 1));
-
-  EXPECT_EQ(table_.request_cancel(jobs[0].id), "running");
-  ASSERT_TRUE(gate_.wait_stopped(jobs[0].id));
-  EXPECT_FALSE(gate_.stop_requested(jobs[1].id));
-  ASSERT_TRUE(
-      table_.wait_until([&] { return table_.row(jobs[0].id).status == FakeStatus::kCancelled; }));
-  const auto completions = table_.completions();
-  ASSERT_EQ(completions.size(), 1U);
-  EXPECT_EQ(completions[0].outcome, Outcome::kCancelled);
-  // Heartbeats go on for the other job and never stop it.
-  const int seen = table_.calls(StoreMethod::kHeartbeat);
-  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, seen + 2));
-  EXPECT_FALSE(gate_.stop_requested(jobs[1].id));
-  EXPECT_EQ(table_.row(jobs[1].id).status, FakeStatus::kRunning);
-  maintenance.stop();
-}
-
-// A handler that returned a failure before the cancel reached it: the completion reads the
-// cancel request, so the job ends cancelled and is never retried. One that succeeded
-// stays done.
-TEST_F(MaintenanceTest, ACancelWinsOverAFailureButNotOverDone) {
-  auto store = database_.open_store("test", StoreUse::kOccasional);
-  const std::int64_t failing = table_.add_job("gated");
-  const std::int64_t succeeding = table_.add_job("gated");
-  const auto jobs = store->claim({{{"default", 2}}, {"gated"}, 2, "worker-1", Millis(300)});
-  ASSERT_EQ(jobs.size(), 2U);
-  EXPECT_EQ(table_.request_cancel(failing), "running");
-  EXPECT_EQ(table_.request_cancel(succeeding), "running");
-  store->complete({{{failing, 1}, Outcome::kRetry, "boom", Millis(10)},
-                   {{succeeding, 1}, Outcome::kDone, {}, Millis(0)}},
-                  "worker-1", false);
-  EXPECT_EQ(table_.row(failing).status, FakeStatus::kCancelled);
-  EXPECT_EQ(table_.row(succeeding).status, FakeStatus::kDone);
-  // Cancelling a finished job changes nothing.
-  EXPECT_EQ(table_.request_cancel(succeeding), "done");
-}
-
-TEST_F(MaintenanceTest, FailedHeartbeatIsNoRenewal) {
-  run_jobs(1);
-  table_.fail_next(StoreMethod::kHeartbeat, 1000);
-  Maintenance& maintenance = start_maintenance();
-  const auto started = maintenance.last_renewal();
-  ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, 2));
-  // The lease guard reads this: a heartbeat that never reached the database renews nothing.
-  EXPECT_EQ(maintenance.last_renewal(), started);
-
-  table_.fail_next(StoreMethod::kHeartbeat, 0);
-  EXPECT_TRUE(wait_until([&] { return maintenance.last_renewal() > started; }, seconds(20)));
-}
 
 TEST_F(MaintenanceTest, LeaderResignsOnStop) {
   table_.set_leader(true);

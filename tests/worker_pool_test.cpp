@@ -281,18 +281,21 @@ TEST_F(WorkerPoolTest, StopExpiredStopsJobsOnceTheirLeaseRanOut) {
   pool.submit({job_in(1), job_in(2)});
   ASSERT_TRUE(gate_.wait_started(2));
 
-  // A renewal (even far in the past) plus a long lease: the jobs were submitted just now.
-  EXPECT_TRUE(pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(3600000)).empty());
-  // No lease left, but a renewal later than now (heartbeats keep up): not expired.
-  EXPECT_TRUE(pool.stop_expired(Clock::now() + std::chrono::hours(1), Millis(0)).empty());
+  // A long lease: the jobs were submitted just now.
+  EXPECT_TRUE(pool.stop_expired(Millis(3600000)).empty());
+  // No lease left, but job 1 renewed later than now (its heartbeats keep up): only job 2
+  // has run out.
+  pool.renewed({{1, 1}}, Clock::now() + std::chrono::hours(1));
+  EXPECT_EQ(pool.stop_expired(Millis(0)), (std::vector<JobAttempt>{{2, 1}}));
   EXPECT_FALSE(gate_.stop_requested(1));
-  EXPECT_FALSE(gate_.stop_requested(2));
-
-  auto stopped = pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(0));
-  std::sort(stopped.begin(), stopped.end());
-  EXPECT_EQ(stopped, (std::vector<JobAttempt>{{1, 1}, {2, 1}}));
+  EXPECT_TRUE(gate_.stop_requested(2));
+  // A renewal of another attempt of job 1 is not its own.
+  pool.renewed({{1, 2}}, Clock::now() + std::chrono::hours(2));
+  EXPECT_TRUE(pool.stop_expired(Millis(0)).empty());
+  EXPECT_EQ(pool.stop_expired(-std::chrono::hours(1) - Millis(1)),
+            (std::vector<JobAttempt>{{1, 1}}));
   // Each expiry is reported once, even while the handler is still returning.
-  EXPECT_TRUE(pool.stop_expired(Clock::now() - std::chrono::hours(1), Millis(0)).empty());
+  EXPECT_TRUE(pool.stop_expired(-std::chrono::hours(3)).empty());
   ASSERT_TRUE(wait_freed(2));
   EXPECT_EQ(gate_.stopped(), (std::set<std::int64_t>{1, 2}));
 }

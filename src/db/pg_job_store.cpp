@@ -365,7 +365,9 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
   // The handler's own statement may run as long as its `timeout` allows (none: as long as
   // it takes; the TCP settings still notice a dead server); the completion and commit
   // after it get the usual bound.
-  const Millis bound = timeout.count() > 0 ? timeout + config_.call_timeout : Millis(0);
+  const Millis bound = timeout.count() > 0 && config_.call_timeout.count() > 0
+                           ? timeout + config_.call_timeout
+                           : Millis(0);
   return guarded_call(conn_, bound, "sql handler", [&] {
     pqxx::connection_base& conn = *conn_;
     // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
@@ -412,7 +414,7 @@ HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
     report.kept.reserve(rows.size());
     for (const auto& row : rows) {
       const JobAttempt job{row[0].as<std::int64_t>(), row[1].as<int>()};
-      report.kept.push_back(job);
+      (row[3].as<bool>() ? report.kept : report.held).push_back(job);
       if (row[2].as<bool>()) report.cancel_requested.push_back(job);
     }
     return report;

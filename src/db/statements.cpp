@@ -305,19 +305,31 @@ RETURNING id)";
 
 // Also returns whether pgjobd_cancel asked for the job to stop: a daemon that missed the
 // NOTIFY learns of a cancel at its next heartbeat at the latest.
-// The rows are locked first, in id order whatever the plan (see the completion's
-// `ordered`); the UPDATE then finds them held.
+// A row another session holds (an application's SELECT ... FOR UPDATE or open UPDATE) is
+// skipped, never waited for: waiting stopped the renewal of every other lease behind it.
+// Such a row still ours (read from the statement's snapshot, without a lock) comes back
+// with renewed = false: its job keeps running on its old lease. Rows are locked in id
+// order (see the completion's `ordered`); the UPDATE then finds them held.
 constexpr const char* kHeartbeatSql = R"(
-UPDATE {jobs} j
-SET locked_until = now() + $4::bigint * interval '1 millisecond'
-WHERE j.id = ANY (ARRAY(
+WITH mine AS (
   SELECT l.id FROM {jobs} l
   WHERE l.id = ANY ($1::bigint[])
     AND l.attempts = ($2::int[])[array_position($1::bigint[], l.id)]
     AND l.locked_by = $3 AND (l.status = 'running') IS TRUE
   ORDER BY l.id
-  FOR UPDATE OF l))
-RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL)";
+  FOR UPDATE OF l SKIP LOCKED
+), renewed AS (
+  UPDATE {jobs} j
+  SET locked_until = now() + $4::bigint * interval '1 millisecond'
+  WHERE j.id = ANY (ARRAY(SELECT id FROM mine))
+  RETURNING j.id, j.attempts, j.cancel_requested_at IS NOT NULL AS cancel
+)
+SELECT id, attempts, cancel, true FROM renewed
+UNION ALL
+SELECT h.id, h.attempts, h.cancel_requested_at IS NOT NULL, false FROM {jobs} h
+WHERE h.id = ANY ($1::bigint[]) AND h.id <> ALL (ARRAY(SELECT id FROM mine))
+  AND h.attempts = ($2::int[])[array_position($1::bigint[], h.id)]
+  AND h.locked_by = $3 AND (h.status = 'running') IS TRUE)";
 
 // Leadership and rescue in one round trip (an idle daemon's budget is a few queries a
 // minute). The leader row is taken when free or expired and renewed by its holder; only

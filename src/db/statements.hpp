@@ -33,8 +33,9 @@ inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done"
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
 // Same, deleting the row (retention.done = 0).
 inline constexpr const char* kCompleteOneDelete = "pgjobd_complete_one_delete";
-// Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns the (id,
-// attempt, cancel requested) of each lease renewed.
+// Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns (id, attempt,
+// cancel requested, renewed) for each of those jobs still ours: renewed is false for a row
+// another session holds locked (skipped, not waited for).
 inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
 // Take or renew leadership and, as leader, rescue expired leases: $1 worker id, $2 TTL ms,
 // $3 retry base ms, $4 max delay ms, $5 jitter, $6 batch. Returns (leader, failed, dead,

@@ -98,6 +98,7 @@ void Completer::run(const std::stop_token& stop) {
     lock.unlock();
     Progress progress;
     try {
+      const auto watch = health_.watch_call("completer");
       write(batch, 0, n, delete_done, progress);
       backoff.reset();
       health_.clear("completer");

@@ -20,6 +20,7 @@
 #include "engine/health.hpp"
 #include "engine/job_runner.hpp"
 #include "engine/lease_guard.hpp"
+#include "engine/lease_renewer.hpp"
 #include "engine/maintenance.hpp"
 #include "engine/notify_listener.hpp"
 #include "engine/worker_pool.hpp"
@@ -38,6 +39,11 @@ namespace pgjobd {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// The longest a claim, heartbeat or completion may wait for its answer before /readyz says
+// so (or database.call_timeout, when shorter). Seconds: a healthy call takes milliseconds,
+// a loaded server's slowest some hundreds.
+constexpr Millis kStallAfter{5000};
 
 std::string make_worker_id() {
   char host[256] = "unknown";
@@ -101,14 +107,23 @@ class Engine::Impl {
     return pool_ ? pool_->working() : stuck_jobs_.load();
   }
   void request_stop() { stop_requested_ = true; }
-  bool responsive() const {
+  bool responsive() const { return liveness_problem().empty(); }
+  // Empty while alive; else what is wedged (/healthz's 503 body).
+  std::string liveness_problem() const {
+    // Every call that claims, renews or completes ends by its deadline
+    // (database.call_timeout); one still in flight well past it is a wedged loop.
+    const std::string wedged = health_.wedged(call_timeout_ + timings_.watchdog_slack / 6);
+    if (!wedged.empty()) return wedged;
     std::lock_guard lock(parts_mutex_);
-    if (!fetcher_ || drained_) return true;  // starting or drained: nothing to be stuck in
+    if (!fetcher_ || drained_) return "";  // starting or drained: nothing to be stuck in
     // The loop wakes at least every poll.max_interval (and every progress slice while the
     // pool is full); a claim that hangs far longer is a wedged connection. A database
     // outage is not: the loop retries, and progresses.
     const auto limit = fetcher_->max_interval() + timings_.watchdog_slack;
-    return Clock::now() - fetcher_->last_progress() < limit;
+    if (Clock::now() - fetcher_->last_progress() < limit) return "";
+    return "fetcher: the claim loop has made no progress for " +
+           format_duration(
+               std::chrono::duration_cast<Millis>(Clock::now() - fetcher_->last_progress()));
   }
 
  private:
@@ -120,6 +135,7 @@ class Engine::Impl {
   Config config_;
   mutable std::mutex config_mutex_;
   const EngineTimings timings_;
+  const Millis call_timeout_ = effective_call_timeout(config_);
   // Serialises start(), drain() and reload(), which build and tear down the parts below.
   std::mutex lifecycle_mutex_;
   const std::string worker_id_;
@@ -151,7 +167,9 @@ class Engine::Impl {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Fetcher> fetcher_;
   std::unique_ptr<Maintenance> maintenance_;
-  // After the maintenance, which a cancel notification wakes: destroyed before it.
+  std::unique_ptr<LeaseRenewer> lease_renewer_;
+  // After the maintenance and the lease renewer, which notifications wake: destroyed
+  // before them.
   std::unique_ptr<NotifyListener> listener_;
   std::unique_ptr<LeaseGuard> lease_guard_;
   std::unique_ptr<schedule::Scheduler> scheduler_;
@@ -213,9 +231,14 @@ void Engine::Impl::start() {
   metrics_ = std::make_unique<Metrics>(keys_of(config_.worker.queues), keys_of(handlers_));
   metrics_->set_workers_max(config_.worker.concurrency);
   health_.set_problem("engine", "starting");
+  // A claim, heartbeat or completion left without an answer this long makes the daemon
+  // not ready, long before its deadline ends it: an orchestrator stops sending work to a
+  // daemon whose database stopped answering within seconds.
+  health_.set_stall_after(std::min<Millis>(call_timeout_, kStallAfter));
   if (!config_.metrics.listen.empty()) {
-    http_ = std::make_unique<HttpServer>(config_.metrics.listen, metrics_->collectable(),
-                                         [this] { return health_.problems(); });
+    http_ = std::make_unique<HttpServer>(
+        config_.metrics.listen, metrics_->collectable(), [this] { return health_.problems(); },
+        [this] { return liveness_problem(); });
     spdlog::info("serving /metrics, /healthz and /readyz on port {}", http_->port());
   }
   prepare_schema();
@@ -227,12 +250,12 @@ void Engine::Impl::start() {
   claim_store->connect_ahead();
 
   // Parts are wired first, then started so that whatever a part calls into runs before it
-  // (the completer before the pool that feeds it, the maintenance before the lease guard
-  // that reads its renewals); drain() stops each part before what it calls into. The pool
-  // holds jobs from its construction on, so its threads start after the first claim: 64
-  // of them take 20-30 ms on a small VM, and made beside the first claim they took CPU
-  // from it and from its backend (4 ms of 59; bench/README, "Start-up, sixth round"); the
-  // jobs it claimed wait for the first thread, made at once after it.
+  // (the completer before the pool that feeds it, the lease renewer before the lease guard
+  // that stops the jobs it could not renew); drain() stops each part before what it calls into. The
+  // pool holds jobs from its construction on, so its threads start after the first claim: 64 of
+  // them take 20-30 ms on a small VM, and made beside the first claim they took CPU from it and
+  // from its backend (4 ms of 59; bench/README, "Start-up, sixth round"); the jobs it claimed wait
+  // for the first thread, made at once after it.
   completer_ = std::make_unique<Completer>(database_->open_store("completer", StoreUse::kHotPath),
                                            worker_id_, config_.retention.done.count() == 0,
                                            *metrics_, health_);
@@ -268,7 +291,11 @@ void Engine::Impl::start() {
   }
   maintenance_ = std::make_unique<Maintenance>(
       config_, worker_id_, database_->open_store("maintenance", StoreUse::kOccasional), *pool_,
-      *metrics_, health_, [this] { return completer_->queued_jobs(); });
+      *metrics_, health_);
+  lease_renewer_ = std::make_unique<LeaseRenewer>(
+      config_.lease.duration, worker_id_, database_->open_store("heartbeat", StoreUse::kOccasional),
+      *pool_, *metrics_, health_,
+      [completer = completer_.get()] { return completer->queued_jobs(); });
   maintenance_->set_limits(limits_.get());
   // A daemon with a `limits:` section writes it before its first claim (README "Limits").
   // One without has nothing to write: its fetcher reads the definitions on the claim
@@ -287,12 +314,11 @@ void Engine::Impl::start() {
   if (config_.poll.listen_notify && !listen_through_pooler) {
     listener_ = std::make_unique<NotifyListener>(
         *database_, [signal = claim_signal_] { signal->wake_for_insert(); },
-        [maintenance = maintenance_.get()] { maintenance->request_heartbeat(); }, *metrics_,
+        [renewer = lease_renewer_.get()] { renewer->request_heartbeat(); }, *metrics_,
         [maintenance = maintenance_.get()] { maintenance->request_limits_sync(); });
   }
   lease_guard_ = std::make_unique<LeaseGuard>(
-      *pool_, [this] { return maintenance_->last_renewal(); }, config_.lease.duration,
-      std::min<Millis>(config_.lease.duration / 10, Millis(2000)));
+      *pool_, config_.lease.duration, std::min<Millis>(config_.lease.duration / 10, Millis(2000)));
 
   // Every daemon runs a scheduler, configured schedules or not: schedules made with SQL
   // fire too, and the table's compare-and-set, not leadership, decides who fires a tick.
@@ -312,6 +338,7 @@ void Engine::Impl::start() {
   // write.)
   fetcher_->wait_first_claim(Clock::now() + timings_.first_claim_head_start);
   pool_->start();
+  lease_renewer_->start();
   maintenance_->start();
   lease_guard_->start();
   if (listener_) listener_->start();
@@ -437,8 +464,9 @@ void Engine::Impl::drain() {
     spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
                   pool_->busy());
   }
-  lease_guard_->stop();  // it reads the maintenance's renewal time and stops pool jobs
-  maintenance_->stop();  // it heartbeats the running jobs: stop it before the pool goes
+  lease_guard_->stop();    // it stops pool jobs
+  lease_renewer_->stop();  // it heartbeats the running jobs: stop it before the pool goes
+  maintenance_->stop();
   if (stuck) {
     std::lock_guard lock(parts_mutex_);
     stuck_jobs_ = pool_->busy();

@@ -158,6 +158,7 @@ void Fetcher::run(const std::stop_token& stop) {
     if (!wait_until_claim(stop)) return;
     bool full = false;
     try {
+      const auto watch = health_.watch_call("fetcher");
       full = claim_once(woken_);
       tell_first_claim();
       backoff.reset();

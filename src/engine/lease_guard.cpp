@@ -10,11 +10,8 @@
 
 namespace pgjobd {
 
-LeaseGuard::LeaseGuard(WorkerPool& pool, std::function<Clock::time_point()> last_renewal,
-                       Millis lease, Millis margin)
-    : pool_(pool),
-      last_renewal_(std::move(last_renewal)),
-      effective_lease_(std::max(lease - margin, lease / 2)) {}
+LeaseGuard::LeaseGuard(WorkerPool& pool, Millis lease, Millis margin)
+    : pool_(pool), effective_lease_(std::max(lease - margin, lease / 2)) {}
 
 LeaseGuard::~LeaseGuard() { stop(); }
 
@@ -33,11 +30,12 @@ void LeaseGuard::run(const std::stop_token& stop) {
   std::condition_variable_any cv;  // nothing notifies it: the stop token ends its waits
   std::unique_lock lock(mutex);
   while (!cv.wait_for(lock, stop, period(), [] { return false; }) && !stop.stop_requested()) {
-    const auto stopped = pool_.stop_expired(last_renewal_(), effective_lease_);
+    const auto stopped = pool_.stop_expired(effective_lease_);
     if (!stopped.empty()) {
       spdlog::error(
-          "the lease of {} running job(s) ran out without a heartbeat reaching the database; "
-          "stopping them (the rescuer returns them to the queue)",
+          "the lease of {} running job(s) ran out without a heartbeat renewing it (the database "
+          "unreachable, or their rows locked by another session); stopping them (the rescuer "
+          "returns them to the queue)",
           stopped.size());
     }
   }

@@ -1,11 +1,11 @@
 #pragma once
-// Stops handlers whose lease has run out because heartbeats could not reach the database
-// (an outage, a frozen daemon): by then the rescuer may hand the job to another daemon,
-// and two owners must not keep running one job. Runs on a thread of its own because the
-// heartbeat itself may be stuck on the unreachable database.
+// Stops handlers whose lease has run out because heartbeats could not renew it (an outage,
+// a frozen daemon, or another session holding that job's row): by then the rescuer may
+// hand the job to another daemon, and two owners must not keep running one job. Each job
+// is judged by its own last renewal (WorkerPool::renewed). Runs on a thread of its own
+// because the heartbeat itself may be stuck on the unreachable database.
 
 #include <chrono>
-#include <functional>
 
 #include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
@@ -16,10 +16,9 @@ namespace pgjobd {
 class LeaseGuard final : public Service {
  public:
   using Clock = std::chrono::steady_clock;
-  // last_renewal: when the last successful heartbeat was sent. `margin` is taken off the
-  // lease because our clock starts a little after the database's (claim round trip).
-  LeaseGuard(WorkerPool& pool, std::function<Clock::time_point()> last_renewal, Millis lease,
-             Millis margin);
+  // `margin` is taken off the lease because our clock starts a little after the database's
+  // (claim round trip).
+  LeaseGuard(WorkerPool& pool, Millis lease, Millis margin);
   ~LeaseGuard() override;  // stop()
   LeaseGuard(const LeaseGuard&) = delete;
   LeaseGuard& operator=(const LeaseGuard&) = delete;
@@ -35,7 +34,6 @@ class LeaseGuard final : public Service {
   void run(const std::stop_token& stop);
 
   WorkerPool& pool_;
-  const std::function<Clock::time_point()> last_renewal_;
   const Millis effective_lease_;
   ServiceThread thread_;  // last
 };

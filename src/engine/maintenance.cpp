@@ -1,4 +1,5 @@
-// Maintenance: a single timer loop over heartbeat, leadership + rescue, retention, stats.
+// Maintenance: a single timer loop over leadership + rescue, retention, stats, limits and the
+// daemon registry.
 
 #include "engine/maintenance.hpp"
 
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/lease_renewer.hpp"
 #include "pgjobd/version.hpp"
 
 namespace pgjobd {
@@ -15,10 +17,6 @@ namespace pgjobd {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-// Heartbeat three times per lease: two can be lost before the lease runs out.
-std::chrono::milliseconds heartbeat_interval_for(Millis lease) {
-  return std::max<Millis>(lease / 3, Millis(100));
-}
 // Rescue often enough that a dead daemon's jobs return within about one lease plus a few
 // seconds, yet cheaply enough for an idle daemon (one query per 5 s, leadership included).
 std::chrono::milliseconds rescue_interval_for(Millis lease) {
@@ -47,28 +45,22 @@ DaemonReport daemon_identity(const std::string& worker_id, const Config& config)
 
 Maintenance::Maintenance(const Config& config, std::string worker_id,
                          std::unique_ptr<JobStore> store, WorkerPool& pool, Metrics& metrics,
-                         Health& health, AwaitingCompletion awaiting_completion)
+                         Health& health)
     : config_(config),
       worker_id_(std::move(worker_id)),
       pool_(pool),
-      awaiting_completion_(std::move(awaiting_completion)),
       metrics_(metrics),
       health_(health),
       store_(std::move(store)),
-      heartbeat_interval_(heartbeat_interval_for(config.lease.duration)),
+      heartbeat_interval_(LeaseRenewer::interval_for(config.lease.duration)),
       rescue_interval_(rescue_interval_for(config.lease.duration)),
       daemon_(daemon_identity(worker_id_, config)),
-      last_renewal_(Clock::now()),
       retention_(config.retention),
       queues_(queue_names(config)) {}
 
 Maintenance::~Maintenance() { stop(); }
 
 void Maintenance::start() {
-  {
-    std::lock_guard lock(mutex_);
-    last_renewal_ = Clock::now();  // the leases of jobs claimed from now on start here
-  }
   thread_.start([this](const std::stop_token& stop) { run(stop); });
 }
 void Maintenance::request_stop() { thread_.request_stop(); }
@@ -84,14 +76,6 @@ void Maintenance::set_queues(std::vector<std::string> queues) {
     std::lock_guard lock(mutex_);
     queues_ = std::move(queues);
     stats_requested_ = true;
-  }
-  wake_.notify_all();
-}
-
-void Maintenance::request_heartbeat() {
-  {
-    std::lock_guard lock(mutex_);
-    heartbeat_requested_ = true;
   }
   wake_.notify_all();
 }
@@ -133,11 +117,6 @@ void Maintenance::sync_limits() {
   metrics_.set_limit_running(running);
 }
 
-Clock::time_point Maintenance::last_renewal() const {
-  std::lock_guard lock(mutex_);
-  return last_renewal_;
-}
-
 template <typename Task>
 void Maintenance::guarded(const char* operation, Task&& task) {
   try {
@@ -156,7 +135,7 @@ void Maintenance::run(const std::stop_token& stop) {
   // The dashboard shows this daemon from its start, not from its first heartbeat interval.
   guarded("daemon report", [&] { report_daemon(); });
   auto now = Clock::now();
-  auto next_heartbeat = now + heartbeat_interval_;
+  auto next_report = now + heartbeat_interval_;
   auto next_rescue = now;
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
@@ -169,29 +148,22 @@ void Maintenance::run(const std::stop_token& stop) {
     // The expiry waits for the others (it runs only when one of them is due): it is the
     // leader's upkeep of rows nobody shows, and never urgent.
     const auto next = std::min(
-        {next_heartbeat, next_rescue, next_stats, next_prune, next_schema_check, next_limits});
-    wake_.wait_until(lock, stop, next, [this] {
-      return stats_requested_ || heartbeat_requested_ || limits_requested_;
-    });
+        {next_report, next_rescue, next_stats, next_prune, next_schema_check, next_limits});
+    wake_.wait_until(lock, stop, next, [this] { return stats_requested_ || limits_requested_; });
     if (stop.stop_requested()) break;
     now = Clock::now();
     if (stats_requested_) {
       stats_requested_ = false;
       next_stats = now;
     }
-    if (heartbeat_requested_) {
-      heartbeat_requested_ = false;
-      next_heartbeat = now;
-    }
     if (limits_requested_) {
       limits_requested_ = false;
       next_limits = now;
     }
     lock.unlock();
-    if (now >= next_heartbeat) {
-      guarded("heartbeat", [&] { heartbeat(); });
+    if (now >= next_report) {
       guarded("daemon report", [&] { report_daemon(); });
-      next_heartbeat = now + heartbeat_interval_;
+      next_report = now + heartbeat_interval_;
     }
     if (now >= next_rescue) {
       const auto interval = next_rescue_interval();
@@ -242,47 +214,6 @@ void Maintenance::report_daemon() {
   daemon_.busy = busy;
   store_->report_daemon(daemon_);
   last_daemon_report_ = now;
-}
-
-void Maintenance::heartbeat() {
-  const auto sent_at = Clock::now();  // the renewed leases run from no earlier than this
-  const auto running = pool_.running();
-  std::vector<JobAttempt> leased = running;
-  if (awaiting_completion_) {
-    for (const auto& job : awaiting_completion_()) leased.push_back(job);
-    // A job can be in both for a moment (handed to the completer, not yet out of the pool).
-    std::sort(leased.begin(), leased.end());
-    leased.erase(std::unique(leased.begin(), leased.end()), leased.end());
-  }
-  if (!leased.empty()) {
-    const HeartbeatReport report = store_->heartbeat(leased, worker_id_, config_.lease.duration);
-    const auto& kept = report.kept;
-    if (!report.cancel_requested.empty()) {
-      // pgjobd_cancel marked these: stop their handlers (each once; one that already
-      // returned is finishing anyway, and the completion reads the mark).
-      for (const JobAttempt& job : pool_.cancel_jobs(report.cancel_requested)) {
-        spdlog::info("job {} attempt {}: cancel requested (pgjobd_cancel); stopping its handler",
-                     job.id, job.attempt);
-      }
-    }
-    if (kept.size() != leased.size()) {
-      // A job that is not ours any more (its lease expired and it was rescued) must stop,
-      // so two owners never keep running one job. Jobs that simply finished while the
-      // heartbeat was in flight (their completion already written) are not lost.
-      std::vector<JobAttempt> missing;
-      for (const auto& job : running) {
-        if (std::find(kept.begin(), kept.end(), job) == kept.end()) missing.push_back(job);
-      }
-      const std::vector<JobAttempt> lost = pool_.still_running(missing);
-      if (!lost.empty()) {
-        metrics_.stale_write(static_cast<int>(lost.size()));
-        spdlog::warn("lost the lease of {} running job(s); stopping them", lost.size());
-        pool_.stop_jobs(lost);
-      }
-    }
-  }
-  std::lock_guard lock(mutex_);
-  last_renewal_ = sent_at;
 }
 
 std::chrono::milliseconds Maintenance::next_rescue_interval() {

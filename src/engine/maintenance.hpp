@@ -1,11 +1,13 @@
 #pragma once
-// Periodic work on a connection of its own: lease heartbeats for running jobs, the
-// maintenance leadership (a row with a TTL), and as leader the rescue of jobs whose owner
-// stopped heartbeating and retention pruning; on every daemon the queue statistics and
-// schema check behind the metrics and /readyz, and this daemon's row in the dashboard's
-// daemons table (reported at the heartbeat interval while its busy count changes, else once
-// per lease; expired ones deleted by the leader, its own deleted on a clean exit). Each statement
-// is safe even when two daemons believe they lead (SKIP LOCKED, fenced updates).
+// Periodic work on a connection of its own: the maintenance leadership (a row with a TTL),
+// and as leader the rescue of jobs whose owner stopped heartbeating and retention pruning;
+// on every daemon the queue statistics and schema check behind the metrics and /readyz, the
+// limits sync, and this daemon's row in the dashboard's daemons table (reported at the
+// heartbeat interval while its busy count changes, else once per lease; expired ones deleted
+// by the leader, its own deleted on a clean exit). Each statement is safe even when two
+// daemons believe they lead (SKIP LOCKED, fenced updates). Lease heartbeats are not here:
+// LeaseRenewer sends them on a thread and session of their own, so nothing this loop waits
+// for can cost a lease.
 
 #include <chrono>
 #include <condition_variable>
@@ -30,13 +32,8 @@ namespace pgjobd {
 
 class Maintenance final : public Service {
  public:
-  // Jobs that left the pool but are not yet written as finished (the completer's queue):
-  // heartbeated with the running ones.
-  using AwaitingCompletion = std::function<std::vector<JobAttempt>()>;
-
   Maintenance(const Config& config, std::string worker_id, std::unique_ptr<JobStore> store,
-              WorkerPool& pool, Metrics& metrics, Health& health,
-              AwaitingCompletion awaiting_completion = {});
+              WorkerPool& pool, Metrics& metrics, Health& health);
   ~Maintenance() override;  // stop()
   Maintenance(const Maintenance&) = delete;
   Maintenance& operator=(const Maintenance&) = delete;
@@ -49,10 +46,6 @@ class Maintenance final : public Service {
   // Live reload: the queues whose statistics feed the gauges (worker.queues). The next
   // statistics round starts at once, so a new queue's gauges do not wait kStatsInterval.
   void set_queues(std::vector<std::string> queues);
-  // Heartbeat now rather than at the next interval: the NOTIFY of pgjobd_cancel, so the
-  // heartbeat's answer (which running jobs have a cancel request) stops them at once.
-  void request_heartbeat();
-
   // Limits (README "Limits"): the maintenance loop writes this daemon's and reads
   // everyone's back every heartbeat interval and on request_limits_sync(), reports their
   // use in pgjobd_limit_running and, as leader, deletes idle partitions' rows. Set before
@@ -65,10 +58,6 @@ class Maintenance final : public Service {
   // Now rather than at the next interval: a reload changed the section, or another
   // daemon's write was announced (NOTIFY pgjobd_limits).
   void request_limits_sync();
-
-  // When the last successful heartbeat was sent: every running job's lease lasts at least
-  // lease.duration from then (LeaseGuard stops jobs once that has passed).
-  std::chrono::steady_clock::time_point last_renewal() const;
 
   static constexpr std::chrono::seconds kStatsInterval{30};
   static constexpr std::chrono::seconds kPruneInterval{60};
@@ -89,7 +78,6 @@ class Maintenance final : public Service {
 
  private:
   void run(const std::stop_token& stop);
-  void heartbeat();
   void lead_and_rescue(std::chrono::milliseconds interval);
   // The time to the next leadership pass: rescue_interval_ while this daemon has work,
   // kIdleRescueInterval (if longer) once it has none.
@@ -106,7 +94,6 @@ class Maintenance final : public Service {
   const Config config_;  // retention and queues are read from retention_, queues_ (reloadable)
   const std::string worker_id_;
   WorkerPool& pool_;
-  const AwaitingCompletion awaiting_completion_;
   Metrics& metrics_;
   Health& health_;
   const std::unique_ptr<JobStore> store_;
@@ -122,11 +109,9 @@ class Maintenance final : public Service {
   bool limits_prepared_ = false;          // set before start()
 
   mutable std::mutex mutex_;  // guards the members below up to limits_
-  std::chrono::steady_clock::time_point last_renewal_;
   RetentionConfig retention_;
   std::vector<std::string> queues_;
   bool stats_requested_ = false;      // set_queues: run the statistics now
-  bool heartbeat_requested_ = false;  // request_heartbeat: heartbeat now
   bool limits_requested_ = false;     // request_limits_sync: sync limits now
   LimitRegistry* limits_ = nullptr;   // set before start
   std::condition_variable_any wake_;  // the loop's wait; set_queues and the stop token end it

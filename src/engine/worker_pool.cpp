@@ -377,13 +377,24 @@ std::vector<JobAttempt> WorkerPool::cancel_jobs(const std::vector<JobAttempt>& j
   return cancelled;
 }
 
-std::vector<JobAttempt> WorkerPool::stop_expired(std::chrono::steady_clock::time_point renewed_at,
-                                                 Millis lease) {
+void WorkerPool::renewed(const std::vector<JobAttempt>& jobs,
+                         std::chrono::steady_clock::time_point sent_at) {
+  std::vector<JobAttempt> sorted = jobs;
+  std::sort(sorted.begin(), sorted.end());
+  std::lock_guard lock(mutex_);
+  for_each_in_hand_locked([&](Slot& slot) {
+    if (std::binary_search(sorted.begin(), sorted.end(), slot.attempt())) {
+      slot.renewed = std::max(slot.renewed, sent_at);
+    }
+  });
+}
+
+std::vector<JobAttempt> WorkerPool::stop_expired(Millis lease) {
   const auto now = std::chrono::steady_clock::now();
   std::vector<JobAttempt> stopped;
   std::lock_guard lock(mutex_);
   for_each_in_hand_locked([&](Slot& slot) {
-    if (slot.lease_lost || std::max(slot.submitted, renewed_at) + lease > now) return;
+    if (slot.lease_lost || slot.renewed + lease > now) return;
     slot.lease_lost = true;
     slot.stop.request(StopCause::kDaemon);
     stopped.push_back(slot.attempt());

@@ -129,10 +129,13 @@ class WorkerPool final : public Service {
   // Asks the handlers of these attempts to stop because pgjobd_cancel asked. Returns the
   // attempts whose handler was still running and not already asked to (each only once).
   std::vector<JobAttempt> cancel_jobs(const std::vector<JobAttempt>& jobs);
-  // Stops the jobs whose lease has run out by our own clock, taken to end at
-  // max(submitted, renewed_at) + lease. Returns the attempts stopped now (each only once).
-  std::vector<JobAttempt> stop_expired(std::chrono::steady_clock::time_point renewed_at,
-                                       Millis lease);
+  // Records that a heartbeat sent at `sent_at` renewed these attempts' leases.
+  void renewed(const std::vector<JobAttempt>& jobs, std::chrono::steady_clock::time_point sent_at);
+  // Stops the jobs whose lease has run out by our own clock: `lease` after their last
+  // renewal (renewed()), or after they were submitted when none came since. Each job
+  // counts on its own: one whose row another session holds misses renewals the others
+  // get. Returns the attempts stopped now (each only once).
+  std::vector<JobAttempt> stop_expired(Millis lease);
   // Waits until no job runs or the deadline passes (or, if interruptible, until
   // interrupt_wait()); true when idle.
   bool wait_idle(std::chrono::steady_clock::time_point deadline, bool interruptible = true);
@@ -166,6 +169,7 @@ class WorkerPool final : public Service {
     Job job;
     JobStop stop;  // the handler reads it unlocked; it lives until the handler returned
     std::chrono::steady_clock::time_point submitted;
+    std::chrono::steady_clock::time_point renewed = submitted;  // the last renewal's send
     QueueState* queue = nullptr;
     bool lease_lost = false;
     bool cancelled = false;

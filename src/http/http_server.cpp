@@ -18,6 +18,13 @@
 #include "log/secrets.hpp"
 
 namespace pgjobd {
+
+// What the hook asks a server (see ProbeRegistry).
+struct Probes {
+  ReadinessProbe readiness;
+  ReadinessProbe liveness;
+};
+
 namespace {
 
 // civetweb's begin_request hook is a plain function pointer and the Exposer's CivetServer
@@ -28,8 +35,18 @@ namespace {
 // can call it outside the lock.
 struct ProbeRegistry {
   std::mutex mutex;
-  std::map<int, std::shared_ptr<const ReadinessProbe>> by_port;
+  std::map<int, std::shared_ptr<const Probes>> by_port;
 };
+
+// What `probe` says: "" when fine, else why not; `unknown` before the server registered.
+std::string ask(const ReadinessProbe* probe, const char* unknown) {
+  if (probe == nullptr) return unknown;
+  try {
+    return *probe ? (*probe)() : std::string();
+  } catch (const std::exception& e) {
+    return std::string("probe failed: ") + e.what();
+  }
+}
 
 ProbeRegistry& probe_registry() {
   static ProbeRegistry registry;
@@ -51,30 +68,22 @@ void send_text(mg_connection* conn, int status, const std::string& body) {
 int begin_request(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
   const char* uri = info->local_uri != nullptr ? info->local_uri : "";
-  if (std::strcmp(uri, "/healthz") == 0) {
-    send_text(conn, 200, "ok\n");
-    return 200;
-  }
-  if (std::strcmp(uri, "/readyz") != 0) return 0;
+  const bool health = std::strcmp(uri, "/healthz") == 0;
+  if (!health && std::strcmp(uri, "/readyz") != 0) return 0;
 
-  std::shared_ptr<const ReadinessProbe> probe;
+  std::shared_ptr<const Probes> probes;
   {
     ProbeRegistry& registry = probe_registry();
     std::lock_guard lock(registry.mutex);
     if (auto found = registry.by_port.find(info->server_port); found != registry.by_port.end()) {
-      probe = found->second;
+      probes = found->second;
     }
   }
-  std::string reason = "starting";  // a request can beat the registration in the constructor
-  if (probe != nullptr) {
-    try {
-      reason = *probe ? (*probe)() : std::string();
-    } catch (const std::exception& e) {
-      reason = std::string("readiness probe failed: ") + e.what();
-    }
-  }
+  // A request can beat the registration in the constructor: alive, not yet ready.
+  const std::string reason = health ? ask(probes ? &probes->liveness : nullptr, "")
+                                    : ask(probes ? &probes->readiness : nullptr, "starting");
   if (reason.empty()) {
-    send_text(conn, 200, "ready\n");
+    send_text(conn, 200, health ? "ok\n" : "ready\n");
     return 200;
   }
   // The reasons quote database errors: the last line of defence for the password.
@@ -87,7 +96,7 @@ int begin_request(mg_connection* conn) {
 struct HttpServer::State {
   int port = 0;
   std::string knock_host;  // see http/listener_stop.hpp
-  std::shared_ptr<const ReadinessProbe> probe;
+  std::shared_ptr<const Probes> probe;
   // The Exposer keeps only a weak_ptr; holding it here keeps /metrics populated.
   std::shared_ptr<prometheus::Collectable> metrics;
   // Declared last so it is destroyed first: its threads stop before the rest goes away.
@@ -95,9 +104,9 @@ struct HttpServer::State {
 };
 
 HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Collectable> metrics,
-                       ReadinessProbe readiness)
+                       ReadinessProbe readiness, ReadinessProbe liveness)
     : state_(std::make_unique<State>()) {
-  state_->probe = std::make_shared<const ReadinessProbe>(std::move(readiness));
+  state_->probe = std::make_shared<const Probes>(Probes{std::move(readiness), std::move(liveness)});
   state_->metrics = std::move(metrics);
   CivetCallbacks callbacks;  // civetweb copies the struct; it need not outlive the call
   callbacks.begin_request = &begin_request;

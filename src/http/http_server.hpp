@@ -1,7 +1,8 @@
 #pragma once
 // The daemon's HTTP endpoint: /metrics (Prometheus text format, served by prometheus-cpp's
-// Exposer), /healthz (the process is alive: always 200) and /readyz (200 when the database
-// is reachable and the schema current, else 503 with the reason).
+// Exposer), /healthz (liveness: 200 unless a loop the daemon depends on is wedged, then 503
+// with the reason) and /readyz (200 when the database is reachable and answering and the
+// schema current, else 503 with the reason).
 
 #include <functional>
 #include <memory>
@@ -20,8 +21,9 @@ class HttpServer {
  public:
   // listen: "host:port" ("127.0.0.1:0" picks a free port). Throws std::runtime_error
   // naming the address when it cannot bind.
+  // `liveness` answers like a readiness probe: empty when alive; none: always alive.
   HttpServer(const std::string& listen, std::shared_ptr<prometheus::Collectable> metrics,
-             ReadinessProbe readiness);
+             ReadinessProbe readiness, ReadinessProbe liveness = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

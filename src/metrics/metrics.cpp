@@ -177,6 +177,14 @@ struct Metrics::State {
               "completions and leases lost at heartbeat.")
           .Register(*registry)
           .Add({});
+  prometheus::Counter& renewals_held =
+      prometheus::BuildCounter()
+          .Name("pgjobd_lease_renewals_held_total")
+          .Help(
+              "Running jobs whose lease a heartbeat could not renew because another session "
+              "held the job's row locked (counted once per job while it stays held).")
+          .Register(*registry)
+          .Add({});
   prometheus::Counter& completions_dropped =
       prometheus::BuildCounter()
           .Name("pgjobd_completions_dropped_total")
@@ -466,6 +474,7 @@ void Metrics::retried() { state_->retries.Increment(); }
 void Metrics::rescued(int count) { state_->rescued.Increment(count); }
 
 void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
+void Metrics::lease_renewal_held() { state_->renewals_held.Increment(); }
 void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
 
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }

@@ -69,6 +69,7 @@ class Metrics {
   void retried();                          // pgjobd_retries_total
   void rescued(int count);                 // pgjobd_rescued_total
   void stale_write(int count);             // pgjobd_stale_writes_total
+  void lease_renewal_held();               // pgjobd_lease_renewals_held_total
   void completion_dropped();               // pgjobd_completions_dropped_total
   void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)

@@ -60,7 +60,10 @@ struct RescueReport {
 
 struct HeartbeatReport {
   std::vector<JobAttempt> kept;  // still ours: leases extended
-  // Of those kept, the ones pgjobd_cancel asked to stop.
+  // Still ours, but another session holds the row locked: not renewed this time (the
+  // heartbeat does not wait for it).
+  std::vector<JobAttempt> held;
+  // Of those kept or held, the ones pgjobd_cancel asked to stop.
   std::vector<JobAttempt> cancel_requested;
 };
 
@@ -185,8 +188,9 @@ class JobStore {
                                 const std::string& worker_id, bool delete_done, Millis timeout,
                                 std::stop_token stop) = 0;
 
-  // Extends the lease of these attempts; returns those still ours, and which of them have
-  // a cancel request.
+  // Extends the lease of these attempts; returns those still ours (renewed, or held by
+  // another session's row lock and left as they are), and which of them have a cancel
+  // request. Never waits for another session's lock.
   virtual HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs,
                                     const std::string& worker_id, Millis lease) = 0;
 

@@ -138,6 +138,12 @@ void FakeJobTable::take_over(std::int64_t id, const std::string& other_worker) {
   changed();
 }
 
+void FakeJobTable::lock_row(std::int64_t id, bool locked) {
+  std::lock_guard lock(mutex_);
+  rows_.at(id).locked_by_application = locked;
+  changed();
+}
+
 std::string FakeJobTable::request_cancel(std::int64_t id) {
   std::lock_guard lock(mutex_);
   FakeRow& row = rows_.at(id);
@@ -608,7 +614,7 @@ HeartbeatReport FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
   for (const JobAttempt& job : jobs) {
     const FakeRow* row = table_->find(job.id);
     if (row == nullptr || !table_->owned(*row, job, worker_id)) continue;
-    report.kept.push_back(job);
+    (row->locked_by_application ? report.held : report.kept).push_back(job);
     if (row->cancel_requested) report.cancel_requested.push_back(job);
   }
   table_->changed();

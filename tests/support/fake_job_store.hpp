@@ -63,7 +63,8 @@ struct FakeRow {
   bool deleted = false;  // completed with delete_done
   std::string last_error;
   Millis retry_delay{0};
-  bool cancel_requested = false;  // request_cancel() while it ran
+  bool cancel_requested = false;       // request_cancel() while it ran
+  bool locked_by_application = false;  // lock_row(): another session holds the row
   // Not claimed before this time; next_due() reports it while it is in the future, or
   // since, within its look_back.
   std::chrono::steady_clock::time_point run_at{};
@@ -107,6 +108,9 @@ class FakeJobTable {
   // heartbeats report and which turns its completion (but done) into cancelled. Returns
   // the status left, by name.
   std::string request_cancel(std::int64_t id);
+  // Another session (an application) holds the row's lock, or lets it go: heartbeats
+  // report the job held instead of renewing it.
+  void lock_row(std::int64_t id, bool locked);
 
   // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost), or,
   // given a sqlstate, a server's refusal with that code (a read-only server: "25006").
