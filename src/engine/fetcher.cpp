@@ -161,6 +161,10 @@ void Fetcher::run(const std::stop_token& stop) {
       const auto watch = health_.watch_call("fetcher");
       full = claim_once(woken_);
       tell_first_claim();
+      // The end of an outage (a restart, a failover) is as much news as its start.
+      if (backoff.failures() > 0) {
+        spdlog::info("claims work again after {} failed attempt(s)", backoff.failures());
+      }
       backoff.reset();
       health_.clear("fetcher");
     } catch (const DbError& e) {

@@ -1,4 +1,5 @@
-// PrivateCluster (pg-cluster.sh on a template copy), ClusterSession and the /proc helpers.
+// PrivateCluster (pg-cluster.sh on a template copy), ReplicaPair (a synchronous standby made
+// from one), ClusterSession and the /proc helpers.
 
 #include "support/private_cluster.hpp"
 #include "support/build_paths.hpp"
@@ -22,6 +23,7 @@
 
 #include "db/migrator.hpp"
 #include "db/sql_text.hpp"
+#include "support/wait_until.hpp"
 
 extern char** environ;
 
@@ -106,6 +108,15 @@ class ClusterTemplate {
   std::mutex mutex_;
   std::string dir_;
 };
+
+// `url` with more query parameters (`url` may already have some, e.g. a multi-host URL's
+// target_session_attrs).
+std::string with_parameters(const std::string& url, const std::string& parameters) {
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + parameters;
+}
+
+// The standby's application_name, which the primary's synchronous_standby_names names.
+constexpr const char* kStandbyName = "pgjobd_standby";
 
 std::vector<std::string> environment_with(const EnvOverrides& overrides) {
   std::map<std::string, std::string> env;
@@ -240,6 +251,68 @@ std::string PrivateCluster::server_log_tail(std::size_t lines) const {
   return tail_lines(read_text_file(dir_ + "/server.log"), lines);
 }
 
+ReplicaPair::ReplicaPair() {
+  standby_dir_ = make_temp_dir("pgjobd-standby");
+  try {
+    // pg_basebackup runs as the server's user, like the server, into a directory it owns.
+    checked({"chown", "postgres:", standby_dir_});
+    // -R writes primary_conninfo (with this application_name) and standby.signal; -c fast
+    // starts the backup without waiting for a spread checkpoint; --no-sync skips flushing
+    // the copy to disk, seconds on a busy machine (like pg-cluster.sh --fast, nothing here
+    // is tested against power loss).
+    checked({"runuser", "-u", "postgres", "--", kPgBin + "/pg_basebackup", "-d",
+             "host=127.0.0.1 port=" + std::to_string(primary_.port()) +
+                 " user=postgres application_name=" + kStandbyName,
+             "-D", standby_dir_ + "/data", "-R", "-c", "fast", "-X", "stream", "--no-sync"});
+    checked({kClusterScript, "start", standby_dir_, "--fast"}, kAnyPort);
+    standby_url_ = trimmed(read_text_file(standby_dir_ + "/url"));
+    standby_port_ = std::stoi(read_text_file(standby_dir_ + "/port"));
+    // Set only now: in the base backup it would make the promoted standby wait for a
+    // standby of its own on every commit. ALTER SYSTEM writes the primary's
+    // postgresql.auto.conf, which replication does not carry.
+    ClusterSession admin(primary_.url());
+    admin.exec(std::string("ALTER SYSTEM SET synchronous_standby_names = '") + kStandbyName + "'");
+    admin.exec("SELECT pg_reload_conf()");
+    const std::string sync_state_sql =
+        std::string(
+            "SELECT coalesce(max(sync_state), 'none') FROM pg_stat_replication "
+            "WHERE state = 'streaming' AND application_name = '") +
+        kStandbyName + "'";
+    if (!wait_until([&] { return admin.query(sync_state_sql) == "sync"; }, 60s)) {
+      throw std::runtime_error("the standby is not a streaming synchronous standby after 60 s (" +
+                               admin.query(sync_state_sql) + "); its log ends:\n" +
+                               standby_log_tail());
+    }
+  } catch (...) {
+    run_command({kClusterScript, "stop", standby_dir_});
+    std::error_code ignored;
+    std::filesystem::remove_all(standby_dir_, ignored);
+    throw;
+  }
+}
+
+ReplicaPair::~ReplicaPair() {
+  run_command({kClusterScript, "stop", standby_dir_});
+  std::error_code ignored;
+  std::filesystem::remove_all(standby_dir_, ignored);
+}
+
+std::string ReplicaPair::failover_url() const {
+  return "postgresql://pgjobd@127.0.0.1:" + std::to_string(primary_.port()) +
+         ",127.0.0.1:" + std::to_string(standby_port_) + "/pgjobd?target_session_attrs=read-write";
+}
+
+void ReplicaPair::stop_primary() { primary_.stop(); }
+
+void ReplicaPair::promote_standby() {
+  checked({"runuser", "-u", "postgres", "--", kPgBin + "/pg_ctl", "-D", standby_dir_ + "/data",
+           "-w", "-t", "60", "promote"});
+}
+
+std::string ReplicaPair::standby_log_tail(std::size_t lines) const {
+  return tail_lines(read_text_file(standby_dir_ + "/server.log"), lines);
+}
+
 struct ClusterSession::Connection {
   explicit Connection(const std::string& url) : conn(url) {}
   pqxx::connection conn;
@@ -258,10 +331,10 @@ auto ClusterSession::with_retry(Fn&& fn) {
         conn_.reset();
         // Options beat database- and role-level settings: the test's own statements work
         // while it makes the daemon's sessions read-only or time out.
-        conn_ = std::make_unique<Connection>(
-            url_ +
-            "?application_name=fault-test&connect_timeout=5"
-            "&options=-c%20statement_timeout%3D0%20-c%20default_transaction_read_only%3Doff");
+        conn_ = std::make_unique<Connection>(with_parameters(
+            url_,
+            "application_name=fault-test&connect_timeout=5"
+            "&options=-c%20statement_timeout%3D0%20-c%20default_transaction_read_only%3Doff"));
       }
       // A server-side close (restart, terminate) shows up here without a statement:
       // libpqxx 6 leaks the PGresult of a statement that fails on a dead connection.
@@ -294,7 +367,7 @@ void ClusterSession::create_schema() {
     txn.exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema_) + " CASCADE");
     return 0;
   });
-  pqxx::connection conn(url_ + "?application_name=fault-test");
+  pqxx::connection conn(with_parameters(url_, "application_name=fault-test"));
   migrate(conn, schema_);
 }
 

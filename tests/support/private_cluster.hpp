@@ -1,7 +1,8 @@
 #pragma once
 // Fault-test support: a private PostgreSQL cluster a test may restart, stop or reconfigure
-// (never the shared PGJOBD_TEST_DATABASE_URL server), a session on it that survives those
-// faults, and /proc helpers (CPU time, children, zombies) for checking the daemon.
+// (never the shared PGJOBD_TEST_DATABASE_URL server), a primary with a synchronous standby
+// to fail over to, a session on it that survives those faults, and /proc helpers (CPU
+// time, children, zombies) for checking the daemon.
 
 #include <sys/types.h>
 
@@ -55,6 +56,41 @@ class PrivateCluster {
   std::string dir_;
   std::string url_;
   int port_ = 0;
+};
+
+// A primary (a PrivateCluster) and a hot standby made from it with `pg_basebackup -R`,
+// streaming on a port of its own. The primary's synchronous_standby_names names the
+// standby (synchronous_commit stays on): a commit returns only once the standby has
+// flushed it, so whatever a client saw committed survives a failover. The standby's own
+// configuration names no synchronous standby, so it takes writes at once when promoted.
+// The destructor stops both servers and removes both directories, whatever state the test
+// left them in.
+class ReplicaPair {
+ public:
+  ReplicaPair();
+  ~ReplicaPair();
+  ReplicaPair(const ReplicaPair&) = delete;
+  ReplicaPair& operator=(const ReplicaPair&) = delete;
+
+  PrivateCluster& primary() { return primary_; }
+  const std::string& standby_url() const { return standby_url_; }
+  int standby_port() const { return standby_port_; }
+  // postgresql://pgjobd@127.0.0.1:PRIMARY,127.0.0.1:STANDBY/pgjobd?target_session_attrs=
+  // read-write: libpq connects to whichever of the two takes writes.
+  std::string failover_url() const;
+
+  // pg_ctl stop -m immediate on the primary: no shutdown checkpoint, every session cut,
+  // as in a crash of its host.
+  void stop_primary();
+  // pg_ctl promote -w: returns once the standby has left recovery and takes writes.
+  void promote_standby();
+  std::string standby_log_tail(std::size_t lines = 40) const;
+
+ private:
+  PrivateCluster primary_;
+  std::string standby_dir_;
+  std::string standby_url_;
+  int standby_port_ = 0;
 };
 
 // The test's own session on a server it injects faults into: application_name
