@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pgjobd/job.hpp"
@@ -76,6 +77,10 @@ class Metrics {
   // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
   // kOtherLabel.
   void db_error(const std::string& operation);
+  // pgjobd_loop_errors_total{loop}: an exception other than a database error caught at a
+  // loop's boundary: "claim", "complete", "maintenance", "schedule" or "listen" (else
+  // kOtherLabel).
+  void loop_error(std::string_view loop);
   void config_reload(bool applied);  // pgjobd_config_reloads_total{result}
   // pgjobd_schedule_fires_total{schedule,result}: result "fired", "skipped_overlap" or
   // "missed". Schedules made with SQL are named by the table, so only the first
