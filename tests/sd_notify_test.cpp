@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -308,6 +309,28 @@ TEST(SystemdNotifier, StartWatchdogAgainReplacesTheCallback) {
   notifier.stop_watchdog();
   sink.drain();
   EXPECT_FALSE(sink.receive(milliseconds(200)));
+}
+
+// run_daemon holds its watchdog in a ScopedWatchdog: a drain that throws leaves the scope
+// by exception, and the thread, which calls into the engine, must be gone before the
+// engine is.
+TEST(SystemdNotifier, ScopedWatchdogEndsItsThreadWhenLeftByAnException) {
+  NotifySink sink(NotifySink::Kind::kPath);
+  ScopedEnv env{{"NOTIFY_SOCKET", sink.notify_socket()},
+                {"WATCHDOG_USEC", "20000"},
+                {"WATCHDOG_PID", std::nullopt}};
+  SystemdNotifier notifier;
+  std::atomic<int> checks{0};
+  try {
+    const ScopedWatchdog watchdog(notifier, [&] { return ++checks, true; });
+    ASSERT_EQ(sink.receive_text(), "WATCHDOG=1");
+    throw std::runtime_error("the drain failed");
+  } catch (const std::runtime_error&) {
+  }
+  const int checks_at_exit = checks.load();
+  sink.drain();
+  EXPECT_FALSE(sink.receive(milliseconds(200)));  // twenty intervals without a ping
+  EXPECT_EQ(checks.load(), checks_at_exit);
 }
 
 TEST(SystemdNotifier, StatusFromManyThreadsWhileTheWatchdogRuns) {

@@ -188,6 +188,39 @@ TEST_F(SqlHandlerTest, StopRequestCancelsAndReleases) {
   EXPECT_EQ(result.outcome, Outcome::kReleased) << result.error;
 }
 
+// A database outage is not a job failure: the daemon's session to the server ended under
+// the statement (pg_terminate_backend, as a restart or a failover would) releases the job
+// without counting an attempt. With max_attempts 1 a counted attempt would make it dead.
+TEST_F(SqlHandlerTest, ALostSessionReleasesTheJobWithoutCountingAnAttempt) {
+  const std::string naps = "\"" + schema_.name() + "\".naps";
+  schema_.exec("CREATE TABLE " + naps + " (seconds float8)");
+  schema_.exec("INSERT INTO " + naps + " VALUES (60)");
+  schema_.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('t', 1)");
+  Config config = schema_.config();
+  // The schema's name marks this test's statement among those of tests running beside it.
+  config.handlers["t"] = sql_config("INSERT INTO " + side_table() +
+                                    " (job_id) SELECT $2 FROM pg_sleep((SELECT seconds FROM " +
+                                    naps + ")) WHERE $1 IS NOT NULL");
+  Engine engine(config);
+  engine.start();
+  const std::string sleeping =
+      "FROM pg_stat_activity WHERE application_name LIKE 'pgjobd%' AND state = 'active' AND "
+      "pid <> pg_backend_pid() AND "
+      "query LIKE '%pg_sleep%" +
+      schema_.name() + "%'";
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return schema_.query("SELECT count(*) " + sleeping) == "1"; }, 20s));
+  schema_.exec("UPDATE " + naps + " SET seconds = 0");  // the next run ends at once
+  EXPECT_EQ(schema_.query("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) " + sleeping),
+            "1");
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return schema_.count("status IN ('done', 'failed', 'dead')") == 1; }, 20s));
+  EXPECT_EQ(schema_.query("SELECT status || ' ' || coalesce(last_error, '') FROM {jobs}"), "done ");
+  EXPECT_EQ(schema_.query("SELECT attempts FROM {jobs}"), "1");  // the run that succeeded
+  EXPECT_EQ(schema_.query("SELECT count(*) FROM " + side_table()), "1");
+  engine.drain();
+}
+
 TEST_F(SqlHandlerTest, EngineRunsSqlJobsExactlyOnce) {
   schema_.insert_jobs("t", 200);
   Config config = schema_.config();

@@ -80,6 +80,16 @@ class Engine {
   // This daemon's identity in locked_by: host:pid:random.
   const std::string& worker_id() const;
 
+  // The longest drain() takes when every database call returns within its deadline:
+  // shutdown.timeout, then the stop grace of the handlers (the largest kill_grace + 1 s),
+  // then the last completion flush (lease.duration, at most 10 s). Follows reloads.
+  // Thread-safe.
+  std::chrono::milliseconds drain_bound() const;
+
+  // What drain() is doing now, e.g. "waiting for running jobs" or "writing the last
+  // completions"; empty before a drain. Thread-safe.
+  std::string drain_stage() const;
+
   // Jobs currently running on the pool.
   int busy_workers() const;
 

@@ -1,6 +1,6 @@
 #pragma once
 // The pgjobd subcommands. Each returns the process exit code: 0 ok, 1 runtime failure,
-// 2 usage or config error.
+// 2 usage or config error; `pgjobd run` adds the two below (README, "Signals").
 
 #include <cstdint>
 #include <memory>
@@ -18,6 +18,12 @@ class UiServer;
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+// The drain outlived its bound (Engine::drain_bound() + kShutdownMargin after the first
+// SIGTERM) and the daemon ended itself without finishing it.
+inline constexpr int kExitShutdownBound = 3;
+// Drained, but N completions could not be written: kExitUnwrittenBase + min(N, 99).
+inline constexpr int kExitUnwrittenBase = 10;
+inline constexpr int kExitUnwrittenCap = 99;
 
 int run_daemon(const std::string& config_path);
 int run_migrate(const std::string& config_path);

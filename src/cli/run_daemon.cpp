@@ -4,14 +4,17 @@
 // inherited), and one thread takes them with sigwait: first SIGTERM/SIGINT drains, a
 // second one ends the drain's wait at once (jobs are still released), SIGHUP reloads the
 // configuration. Only those three are blocked and waited for; every other signal keeps
-// its default action.
+// its default action. The first SIGTERM/SIGINT also arms a hard bound: whatever the
+// database does, the process ends within the drain's bound plus kShutdownMargin.
 
 #include <pthread.h>
 #include <signal.h>
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -23,12 +26,18 @@
 #include "cli/config_loading.hpp"
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
+#include "pgjobd/duration.hpp"
 #include "pgjobd/engine.hpp"
 #include "systemd/sd_notify.hpp"
 #include "ui/ui_server.hpp"
 
 namespace pgjobd {
 namespace {
+
+// Beyond Engine::drain_bound(), for what follows the last flush (stopping the HTTP
+// endpoint and the dashboard) and for a database call that ends at its deadline just
+// before the next step begins.
+constexpr Millis kShutdownMargin{5000};
 
 std::string running_status(const Config& config) {
   return "processing jobs: " + std::to_string(config.worker.concurrency) + " worker(s), " +
@@ -67,6 +76,85 @@ class ShutdownSignal {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool triggered_ = false;
+};
+
+// Where the daemon is, as systemd must hear it: READY=1 once start-up completed and to
+// end each reload, never before start-up completed and never once a drain began. The
+// signal thread reloads under the same lock, so a reload cannot interleave with the
+// READY=1 of start-up or the STOPPING=1 of a drain.
+class Lifecycle {
+ public:
+  enum class Phase { kStarting, kRunning, kStopping };
+
+  explicit Lifecycle(SystemdNotifier& systemd) : systemd_(systemd) {}
+
+  // Start-up completed: READY=1, unless a stop came first.
+  void started(const std::string& status) {
+    std::lock_guard lock(mutex_);
+    if (phase_ != Phase::kStarting) return;
+    phase_ = Phase::kRunning;
+    systemd_.ready(status);
+  }
+  // The first stop signal: STOPPING=1.
+  void stopping(const std::string& status) {
+    std::lock_guard lock(mutex_);
+    phase_ = Phase::kStopping;
+    systemd_.stopping(status);
+  }
+  // Runs `reload` between RELOADING=1 and READY=1 (whatever its outcome: systemd stays
+  // "reloading" until READY=1) when the daemon runs; otherwise sends nothing and returns
+  // the phase that refused it.
+  template <typename Reload>
+  Phase reload(const std::string& status, Reload&& reload) {
+    std::lock_guard lock(mutex_);
+    if (phase_ != Phase::kRunning) return phase_;
+    systemd_.reloading(status);
+    systemd_.ready(reload());
+    return phase_;
+  }
+
+ private:
+  SystemdNotifier& systemd_;
+  std::mutex mutex_;
+  Phase phase_ = Phase::kStarting;
+};
+
+// The hard bound on a shutdown: armed by the first stop signal, it calls `expire` (which
+// ends the process) if disarm() has not come within the bound. A drain waits on the
+// database at several steps; each call has a deadline, but a wedged one must not keep an
+// orchestrator's deploy waiting.
+class ShutdownBound {
+ public:
+  ~ShutdownBound() { disarm(); }
+
+  // Once; later calls do nothing.
+  void arm(Millis bound, std::function<void()> expire) {
+    std::lock_guard lock(mutex_);
+    if (armed_ || disarmed_) return;
+    armed_ = true;
+    thread_ = std::thread([this, bound, expire = std::move(expire)] {
+      std::unique_lock waiting(mutex_);
+      // `expire` runs under the lock: a disarm() racing it waits for the process to end.
+      if (!cv_.wait_for(waiting, bound, [this] { return disarmed_; })) expire();
+    });
+  }
+  void disarm() {
+    std::thread thread;
+    {
+      std::lock_guard lock(mutex_);
+      disarmed_ = true;
+      thread = std::move(thread_);
+    }
+    cv_.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool disarmed_ = false;
+  std::thread thread_;
 };
 
 // SIGHUP: re-read the file; apply what can change live; keep the old config in force when
@@ -117,6 +205,36 @@ int run_daemon(const std::string& config_path) {
 
   Engine engine(*config);
   ShutdownSignal shutdown;
+  Lifecycle lifecycle(systemd);
+  // What the daemon waits for, named when the bound expires: start-up, the drain (whose
+  // step the engine tells), or what follows it.
+  std::atomic<const char*> waiting_for{"start-up: connecting to the database"};
+  const auto expire = [&](Millis bound) {
+    // Saying so must not become one more wait (a log pipe nobody reads, a lock held by a
+    // thread stuck in the database): the process ends a second later regardless.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::_Exit(kExitShutdownBound);
+    }).detach();
+    std::string step = waiting_for.load();
+    if (step == "drain") {
+      const std::string stage = engine.drain_stage();
+      step = stage == "drained" ? "the dashboard to stop" : "the drain: " + stage;
+    }
+    spdlog::error(
+        "shutdown did not end within {} of the first stop signal (shutdown.timeout, the "
+        "handlers' kill_grace + 1s, the completion flush and {} margin): still waiting for "
+        "{}; exiting with code {} now; {} job(s) still running and any unwritten completions "
+        "return to the queue when their leases expire",
+        format_duration(bound), format_duration(kShutdownMargin), step, kExitShutdownBound,
+        engine.busy_workers());
+    systemd.status("gave up on the drain after " + format_duration(bound) + ": still waiting for " +
+                   step);
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+    // Threads stuck in the database hold the engine's locks: no destructor may run.
+    std::_Exit(kExitShutdownBound);
+  };
+  ShutdownBound shutdown_bound;  // after `expire`, which its thread calls
   // The dashboard (ui.listen); the signal thread applies reloads to it, so it is reached
   // under a lock.
   std::mutex dashboard_mutex;
@@ -133,16 +251,26 @@ int run_daemon(const std::string& config_path) {
       if (sigwait(&signals, &sig) != 0) continue;
       if (finished) return;
       if (sig == SIGHUP) {
-        systemd.reloading("reloading " + config_path);
-        // systemd keeps the unit "reloading" until READY=1, whatever the outcome.
-        systemd.ready(reload_config(config_path, engine, reload_dashboard));
+        const auto phase = lifecycle.reload("reloading " + config_path, [&] {
+          return reload_config(config_path, engine, reload_dashboard);
+        });
+        if (phase != Lifecycle::Phase::kRunning) {
+          spdlog::warn("SIGHUP ignored: the daemon is {}; the configuration is not reloaded",
+                       phase == Lifecycle::Phase::kStarting ? "starting (send it again once it "
+                                                              "runs)"
+                                                            : "draining");
+        }
         continue;
       }
       ++stops;
       if (stops == 1) {
-        spdlog::info("{} received: draining (send it again to stop waiting for running jobs)",
-                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        systemd.stopping("draining: finishing running jobs");
+        const Millis bound = engine.drain_bound() + kShutdownMargin;
+        shutdown_bound.arm(bound, [&expire, bound] { expire(bound); });
+        spdlog::info(
+            "{} received: draining (send it again to stop waiting for running jobs); the "
+            "process ends within {} whatever the database does",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", format_duration(bound));
+        lifecycle.stopping("draining: finishing running jobs");
         engine.request_stop();
         shutdown.trigger();
       } else {
@@ -172,10 +300,12 @@ int run_daemon(const std::string& config_path) {
       dashboard = std::move(started);
     }
     engine.start();
-    if (!shutdown.triggered()) systemd.ready(running_status(*config));
-    // Pings keep coming through a drain; they stop only if the claim loop is wedged.
-    systemd.start_watchdog([&] { return engine.responsive(); });
+    lifecycle.started(running_status(*config));
+    // Pings keep coming through a drain; they stop only if the claim loop is wedged. The
+    // thread ends with this block, however it ends, before the engine goes.
+    const ScopedWatchdog watchdog(systemd, [&] { return engine.responsive(); });
     shutdown.wait();
+    waiting_for = "drain";
     {
       // The dashboard stops alongside the drain (it waits for its requests in progress);
       // the jthread joins however the drain ends.
@@ -185,14 +315,17 @@ int run_daemon(const std::string& config_path) {
       });
       engine.drain();
     }
-    systemd.stop_watchdog();
+    waiting_for = "the dashboard and the signal thread to stop";
     if (const int unwritten = engine.unwritten_completions(); unwritten > 0) {
-      // Not a clean stop: a supervisor or script must not take it for one.
+      // Not a clean stop: a supervisor or script must not take it for one, and the code
+      // says how many were lost.
+      code = kExitUnwrittenBase + std::min(unwritten, kExitUnwrittenCap);
       spdlog::error(
           "exiting with code {}: {} completion(s) were not written; their jobs return to the "
           "queue when their leases expire",
-          kExitFailure, unwritten);
-      code = kExitFailure;
+          code, unwritten);
+      systemd.status(std::to_string(unwritten) + " completion(s) not written; exit code " +
+                     std::to_string(code));
     }
   } catch (const std::invalid_argument& e) {
     spdlog::error("{}", e.what());
@@ -215,6 +348,7 @@ int run_daemon(const std::string& config_path) {
     dashboard.reset();
   }
   stop_signal_thread();
+  shutdown_bound.disarm();
   const bool stuck = engine.busy_workers() > 0;
   spdlog::shutdown();
   // Handler threads that ignored their stop request cannot be joined: leave without

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "engine/loop_error.hpp"
 #include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
@@ -102,8 +103,8 @@ void Completer::run(const std::stop_token& stop) {
       write(batch, 0, n, delete_done, progress);
       backoff.reset();
       health_.clear("completer");
-    } catch (const DbError& e) {  // not the rows' fault: the rest of the batch waits
-      metrics_.db_error("complete", e.timed_out());
+    } catch (const std::exception& e) {  // not the rows' fault: the rest of the batch waits
+      count_loop_error(&metrics_, "complete", "complete", e);
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
     }

@@ -107,6 +107,11 @@ class Engine::Impl {
     return pool_ ? pool_->working() : stuck_jobs_.load();
   }
   void request_stop() { stop_requested_ = true; }
+  std::string drain_stage() const { return drain_stage_.load(); }
+  Millis drain_bound() const {
+    const Config config = current_config();
+    return config.shutdown.timeout + release_grace() + flush_window(config);
+  }
   bool responsive() const { return liveness_problem().empty(); }
   // Empty while alive; else what is wedged (/healthz's 503 body).
   std::string liveness_problem() const {
@@ -130,6 +135,10 @@ class Engine::Impl {
   HandlerTable build_handlers(const Config& config) const;
   void prepare_schema();
   Millis release_grace() const;
+  // How long the drain's last completion flush may take.
+  static Millis flush_window(const Config& config) {
+    return std::min<Millis>(config.lease.duration, Millis(10000));
+  }
 
   // Changed only by reload(); threads other than the caller's read it via current_config().
   Config config_;
@@ -151,6 +160,8 @@ class Engine::Impl {
   std::atomic<bool> hurried_{false};
   std::atomic<int> stuck_jobs_{0};             // handlers that ignored a stop request at drain
   std::atomic<int> unwritten_completions_{0};  // given up on at drain's flush deadline
+  // What drain() is doing now, for the log line of a daemon that gives up on its drain.
+  std::atomic<const char*> drain_stage_{""};
   // Guards the pointers below and drained_ (not the parts themselves) for callers on
   // other threads: hurry(), busy(), responsive().
   mutable std::mutex parts_mutex_;
@@ -431,6 +442,7 @@ void Engine::Impl::drain() {
   spdlog::info("draining: no new jobs; waiting up to {} for {} running job(s)",
                format_duration(config.shutdown.timeout), pool_->busy());
   // Soft stop: nothing new is claimed; running jobs go on.
+  drain_stage_ = "stopping the claim, LISTEN and schedule loops";
   if (listener_) listener_->stop();
   fetcher_->stop();
   scheduler_->stop();  // no new ticks: the other daemons, or the next start, fire them
@@ -444,12 +456,14 @@ void Engine::Impl::drain() {
     spdlog::info("released {} claimed job(s) no worker had started", unstarted.size());
   }
 
+  drain_stage_ = "waiting for running jobs";
   bool idle = pool_->wait_idle(Clock::now() + config.shutdown.timeout);
   if (!idle) {
     // Hard stop: ask the handlers to stop; their jobs return to the queue.
     spdlog::warn("stopping {} job(s) still running{}; they return to the queue", pool_->busy(),
                  hurried_ ? " (second signal)" : " after the shutdown timeout");
     pool_->stop_all_jobs();
+    drain_stage_ = "stopping running jobs";
     // Not interruptible: exec children get their TERM-then-KILL grace either way.
     idle = pool_->wait_idle(Clock::now() + release_grace(), /*interruptible=*/false);
   }
@@ -464,6 +478,7 @@ void Engine::Impl::drain() {
     spdlog::error("{} handler(s) ignored the stop request; their jobs were released",
                   pool_->busy());
   }
+  drain_stage_ = "stopping the heartbeats and the maintenance loop";
   lease_guard_->stop();    // it stops pool jobs
   lease_renewer_->stop();  // it heartbeats the running jobs: stop it before the pool goes
   maintenance_->stop();
@@ -479,12 +494,14 @@ void Engine::Impl::drain() {
   } else {
     pool_->stop();  // joins the workers: after this no thread calls into the completer
   }
-  completer_->set_flush_deadline(Clock::now() +
-                                 std::min<Millis>(config_.lease.duration, Millis(10000)));
+  drain_stage_ = "writing the last completions";
+  completer_->set_flush_deadline(Clock::now() + flush_window(config));
   completer_->stop();
   unwritten_completions_ = completer_->unwritten_at_stop();
   if (stuck) (void)completer_.release();
+  drain_stage_ = "stopping the HTTP endpoint";
   http_.reset();
+  drain_stage_ = "drained";
   if (unwritten_completions_ > 0) {
     spdlog::error(
         "drained, but {} completion(s) were not written; their jobs return to the queue when "
@@ -533,5 +550,7 @@ const std::string& Engine::worker_id() const { return impl_->worker_id(); }
 int Engine::busy_workers() const { return impl_->busy(); }
 int Engine::unwritten_completions() const { return impl_->unwritten_completions(); }
 bool Engine::responsive() const { return impl_->responsive(); }
+std::chrono::milliseconds Engine::drain_bound() const { return impl_->drain_bound(); }
+std::string Engine::drain_stage() const { return impl_->drain_stage(); }
 
 }  // namespace pgjobd

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "engine/loop_error.hpp"
 #include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
@@ -167,9 +168,9 @@ void Fetcher::run(const std::stop_token& stop) {
       }
       backoff.reset();
       health_.clear("fetcher");
-    } catch (const DbError& e) {
+    } catch (const std::exception& e) {  // a DbError, or a bug: the pass is lost, not the loop
       tell_first_claim();
-      metrics_.db_error("claim", e.timed_out());
+      count_loop_error(&metrics_, "claim", "claim", e);
       health_.set_problem("fetcher", e.what());
       const auto wait = backoff.next();
       spdlog::warn("claim failed, retrying in {}ms: {}", wait.count(), e.what());

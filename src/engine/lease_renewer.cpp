@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "store/reconnect_backoff.hpp"
+#include "engine/loop_error.hpp"
 
 namespace pgjobd {
 
@@ -54,16 +54,12 @@ void LeaseRenewer::run(const std::stop_token& stop) {
       const auto watch = health_.watch_call("heartbeat");
       heartbeat();
       health_.clear("heartbeat");
-    } catch (const DbError& e) {
+    } catch (const std::exception& e) {  // a DbError, or a bug: the pass is lost, not the loop
       // Not a renewal: LeaseGuard stops the jobs whose leases run out meanwhile. Retried at
       // the next interval, which leaves two more before the lease ends.
-      metrics_.db_error("heartbeat", e.timed_out());
+      count_loop_error(&metrics_, "heartbeat", "heartbeat", e);
       health_.set_problem("heartbeat", e.what());
       spdlog::warn("heartbeat failed: {}", e.what());
-    } catch (const std::exception& e) {
-      metrics_.db_error("heartbeat");
-      health_.set_problem("heartbeat", e.what());
-      spdlog::error("heartbeat failed: {}", e.what());
     }
     next = Clock::now() + interval_;
     lock.lock();

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "engine/lease_renewer.hpp"
+#include "engine/loop_error.hpp"
 #include "pgjobd/version.hpp"
 
 namespace pgjobd {
@@ -124,8 +125,8 @@ void Maintenance::guarded(const char* operation, Task&& task) {
     // Any statement that went through shows the database is back: /readyz recovers
     // within one rescue interval of an outage, not at the next statistics round.
     health_.clear("database");
-  } catch (const DbError& e) {
-    metrics_.db_error(operation, e.timed_out());
+  } catch (const std::exception& e) {  // a DbError, or a bug: the task is lost, not the loop
+    count_loop_error(&metrics_, "maintenance", operation, e);
     health_.set_problem("database", e.what());
     spdlog::warn("{} failed: {}", operation, e.what());
   }

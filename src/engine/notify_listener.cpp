@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/loop_error.hpp"
 #include "store/reconnect_backoff.hpp"
 
 namespace pgjobd {
@@ -60,8 +61,8 @@ void NotifyListener::run(const std::stop_token& stop) {
       backoff.reset();
       listen_until_stopped(stop, *session);
       return;
-    } catch (const DbError& e) {
-      metrics_.db_error("listen");
+    } catch (const std::exception& e) {  // a DbError, or a bug: the session is lost, not the loop
+      count_loop_error(&metrics_, "listen", "listen", e);
       const auto wait = backoff.next();
       spdlog::warn("LISTEN connection failed, reconnecting in {}ms: {}", wait.count(), e.what());
       if (wait_or_stop(wait)) return;

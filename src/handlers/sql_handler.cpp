@@ -2,12 +2,24 @@
 
 #include "handlers/sql_handler.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace pgjobd {
 namespace {
+
+// The session broke under the statement: the connection was lost or the server ended it
+// (57P01 admin_shutdown: pg_terminate_backend or a fast shutdown; 57P02 crash_shutdown;
+// 57P03 cannot_connect_now: still starting up), or its commit is in doubt. Whether the
+// statement itself would succeed is unknown.
+bool lost_session(const DbError& e) {
+  const std::string& state = e.sqlstate();
+  return e.connection_lost() || state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
+         state == "57P03";
+}
 
 class SqlHandler {
  public:
@@ -24,6 +36,12 @@ class SqlHandler {
       result.completion_written = true;  // done committed, or nothing of ours to write
     } catch (const DbError& e) {
       if (stop.stop_requested()) {
+        result = JobResult::released();  // a drain or a lost lease cancelled the statement
+      } else if (lost_session(e)) {
+        // Not the statement's fault: the daemon's own session to the database is gone. No
+        // attempt is counted, so an outage cannot make jobs dead.
+        spdlog::warn("job {}: the sql handler lost its database session; released: {}", job.id,
+                     e.what());
         result = JobResult::released();
       } else if (e.sqlstate().rfind("22", 0) == 0) {
         result = JobResult::dead(e.what());  // the payload does not fit the statement

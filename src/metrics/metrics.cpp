@@ -47,6 +47,11 @@ const std::set<std::string, std::less<>> kDbOperations = {
 
 const std::string kOther = Metrics::kOtherLabel;
 
+// The loops that survive an exception other than a database error (a bug, a library's own
+// exception): the README lists them.
+const std::array<std::string, 6> kLoops = {"claim",       "complete", "heartbeat",
+                                           "maintenance", "schedule", "listen"};
+
 // The statuses the statistics query returns (live jobs only).
 const std::set<std::string, std::less<>> kLiveStatuses = {"pending", "failed", "running"};
 
@@ -222,6 +227,13 @@ struct Metrics::State {
               "Database calls abandoned at database.call_timeout (their session closed), by "
               "operation.")
           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& loop_errors =
+      prometheus::BuildCounter()
+          .Name("pgjobd_loop_errors_total")
+          .Help("Unexpected errors (not database errors) a loop caught and survived, by loop.")
+          .Register(*registry);
+  // Built in the constructor for kLoops and kOther, never modified afterwards.
+  std::map<std::string, prometheus::Counter*, std::less<>> loop_error_children;
   prometheus::Family<prometheus::Counter>& config_reloads =
       prometheus::BuildCounter()
           .Name("pgjobd_config_reloads_total")
@@ -382,6 +394,10 @@ Metrics::Metrics(const std::vector<std::string>& queues, const std::vector<std::
     std::lock_guard lock(state_->gauges_mutex);
     state_->serve_queues(queues);
   }
+  for (const std::string& loop : kLoops) {
+    state_->loop_error_children[loop] = &state_->loop_errors.Add({{"loop", loop}});
+  }
+  state_->loop_error_children[kOther] = &state_->loop_errors.Add({{"loop", kOther}});
   state_->build_info.Add({{"version", kVersion}}).Set(1);
 }
 
@@ -497,6 +513,13 @@ void Metrics::db_error(const std::string& operation, bool timed_out) {
   auto& timeouts = state_->call_timeout_children[label];
   if (timeouts == nullptr) timeouts = &state_->call_timeouts.Add({{"operation", label}});
   timeouts->Increment();
+}
+
+void Metrics::loop_error(std::string_view loop) {
+  const auto child = state_->loop_error_children.find(loop);
+  (child != state_->loop_error_children.end() ? child->second
+                                              : state_->loop_error_children.at(kOther))
+      ->Increment();
 }
 
 void Metrics::schedule_fires(const std::string& schedule, const std::string& result, int count) {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pgjobd/job.hpp"
@@ -78,6 +79,10 @@ class Metrics {
   // kOtherLabel. A call abandoned at its deadline (DbError::timed_out) also counts in
   // pgjobd_db_call_timeouts_total{operation}.
   void db_error(const std::string& operation, bool timed_out = false);
+  // pgjobd_loop_errors_total{loop}: an exception other than a database error caught at a
+  // loop's boundary: "claim", "complete", "maintenance", "schedule" or "listen" (else
+  // kOtherLabel).
+  void loop_error(std::string_view loop);
   void config_reload(bool applied);  // pgjobd_config_reloads_total{result}
   // pgjobd_schedule_fires_total{schedule,result}: result "fired", "skipped_overlap" or
   // "missed". Schedules made with SQL are named by the table, so only the first

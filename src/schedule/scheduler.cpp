@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "engine/loop_error.hpp"
 #include "metrics/metrics.hpp"
 #include "schedule/tick_plan.hpp"
 
@@ -143,9 +144,9 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
     }
     if (stale_) refresh(now);
     next = *refreshed_at_ + settings_.refresh;
-  } catch (const DbError& e) {
+  } catch (const std::exception& e) {  // a DbError, or a bug: the pass is lost, not the loop
     spdlog::warn("schedules: {}; trying again in {}ms", e.what(), settings_.retry.count());
-    if (metrics_ != nullptr) metrics_->db_error("schedule", e.timed_out());
+    count_loop_error(metrics_, "schedule", "schedule", e);
     next = now + settings_.retry;
     failed = true;
   }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "engine/service.hpp"
 
@@ -90,6 +91,22 @@ class SystemdNotifier {
 
   std::mutex lifecycle_mutex_;               // serialises start_watchdog / stop_watchdog
   std::unique_ptr<ServiceThread> watchdog_;  // a new one per start_watchdog()
+};
+
+// The watchdog for one scope: start_watchdog() now, stop_watchdog() when the scope ends,
+// by return or by exception. Declare it after what healthy() reads (the engine), so its
+// thread is joined before that is destroyed.
+class ScopedWatchdog {
+ public:
+  ScopedWatchdog(SystemdNotifier& notifier, std::function<bool()> healthy) : notifier_(notifier) {
+    notifier_.start_watchdog(std::move(healthy));
+  }
+  ~ScopedWatchdog() { notifier_.stop_watchdog(); }
+  ScopedWatchdog(const ScopedWatchdog&) = delete;
+  ScopedWatchdog& operator=(const ScopedWatchdog&) = delete;
+
+ private:
+  SystemdNotifier& notifier_;
 };
 
 }  // namespace pgjobd

@@ -181,6 +181,12 @@ void FakeJobTable::fail_next(StoreMethod method, int n, const std::string& sqlst
   changed();
 }
 
+void FakeJobTable::throw_next(StoreMethod method, int n) {
+  std::lock_guard lock(mutex_);
+  throw_[index_of(method)] = n;
+  changed();
+}
+
 void FakeJobTable::block(StoreMethod method) {
   std::lock_guard lock(mutex_);
   blocked_[index_of(method)] = true;
@@ -287,6 +293,11 @@ std::unique_lock<std::mutex> FakeJobTable::enter(StoreMethod method, const std::
     cv_.wait(lock, [&] { return !blocked(); });
     --held_[i];
     changed();
+  }
+  if (throw_[i] > 0) {
+    --throw_[i];
+    changed();
+    throw std::runtime_error(std::string("fake ") + name_of(method) + ": not a database error");
   }
   if (fail_[i] > 0) {
     --fail_[i];

@@ -117,6 +117,9 @@ class FakeJobTable {
   // block: calls of `method` wait (before doing anything) until unblock(); a test's
   // TearDown should unblock_all(), or a part's join() waits forever.
   void fail_next(StoreMethod method, int n, const std::string& sqlstate = {});
+  // The next `n` calls of `method` throw std::runtime_error, not a DbError: a bug or a
+  // library's own exception, which a loop must survive as it survives a database error.
+  void throw_next(StoreMethod method, int n);
   void block(StoreMethod method);
   // block() for the calls made through the stores opened for `role` only (Database::
   // open_store's: "fetcher", "maintenance", ...); unblock() ends both kinds.
@@ -200,6 +203,7 @@ class FakeJobTable {
   std::array<int, kStoreMethodCount> calls_{};
   std::array<int, kStoreMethodCount> fail_{};
   std::array<std::string, kStoreMethodCount> fail_sqlstate_{};  // empty: connection lost
+  std::array<int, kStoreMethodCount> throw_{};                  // throw_next()
   std::array<bool, kStoreMethodCount> blocked_{};
   std::array<std::set<std::string>, kStoreMethodCount> blocked_roles_{};
   std::array<int, kStoreMethodCount> held_{};

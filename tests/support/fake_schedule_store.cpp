@@ -3,6 +3,7 @@
 #include "support/fake_schedule_store.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace pgjobd::testing {
 namespace {
@@ -56,9 +57,15 @@ void FakeScheduleTable::set_failing(bool failing) {
   failing_ = failing;
 }
 
+void FakeScheduleTable::set_throwing(bool throwing) {
+  std::lock_guard lock(mutex_);
+  throwing_ = throwing;
+}
+
 std::vector<ScheduleRow> FakeScheduleTable::load() {
   std::lock_guard lock(mutex_);
   ++calls_;
+  if (throwing_) throw std::runtime_error("fake: not a database error");
   if (failing_) throw DbError("fake: connection lost", "", true);
   return rows_;
 }

@@ -26,6 +26,8 @@ class FakeScheduleTable {
   void finish_jobs(const std::string& schedule);
   int calls();  // load and fire calls so far
   void set_failing(bool failing);
+  // load() throws std::runtime_error, not a DbError (a bug, a library's own exception).
+  void set_throwing(bool throwing);
 
   std::vector<ScheduleRow> load();
   FireResult fire(const FireRequest& request);
@@ -38,6 +40,7 @@ class FakeScheduleTable {
   std::vector<std::size_t> last_job_;  // per row: index into jobs_ + 1, 0 = none
   int calls_ = 0;
   bool failing_ = false;
+  bool throwing_ = false;
 };
 
 class FakeScheduleStore final : public ScheduleStore {
