@@ -35,9 +35,11 @@ namespace pgjobd {
 namespace {
 
 // Beyond Engine::drain_bound(), for what follows the last flush (stopping the HTTP
-// endpoint and the dashboard) and for a database call that ends at its deadline just
-// before the next step begins.
-constexpr Millis kShutdownMargin{5000};
+// endpoint and the dashboard) and for the drain's own database calls, each bounded by 1 s
+// during a drain (Engine::drain): the loops' last calls, the leader's resignation and the
+// daemon's row, and the call in flight at the flush deadline, about 5 s in all against a
+// database that answers nothing.
+constexpr Millis kShutdownMargin{10000};
 
 std::string running_status(const Config& config) {
   return "processing jobs: " + std::to_string(config.worker.concurrency) + " worker(s), " +

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "db/connection.hpp"
 
@@ -25,14 +27,33 @@ class DeadlineWatcher {
     return watcher;
   }
 
-  std::uint64_t arm(int socket, Clock::time_point at, std::atomic<bool>* expired) {
+  std::uint64_t arm(int socket, Clock::time_point at, std::atomic<bool>* expired,
+                    bool shortenable) {
     std::lock_guard lock(mutex_);
     if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+    if (shortenable && cap_.count() > 0) at = std::min(at, Clock::now() + cap_);
     const std::uint64_t ticket = ++last_ticket_;
     const bool earliest = armed_.empty() || at < armed_.begin()->first.first;
-    armed_.emplace(std::make_pair(at, ticket), Armed{socket, expired});
+    armed_.emplace(std::make_pair(at, ticket), Armed{socket, expired, shortenable});
     if (earliest) wake_.notify_one();
     return ticket;
+  }
+
+  void shorten_all(Millis cap) {
+    std::lock_guard lock(mutex_);
+    cap_ = cap;
+    const auto latest = Clock::now() + cap;
+    std::vector<std::pair<std::pair<Clock::time_point, std::uint64_t>, Armed>> moved;
+    for (auto it = armed_.begin(); it != armed_.end();) {
+      if (it->second.shortenable && it->first.first > latest) {
+        moved.emplace_back(std::make_pair(latest, it->first.second), it->second);
+        it = armed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& entry : moved) armed_.insert(std::move(entry));
+    wake_.notify_one();
   }
 
   void disarm(std::uint64_t ticket) {
@@ -49,6 +70,7 @@ class DeadlineWatcher {
   struct Armed {
     int socket;
     std::atomic<bool>* expired;
+    bool shortenable;
   };
 
   void run(const std::stop_token& stop) {
@@ -78,17 +100,20 @@ class DeadlineWatcher {
   std::condition_variable_any wake_;
   std::map<std::pair<Clock::time_point, std::uint64_t>, Armed> armed_;
   std::uint64_t last_ticket_ = 0;
+  Millis cap_{0};        // shorten_all(): 0 = none
   std::jthread thread_;  // last: stopped and joined before the members it uses go away
 };
 
 }  // namespace
 
-CallDeadline::CallDeadline(pqxx::connection_base& conn, Millis bound) {
+CallDeadline::CallDeadline(pqxx::connection_base& conn, Millis bound, bool shortenable) {
   if (bound.count() <= 0) return;
   const int socket = connection_socket(conn);
   if (socket < 0) return;  // not connected: the call fails by itself
-  ticket_ = DeadlineWatcher::instance().arm(socket, Clock::now() + bound, &expired_);
+  ticket_ = DeadlineWatcher::instance().arm(socket, Clock::now() + bound, &expired_, shortenable);
 }
+
+void CallDeadline::shorten_all(Millis cap) { DeadlineWatcher::instance().shorten_all(cap); }
 
 CallDeadline::~CallDeadline() {
   if (ticket_ != 0) DeadlineWatcher::instance().disarm(ticket_);

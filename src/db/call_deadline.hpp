@@ -22,8 +22,9 @@ using Millis = std::chrono::milliseconds;
 class CallDeadline {
  public:
   // Arms a deadline `bound` from now for a call on `conn` (opened by open_connection);
-  // bound 0 arms none.
-  CallDeadline(pqxx::connection_base& conn, Millis bound);
+  // bound 0 arms none. `shortenable`: shorten_all() may bring it forward (false for an sql
+  // handler's own statement, which a drain lets run while it waits for running jobs).
+  CallDeadline(pqxx::connection_base& conn, Millis bound, bool shortenable = true);
   // Disarms it: once this returns, the watcher never touches the socket again, so the
   // session may be closed (and its descriptor reused) right after.
   ~CallDeadline();
@@ -32,6 +33,12 @@ class CallDeadline {
 
   // Whether the deadline passed and the session's socket was shut down.
   bool expired() const { return expired_.load(std::memory_order_acquire); }
+
+  // From now on (for the rest of the process) no shortenable call waits longer than `cap`,
+  // those in flight included: a drain gives each of its calls a short bound, so a database
+  // that stopped answering cannot stretch the process's exit by a full call_timeout per
+  // step.
+  static void shorten_all(Millis cap);
 
  private:
   std::uint64_t ticket_ = 0;  // 0: not armed

@@ -13,13 +13,15 @@
 
 namespace pgjobd {
 
-// Runs fn() (which uses `session`) with a deadline `bound` from now (0: none). On any
+// Runs fn() (which uses `session`) with a deadline `bound` from now (0: none; shortenable:
+// see CallDeadline). On any
 // exception `session` is reset and a DbError thrown: the timeout's when the deadline shut
 // the session down, else rethrow_as_db_error's.
 template <typename Fn>
-auto guarded_call(ConnectionPtr& session, Millis bound, const char* operation, Fn&& fn) {
+auto guarded_call(ConnectionPtr& session, Millis bound, const char* operation, Fn&& fn,
+                  bool shortenable = true) {
   std::optional<CallDeadline> deadline;
-  if (session) deadline.emplace(*session, bound);
+  if (session) deadline.emplace(*session, bound, shortenable);
   try {
     return fn();
   } catch (...) {

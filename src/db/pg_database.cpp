@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "db/call_deadline.hpp"
 #include "db/connection.hpp"
 #include "db/migrator.hpp"
 #include "db/pg_job_store.hpp"
@@ -30,6 +31,8 @@ std::unique_ptr<ScheduleStore> PgDatabase::open_schedule_store(const std::string
 std::unique_ptr<Notifications> PgDatabase::listen() {
   return std::make_unique<PgNotifications>(config_);
 }
+
+void PgDatabase::shorten_calls(Millis cap) { CallDeadline::shorten_all(cap); }
 
 SchemaReport PgDatabase::prepare_schema(bool migrate_schema) {
   try {

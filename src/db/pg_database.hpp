@@ -19,6 +19,7 @@ class PgDatabase final : public Database {
   std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
   SchemaReport prepare_schema(bool migrate) override;
+  void shorten_calls(Millis cap) override;
 
  private:
   const DatabaseConfig config_;

@@ -368,30 +368,34 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
   const Millis bound = timeout.count() > 0 && config_.call_timeout.count() > 0
                            ? timeout + config_.call_timeout
                            : Millis(0);
-  return guarded_call(conn_, bound, "sql handler", [&] {
-    pqxx::connection_base& conn = *conn_;
-    // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
-    std::stop_callback cancel(stop, [&conn] { conn.cancel_query(); });
-    pqxx::work txn(conn);
-    count_round_trip(4);  // BEGIN, the statement, the completion, COMMIT
-    if (timeout.count() > 0) {
-      txn.exec_params("SELECT set_config('statement_timeout', $1, true)",
-                      std::to_string(timeout.count()) + "ms");
-      count_round_trip();
-    }
-    // Always both parameters, typed: the server cannot infer the type of one the statement
-    // leaves unused, and libpqxx 6.4 sends no types. exec_typed uses the extended protocol,
-    // so the text is exactly one statement: a `; COMMIT; ...` cannot end this transaction.
-    exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
-    const auto rows = execute(txn, delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone,
-                              job.id, job.attempt, worker_id);
-    if (rows.empty()) {
-      txn.abort();  // not ours any more: the statement's effects must not count
-      return false;
-    }
-    txn.commit();
-    return true;
-  });
+  return guarded_call(
+      conn_, bound, "sql handler",
+      [&] {
+        pqxx::connection_base& conn = *conn_;
+        // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
+        std::stop_callback cancel(stop, [&conn] { conn.cancel_query(); });
+        pqxx::work txn(conn);
+        count_round_trip(4);  // BEGIN, the statement, the completion, COMMIT
+        if (timeout.count() > 0) {
+          txn.exec_params("SELECT set_config('statement_timeout', $1, true)",
+                          std::to_string(timeout.count()) + "ms");
+          count_round_trip();
+        }
+        // Always both parameters, typed: the server cannot infer the type of one the statement
+        // leaves unused, and libpqxx 6.4 sends no types. exec_typed uses the extended protocol,
+        // so the text is exactly one statement: a `; COMMIT; ...` cannot end this transaction.
+        exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
+        const auto rows =
+            execute(txn, delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone, job.id,
+                    job.attempt, worker_id);
+        if (rows.empty()) {
+          txn.abort();  // not ours any more: the statement's effects must not count
+          return false;
+        }
+        txn.commit();
+        return true;
+      },
+      /*shortenable=*/false);
 }
 
 HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,

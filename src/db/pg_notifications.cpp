@@ -4,6 +4,7 @@
 
 #include <pqxx/pqxx>
 
+#include "db/call_deadline.hpp"
 #include "db/pqxx_errors.hpp"
 
 namespace pgjobd {
@@ -35,6 +36,9 @@ PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.
       session.pooler = "none";
     }
     conn_ = open_connection(session, "listener");
+    // The three LISTENs under the call deadline, like every other call: a server that
+    // stopped answering must not hold the listener (and its reconnects) forever.
+    const CallDeadline deadline(*conn_, config.call_timeout);
     jobs_receiver_ =
         std::make_unique<Receiver>(*conn_, *this, kNotifyChannel, NotifyChannel::kJobs);
     cancel_receiver_ =
@@ -42,7 +46,11 @@ PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.
     limits_receiver_ =
         std::make_unique<Receiver>(*conn_, *this, kLimitsChannel, NotifyChannel::kLimits);
     // add_receiver swallows a broken connection during LISTEN: check it took.
-    if (!conn_->is_open()) throw pqxx::broken_connection("connection closed during LISTEN");
+    if (!conn_->is_open() || deadline.expired()) {
+      throw pqxx::broken_connection(deadline.expired() ? "no answer to LISTEN within " +
+                                                             format_duration(config.call_timeout)
+                                                       : "connection closed during LISTEN");
+    }
   } catch (...) {
     limits_receiver_.reset();
     cancel_receiver_.reset();

@@ -45,6 +45,9 @@ namespace {
 // a loaded server's slowest some hundreds.
 constexpr Millis kStallAfter{5000};
 
+// The longest any database call of a drain waits for its answer (Database::shorten_calls).
+constexpr Millis kDrainCallBound{1000};
+
 std::string make_worker_id() {
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
@@ -441,11 +444,20 @@ void Engine::Impl::drain() {
   const Config config = current_config();
   spdlog::info("draining: no new jobs; waiting up to {} for {} running job(s)",
                format_duration(config.shutdown.timeout), pool_->busy());
-  // Soft stop: nothing new is claimed; running jobs go on.
+  // From here on no database call waits longer than kDrainCallBound (an sql handler's own
+  // statement excepted: its job may still finish): a database that stopped answering must
+  // not stretch the drain by a whole database.call_timeout at each step. A healthy one
+  // answers the drain's few calls in milliseconds.
+  database_->shorten_calls(kDrainCallBound);
+  // Soft stop: nothing new is claimed; running jobs go on. The loops are asked together,
+  // so their last calls end together.
   drain_stage_ = "stopping the claim, LISTEN and schedule loops";
-  if (listener_) listener_->stop();
-  fetcher_->stop();
-  scheduler_->stop();  // no new ticks: the other daemons, or the next start, fire them
+  if (listener_) listener_->request_stop();
+  fetcher_->request_stop();
+  scheduler_->request_stop();  // no new ticks: the other daemons, or the next start, fire them
+  if (listener_) listener_->join();
+  fetcher_->join();
+  scheduler_->join();
   // Jobs held for a thread (worker.prefetch) have not started: back to the queue now, for
   // the other daemons, rather than run during the drain.
   const std::vector<JobAttempt> unstarted = pool_->release_queued();
@@ -479,9 +491,12 @@ void Engine::Impl::drain() {
                   pool_->busy());
   }
   drain_stage_ = "stopping the heartbeats and the maintenance loop";
-  lease_guard_->stop();    // it stops pool jobs
-  lease_renewer_->stop();  // it heartbeats the running jobs: stop it before the pool goes
-  maintenance_->stop();
+  lease_guard_->stop();  // it stops pool jobs
+  // Both heartbeat or report on the running jobs: stopped before the pool goes.
+  lease_renewer_->request_stop();
+  maintenance_->request_stop();
+  lease_renewer_->join();
+  maintenance_->join();
   if (stuck) {
     std::lock_guard lock(parts_mutex_);
     stuck_jobs_ = pool_->busy();

@@ -62,6 +62,10 @@ class Database {
   // Throws DbError (connection_lost() when the server was not reachable). The session it
   // used may serve the next store opened for StoreUse::kHotPath (PgDatabase does so).
   virtual SchemaReport prepare_schema(bool migrate) = 0;
+  // From now on no call waits longer than `cap` for its answer, those in flight included,
+  // except an sql handler's own statement (a drain: see Engine::drain). The default does
+  // nothing.
+  virtual void shorten_calls(Millis /*cap*/) {}
 };
 
 }  // namespace pgjobd
