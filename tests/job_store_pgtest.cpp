@@ -551,6 +551,95 @@ TEST(JobStore, PruneDeletesOnlyExpiredFinishedJobsInBatches) {
   EXPECT_EQ(schema.count(), 3);  // recent done, recent-enough dead, pending
 }
 
+// Retention next to millions of finished rows: each slice is an ordered range scan of
+// jobs_finished_idx from where the last one stopped, whatever the statistics say (analysed
+// with the backlog, or while nothing had expired yet) and in both plan cache modes; never a
+// sequential scan (the whole table for a pass's last slice), a bitmap or a sort (every
+// expired row for each slice). The slices delete exactly the expired rows, done ones
+// first, and a row locked meanwhile is deleted by the next pass.
+TEST(JobStore, PruneReadsTheFinishedIndexInOrderNextToMillionsOfFinishedRows) {
+  const auto check_plans = [](TestSchema& schema, const std::string& when) {
+    testing::StatementPlans plans(schema);
+    for (const std::string cursors :
+         {"'-infinity', '-infinity'", "now() - interval '47 hours', now() - interval '8 days'"}) {
+      const std::string execute =
+          std::string(stmt::kPrune) + "(86400000, 604800000, " + cursors + ", 1000)";
+      for (const char* mode : testing::StatementPlans::kModes) {
+        const std::string plan = plans.explain(execute, mode);
+        const std::string context = when + ", " + mode + ", " + execute + "\n" + plan;
+        std::size_t ordered = 0;
+        for (std::size_t at = plan.find("Index Scan using jobs_finished_idx");
+             at != std::string::npos;
+             at = plan.find("Index Scan using jobs_finished_idx", at + 1)) {
+          ++ordered;
+        }
+        EXPECT_EQ(ordered, 2u) << context;  // one per branch
+        EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << context;
+        EXPECT_EQ(plan.find("Bitmap"), std::string::npos) << context;
+        EXPECT_EQ(plan.find("Sort"), std::string::npos) << context;
+      }
+    }
+  };
+  constexpr int kExpiredDone = 500'000;
+  constexpr int kRecent = 1'000'000;
+  constexpr int kExpiredDead = 10'000;
+  const std::string expired_done =
+      "INSERT INTO {jobs} (type, status, attempts, started_at, finished_at) "
+      "SELECT 'a', (ARRAY['done', 'cancelled'])[1 + (g % 50 = 0)::int], 1, now(), "
+      "now() - interval '2 days' + g * interval '1 millisecond' FROM generate_series(1, " +
+      std::to_string(kExpiredDone) + ") g";
+  const auto recent = [](int n) {
+    return "INSERT INTO {jobs} (type, status, attempts, started_at, finished_at) "
+           "SELECT 'a', 'done', 1, now(), now() - interval '20 hours' + g * interval '50 ms' "
+           "FROM generate_series(1, " +
+           std::to_string(n) + ") g";
+  };
+  // Dead rows: as many older than retention.dead (7 days) as not.
+  const std::string dead =
+      "INSERT INTO {jobs} (type, status, attempts, started_at, finished_at) "
+      "SELECT 'a', 'dead', 1, now(), now() - age + g * interval '1 second' "
+      "FROM generate_series(1, " +
+      std::to_string(kExpiredDead) +
+      ") g, (VALUES (interval '8 days'), (interval '6 days')) a(age)";
+  {
+    TestSchema schema;
+    schema.exec(recent(kRecent / 5));
+    schema.exec("ANALYZE {jobs}");
+    schema.exec(expired_done);
+    schema.exec(dead);
+    check_plans(schema, "analysed before anything expired");
+  }
+  TestSchema schema;
+  schema.exec(recent(kRecent));
+  schema.exec(expired_done);
+  schema.exec(dead);
+  schema.exec("ANALYZE {jobs}");
+  check_plans(schema, "analysed with the backlog");
+
+  // Another session holds one expired row: the pass skips it, the next one deletes it.
+  const std::string held = schema.query(
+      "SELECT id FROM {jobs} WHERE status = 'done' ORDER BY finished_at OFFSET 250000 LIMIT 1");
+  auto holder = open_connection(schema.config().database, "holder");
+  pqxx::work lock(*holder);
+  lock.exec("SELECT 1 FROM " + quote_identifier(schema.name()) + ".jobs WHERE id = " + held +
+            " FOR UPDATE");
+  PgJobStore store(schema.config().database, "test");
+  const RetentionConfig retention;  // done 24h, dead 7d
+  int deleted = 0;
+  int slices = 0;
+  for (int n = 1000; n == 1000 && slices < 10'000; ++slices) {
+    n = store.prune(retention, 1000);
+    deleted += n;
+  }
+  EXPECT_EQ(deleted, kExpiredDone + kExpiredDead - 1);
+  EXPECT_EQ(schema.count("id = " + held), 1);
+  lock.abort();
+  EXPECT_EQ(store.prune(retention, 1000), 1);
+  EXPECT_EQ(schema.count("finished_at < now() - interval '24 hours' AND status <> 'dead'"), 0);
+  EXPECT_EQ(schema.count("status = 'dead'"), kExpiredDead);
+  EXPECT_EQ(schema.count(), kRecent + kExpiredDead);
+}
+
 TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
   TestSchema schema;
   schema.exec(

@@ -456,8 +456,18 @@ int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows = execute(txn, stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
-                              static_cast<std::int64_t>(retention.dead.count()), batch_size);
-    return rows[0][0].as<int>();
+                              static_cast<std::int64_t>(retention.dead.count()), prune_done_from_,
+                              prune_dead_from_, batch_size);
+    const int deleted = rows[0][0].as<int>();
+    if (deleted < batch_size) {
+      // This pass is over: the next one starts from the oldest rows again, for any it
+      // skipped (locked) or that were written with an earlier finished_at meanwhile.
+      prune_done_from_ = prune_dead_from_ = kPruneFromStart;
+    } else {
+      prune_done_from_ = rows[0][1].as<std::string>();
+      prune_dead_from_ = rows[0][2].as<std::string>();
+    }
+    return deleted;
   });
 }
 

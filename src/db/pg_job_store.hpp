@@ -90,6 +90,11 @@ class PgJobStore final : public JobStore {
   StatementSet statements_;
   ConnectionPtr conn_;
   ConnectionPtr handed_;  // the session given to the constructor, until first used
+  // Where prune()'s next slice starts (finished_at as timestamptz text, per branch), so a
+  // backlog is read once rather than once per slice; back to the start after a short one.
+  static constexpr const char* kPruneFromStart = "-infinity";
+  std::string prune_done_from_ = kPruneFromStart;
+  std::string prune_dead_from_ = kPruneFromStart;
   // connect_ahead()'s work, until connect() takes its connection. Declared after conn_:
   // destroyed first, it waits for that work to end.
   std::future<ConnectionPtr> ahead_;

@@ -43,8 +43,9 @@ inline constexpr const char* kHeartbeat = "pgjobd_heartbeat";
 inline constexpr const char* kLeadAndRescue = "pgjobd_lead_and_rescue";
 // Give up leadership: $1 worker id.
 inline constexpr const char* kResign = "pgjobd_resign";
-// Retention: delete up to $3 finished rows; done/cancelled older than $1 ms, dead older
-// than $2 ms. Returns the number deleted.
+// Retention: delete up to $5 finished rows; done/cancelled older than $1 ms finished at
+// or after $3 (timestamptz), dead older than $2 ms finished at or after $4. Returns the
+// number deleted and the next $3 and $4 (text), for the next slice of the same pass.
 inline constexpr const char* kPrune = "pgjobd_prune";
 // Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
 // group's oldest due job.

@@ -191,9 +191,13 @@ void Maintenance::run(const std::stop_token& stop) {
       guarded("daemon expiry", [&] { store_->expire_daemons(); });
       next_daemon_expiry = now + kDaemonExpiryInterval;
     }
-    if (now >= next_prune && leader_) {
-      guarded("prune", [&] { prune(stop); });
-      next_prune = now + kPruneInterval;
+    if (now >= next_prune) {
+      bool backlog = false;
+      if (leader_) guarded("prune", [&] { backlog = prune(stop); });
+      // A backlog goes on after a pause counted from the pass's end: time the claim path
+      // has the database to itself. A follower waits an interval too: left due, the loop
+      // would wake at once, again and again.
+      next_prune = backlog ? Clock::now() + kPrunePause : now + kPruneInterval;
     }
     lock.lock();
   }
@@ -247,22 +251,42 @@ void Maintenance::lead_and_rescue(std::chrono::milliseconds interval) {
       total, report.failed, report.dead, report.cancelled);
 }
 
-void Maintenance::prune(const std::stop_token& stop) {
+bool Maintenance::prune(const std::stop_token& stop) {
   RetentionConfig retention;
   {
     std::lock_guard lock(mutex_);
     retention = retention_;
   }
-  int deleted = 0;
-  for (int n = kPruneBatch; n == kPruneBatch && !stop.stop_requested();) {
-    n = store_->prune(retention, kPruneBatch);
-    deleted += n;
-  }
-  if (deleted > 0) spdlog::info("retention: deleted {} finished job(s)", deleted);
-  if (limits_ != nullptr && limits_->active()) {
-    const int removed = store_->collect_limit_garbage(kLimitPartitionIdle, kPruneBatch);
+  const auto started = Clock::now();
+  if (!prune_backlog_since_ && limits_ != nullptr && limits_->active()) {
+    // Once per interval (not per pass of a backlog): idle partitions are not urgent.
+    const int removed = store_->collect_limit_garbage(kLimitPartitionIdle, kPruneSlice);
     if (removed > 0) spdlog::debug("limits: deleted {} idle partition row(s)", removed);
   }
+  int deleted = 0;
+  bool more = true;
+  while (more && !stop.stop_requested() && Clock::now() - started < kPrunePassBudget) {
+    const int n = store_->prune(retention, kPruneSlice);
+    deleted += n;
+    more = n == kPruneSlice;
+  }
+  prune_backlog_deleted_ += deleted;
+  if (more) {
+    if (!prune_backlog_since_) {
+      prune_backlog_since_ = started;
+      spdlog::info("retention: more expired jobs than one pass deletes; deleting them in slices");
+    }
+    return true;
+  }
+  if (prune_backlog_deleted_ > 0) {
+    const std::chrono::duration<double> took =
+        Clock::now() - prune_backlog_since_.value_or(started);
+    spdlog::info("retention: deleted {} finished job(s) in {:.1f} s", prune_backlog_deleted_,
+                 took.count());
+  }
+  prune_backlog_since_.reset();
+  prune_backlog_deleted_ = 0;
+  return false;
 }
 
 void Maintenance::collect_stats() {

@@ -71,7 +71,17 @@ class Maintenance final : public Service {
   // dashboard already; the deletion only keeps the table small).
   static constexpr std::chrono::seconds kDaemonExpiryInterval{60};
   static constexpr int kRescueBatch = 1000;
-  static constexpr int kPruneBatch = 1000;
+  // Retention (bench/README.md "Retention backlog"): expired rows are deleted in slices of
+  // kPruneSlice rows, each a short transaction (2-15 ms next to millions of rows). A pass
+  // starts no slice after kPrunePassBudget; then the loop's other duties run and the claim
+  // path has the database to itself for at least kPrunePause before the next pass. Only
+  // once a slice comes back short does the next pass wait kPruneInterval. Retention so
+  // holds at most about half of one session: 3M expired rows took 34-86 s beside 64 busy
+  // workers, whose throughput kept a median 93% of a control run's, against 74% with
+  // passes back to back.
+  static constexpr int kPruneSlice = 1000;
+  static constexpr std::chrono::milliseconds kPrunePassBudget{100};
+  static constexpr std::chrono::milliseconds kPrunePause{100};
   // A keyed limit's partition with nothing running and nothing taken for this long has
   // its rows deleted (they are recreated when needed).
   static constexpr std::chrono::minutes kLimitPartitionIdle{10};
@@ -82,7 +92,8 @@ class Maintenance final : public Service {
   // The time to the next leadership pass: rescue_interval_ while this daemon has work,
   // kIdleRescueInterval (if longer) once it has none.
   std::chrono::milliseconds next_rescue_interval();
-  void prune(const std::stop_token& stop);
+  // One pass: slices until none is left (false) or kPrunePassBudget is spent (true).
+  bool prune(const std::stop_token& stop);
   void collect_stats();
   void check_schema();
   void sync_limits();
@@ -107,6 +118,10 @@ class Maintenance final : public Service {
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t holds_at_last_pass_ = 0;  // LimitRegistry::holds() then
   bool limits_prepared_ = false;          // set before start()
+  // Maintenance thread only: since when prune passes follow each other without a rest
+  // (rows expired faster than one pass deletes), and how many they deleted.
+  std::optional<std::chrono::steady_clock::time_point> prune_backlog_since_;
+  std::int64_t prune_backlog_deleted_ = 0;
 
   mutable std::mutex mutex_;  // guards the members below up to limits_
   RetentionConfig retention_;

@@ -202,7 +202,8 @@ class JobStore {
   // Hands leadership over at once (a clean shutdown).
   virtual void resign(const std::string& worker_id) = 0;
 
-  // Deletes one batch of finished jobs past retention; returns how many.
+  // Deletes one batch of finished jobs past retention; returns how many. Successive calls
+  // continue where the last one stopped until one returns fewer than batch_size.
   virtual int prune(const RetentionConfig& retention, int batch_size) = 0;
 
   // Live (pending, failed, running) jobs of `queues` by queue and status; other queues'

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace pgjobd::testing {
 
@@ -222,6 +223,18 @@ void FakeJobTable::set_leader(bool leader) {
   std::lock_guard lock(mutex_);
   leader_ = leader;
   changed();
+}
+
+void FakeJobTable::set_prune_backlog(int rows, Millis per_slice) {
+  std::lock_guard lock(mutex_);
+  prune_backlog_ = rows;
+  prune_per_slice_ = per_slice;
+  changed();
+}
+
+int FakeJobTable::prune_backlog() const {
+  std::lock_guard lock(mutex_);
+  return prune_backlog_;
 }
 
 void FakeJobTable::set_schema_problem(std::string problem) {
@@ -645,9 +658,18 @@ void FakeJobStore::resign(const std::string& worker_id) {
   table_->changed();
 }
 
-int FakeJobStore::prune(const RetentionConfig& /*retention*/, int /*batch_size*/) {
+int FakeJobStore::prune(const RetentionConfig& /*retention*/, int batch_size) {
   auto lock = table_->enter(StoreMethod::kPrune, role_);
-  return 0;
+  const Millis per_slice = table_->prune_per_slice_;
+  if (per_slice > Millis(0)) {
+    lock.unlock();  // the other stores' calls go on meanwhile, as on a database
+    std::this_thread::sleep_for(per_slice);
+    lock.lock();
+  }
+  const int deleted = std::min(batch_size, table_->prune_backlog_);
+  table_->prune_backlog_ -= deleted;
+  table_->changed();
+  return deleted;
 }
 
 std::vector<QueueStatsRow> FakeJobStore::queue_stats(const std::vector<std::string>& queues) {

@@ -7,7 +7,8 @@
 //
 // The fake keeps the rules the engine relies on (claim limits and slots, fencing by worker
 // and attempt, heartbeats return what is still ours, a pending row's run_at on the steady
-// clock) and nothing else: no retention, and a retried row is not claimed again.
+// clock) and nothing else: retention is a count of expired rows (set_prune_backlog), and
+// a retried row is not claimed again.
 
 #include <array>
 #include <chrono>
@@ -132,6 +133,10 @@ class FakeJobTable {
   // as one out-of-range interval makes PostgreSQL roll back the whole transaction.
   void poison_completion(std::int64_t id);
   void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
+  // Retention: `rows` finished rows past retention, which prune() deletes up to its batch
+  // size per call, each call taking `per_slice` (as a DELETE does); none by default.
+  void set_prune_backlog(int rows, Millis per_slice = Millis(0));
+  int prune_backlog() const;  // rows left
   void set_schema_problem(std::string problem);
   // A store that breaks its contract, to show the engine does not trust it: claim()
   // returns pending rows whatever their queue and type (still within request.limit), and
@@ -210,6 +215,8 @@ class FakeJobTable {
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
   std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
   bool leader_ = true;
+  int prune_backlog_ = 0;
+  Millis prune_per_slice_{0};
   std::string schema_problem_;
   bool claim_ignores_filters_ = false;
   std::optional<std::vector<QueueStatsRow>> stats_override_;
