@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "store/schedule_store.hpp"
@@ -26,9 +28,13 @@ class FakeScheduleTable {
   void finish_jobs(const std::string& schedule);
   int calls();  // load and fire calls so far
   void set_failing(bool failing);
+  // While held, fire() of `name` answers kHeld (another session holds its row; pid 4242),
+  // and a reconcile() fails as the real one does after its lock wait.
+  void set_held(const std::string& name, bool held);
 
   std::vector<ScheduleRow> load();
   FireResult fire(const FireRequest& request);
+  std::optional<int> row_holder(const std::string& name);
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules, TickTime now);
 
  private:
@@ -38,6 +44,7 @@ class FakeScheduleTable {
   std::vector<std::size_t> last_job_;  // per row: index into jobs_ + 1, 0 = none
   int calls_ = 0;
   bool failing_ = false;
+  std::set<std::string> held_;
 };
 
 class FakeScheduleStore final : public ScheduleStore {
@@ -45,6 +52,9 @@ class FakeScheduleStore final : public ScheduleStore {
   explicit FakeScheduleStore(std::shared_ptr<FakeScheduleTable> table) : table_(std::move(table)) {}
   std::vector<ScheduleRow> load_schedules() override { return table_->load(); }
   FireResult fire(const FireRequest& request) override { return table_->fire(request); }
+  std::optional<int> row_holder(const std::string& name) override {
+    return table_->row_holder(name);
+  }
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) override;
 
  private:
