@@ -163,5 +163,33 @@ TEST(LimitRegistryTest, AFailedWriteStaysPending) {
   EXPECT_FALSE(registry.write_pending());
 }
 
+// Another session holds the limits' lock: the write stays pending, said once with what
+// holds it, and limits stay active although the database holds none yet (the section will
+// be written); once the lock is free the write goes through and says how long it waited.
+TEST(LimitRegistryTest, AWriteAnotherSessionsLockKeepsOutStaysPendingAndLimitsStayActive) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
+  database.table().set_limits_busy("the advisory lock pgjobd_limits_sync, held by pid 4242");
+  LogCapture log;
+  LimitRegistry registry(LimitRegistry::Limits{{"a", concurrency(3)}}, "d1");
+  registry.sync(*store);
+  registry.sync(*store);
+  EXPECT_TRUE(registry.write_pending());
+  EXPECT_TRUE(registry.active()) << "the section is not written yet";
+  EXPECT_TRUE(database.table().limits().empty());
+  EXPECT_EQ(log.count("another session holds the advisory lock pgjobd_limits_sync, held by "
+                      "pid 4242"),
+            1)
+      << log.all();
+  EXPECT_FALSE(log.contains("differ from this daemon's limits: section"))
+      << "not written yet is not another daemon's section\n"
+      << log.all();
+  database.table().set_limits_busy("");
+  registry.sync(*store);
+  EXPECT_FALSE(registry.write_pending());
+  EXPECT_EQ(database.table().limits().size(), 1u);
+  EXPECT_TRUE(log.contains("limits: written after")) << log.all();
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -83,15 +83,15 @@ TEST(Limits, SyncReportsWhatChangedAndWhoWroteItBefore) {
   PgJobStore store(schema.config().database, "test");
   std::map<std::string, LimitConfig> limits = {{"a", concurrency_limit({"x"}, 3)},
                                                {"b", rate_limit({"y"}, 10, 20)}};
-  auto changes = store.sync_limits(limits, "daemon-1");
+  auto changes = store.sync_limits(limits, "daemon-1").changes;
   ASSERT_EQ(changes.size(), 2U);
   EXPECT_EQ(changes[0].change, "added");
-  EXPECT_TRUE(store.sync_limits(limits, "daemon-2").empty())
+  EXPECT_TRUE(store.sync_limits(limits, "daemon-2").changes.empty())
       << "an unchanged write changes nothing";
 
   limits["a"].concurrency = 5;
   limits.erase("b");
-  changes = store.sync_limits(limits, "daemon-2");
+  changes = store.sync_limits(limits, "daemon-2").changes;
   ASSERT_EQ(changes.size(), 2U);
   std::map<std::string, std::pair<std::string, std::string>> by_name;
   for (const auto& c : changes) by_name[c.name] = {c.change, c.previous_writer};
@@ -104,6 +104,55 @@ TEST(Limits, SyncReportsWhatChangedAndWhoWroteItBefore) {
   EXPECT_EQ(loaded[0].limit.types, std::vector<std::string>{"x"});
   EXPECT_EQ(loaded[0].limit.concurrency, 5);
   EXPECT_EQ(loaded[0].written_by, "daemon-2");
+}
+
+// Another session holding the sync's advisory lock (any role can take it), or a row of
+// pgjobd_limits, in an open transaction: the sync gives up after its lock_timeout (200 ms),
+// writes nothing and says what holds it; once the holder commits it writes. Each holder's
+// session is ended by the server after 8 s idle in its transaction, so a sync that waits
+// for it returns then (and fails the time bound) rather than hanging the test.
+TEST(Limits, SyncNeverWaitsLongForALockAnotherSessionHolds) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  const std::map<std::string, LimitConfig> before = {{"a", concurrency_limit({"x"}, 3)}};
+  std::map<std::string, LimitConfig> after = {{"a", concurrency_limit({"x"}, 5)},
+                                              {"b", rate_limit({"y"}, 10, 20)}};
+  ASSERT_EQ(store.sync_limits(before, "d1").changes.size(), 1U);
+  const auto concurrency_of_a = [&] {
+    return schema.query("SELECT concurrency FROM " + schema.qualified("pgjobd_limits") +
+                        " WHERE name = 'a'");
+  };
+  for (const bool advisory : {true, false}) {
+    SCOPED_TRACE(advisory ? "the advisory lock" : "a row of pgjobd_limits");
+    auto holder = open_connection(schema.config().database, "test");
+    pqxx::work held(*holder);
+    held.exec("SET LOCAL idle_in_transaction_session_timeout = '8s'");
+    const int holder_pid = held.exec("SELECT pg_backend_pid()")[0][0].as<int>();
+    if (advisory) {
+      held.exec_params("SELECT pg_advisory_xact_lock(hashtext('pgjobd_limits_sync'), hashtext($1))",
+                       schema.name());
+    } else {
+      held.exec("SELECT 1 FROM " + schema.qualified("pgjobd_limits") +
+                " WHERE name = 'a' FOR UPDATE");
+    }
+    const auto started = Clock::now();
+    const LimitSync busy = store.sync_limits(after, "d2");
+    const double waited = std::chrono::duration<double>(Clock::now() - started).count();
+    EXPECT_LT(waited, 2.0) << "the sync waited for the other session's lock";
+    EXPECT_TRUE(busy.changes.empty());
+    EXPECT_EQ(concurrency_of_a(), "3") << "nothing is written while the lock is held";
+    if (advisory) {
+      EXPECT_EQ(busy.busy,
+                "the advisory lock pgjobd_limits_sync, held by pid " + std::to_string(holder_pid));
+    } else {
+      EXPECT_EQ(busy.busy, "a row of pgjobd_limits or its buckets, locked by another session");
+    }
+    held.commit();
+  }
+  const LimitSync written = store.sync_limits(after, "d2");
+  EXPECT_TRUE(written.busy.empty()) << written.busy;
+  EXPECT_EQ(written.changes.size(), 2U);
+  EXPECT_EQ(concurrency_of_a(), "5");
 }
 
 TEST(Limits, SyncRefusesADefinitionTheTableCannotHold) {

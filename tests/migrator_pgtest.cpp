@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <pqxx/pqxx>
 #include <string>
 #include <thread>
@@ -11,11 +13,14 @@
 
 #include "db/migrations.hpp"
 #include "db/sql_text.hpp"
+#include "support/log_capture.hpp"
 #include "support/schema_notifications.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
 namespace {
+
+using namespace std::chrono_literals;
 
 class MigratorTest : public ::testing::Test {
  protected:
@@ -83,6 +88,43 @@ TEST_F(MigratorTest, ACurrentSchemaIsReadWithoutTakingTheMigrationLock) {
   EXPECT_EQ(report.from_version, latest_schema_version());
   EXPECT_EQ(report.to_version, latest_schema_version());
   held.abort();
+}
+
+// Another session holds the migration lock (a daemon migrating, or any role taking that
+// advisory lock): a migration waits, says so after a second with the holder's pid, and
+// leaves at once when a stop is requested, having written nothing; once the lock is free it
+// migrates. The server ends the holder's session after 8 s idle in its transaction, so a
+// migration that cannot be stopped returns then, and fails the bounds below.
+TEST_F(MigratorTest, AMigrationWaitingForTheLockSaysSoAndLeavesOnAStopRequest) {
+  auto holder = open_connection(db_, "test");
+  pqxx::work held(*holder);
+  held.exec("SET LOCAL idle_in_transaction_session_timeout = '8s'");
+  const std::string holder_pid = held.exec("SELECT pg_backend_pid()")[0][0].c_str();
+  held.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", 0x706a6d, db_.schema);
+  auto starting = open_connection(db_, "test");
+  std::atomic<bool> stop{false};
+  MigrationReport report;
+  std::chrono::steady_clock::time_point returned_at;
+  {
+    testing::LogCapture log;
+    std::thread migrating([&] {
+      report = migrate(*starting, db_.schema, [&] { return stop.load(); });
+      returned_at = std::chrono::steady_clock::now();
+    });
+    const bool said = testing::wait_until(
+        [&] { return log.contains("waiting for the migration lock of schema"); }, 5s);
+    const auto stop_at = std::chrono::steady_clock::now();
+    stop = true;
+    migrating.join();
+    EXPECT_TRUE(said) << log.all();
+    EXPECT_TRUE(log.contains("held by pid " + holder_pid)) << log.all();
+    EXPECT_LT(returned_at - stop_at, 1s) << "the stop request was not heard";
+  }
+  EXPECT_TRUE(report.stopped);
+  EXPECT_EQ(schema_version(*conn_, db_.schema), 0) << "nothing is written when stopped";
+  held.abort();
+  EXPECT_EQ(migrate(*starting, db_.schema, [] { return false; }).to_version,
+            latest_schema_version());
 }
 
 TEST_F(MigratorTest, ConcurrentMigrationsAllSucceed) {

@@ -36,7 +36,7 @@ TEST(PgDatabase, TheNextHotPathStoreTakesOverTheStartUpSession) {
   TestSchema schema;
   schema.exec("INSERT INTO {jobs} (type) VALUES ('a'), ('a')");
   PgDatabase database(schema.config().database);
-  database.prepare_schema(false);
+  database.prepare_schema(false, {});
   const std::string startup = pid_named(schema, "pgjobd startup");
   ASSERT_NE(startup, "") << "prepare_schema closed its session";
   ASSERT_NE(startup, "several");
@@ -69,7 +69,7 @@ TEST(PgDatabase, AStartUpSessionClosedMeanwhileIsReplaced) {
   for (const bool ahead : {true, false}) {
     SCOPED_TRACE(ahead ? "connect_ahead" : "connect at the first statement");
     PgDatabase database(schema.config().database);
-    database.prepare_schema(false);
+    database.prepare_schema(false, {});
     const std::string startup = pid_named(schema, "pgjobd startup");
     ASSERT_NE(startup, "");
     ASSERT_NE(startup, "several");

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
+#include <pqxx/pqxx>
 #include <thread>
 #include <vector>
 
@@ -155,6 +158,44 @@ TEST(ScheduleStore, AChangedTimingOrAPausedScheduleRefusesTheFire) {
   schema.exec("SELECT " + fn(schema, "pgjobd_schedule_pause") + "('s')");
   EXPECT_EQ(store.fire(request_for(row, row.last_tick + seconds(1))), FireResult::kLost);
   EXPECT_EQ(schema.count(), 0);
+}
+
+// An operator's open transaction around pgjobd_schedule_pause('s') holds s's row: a fire
+// of s answers kHeld at once and the store names the holder's pid; a reconciliation that
+// must change s gives up after kReconcileLockWait; a fire of t is untouched. Once the
+// transaction rolls back, s fires. The holder's session is ended by the server after 8 s
+// idle in its transaction, so a fire that waits for it returns then (and fails the bound).
+TEST(ScheduleStore, ARowAnotherSessionHoldsIsNeverWaitedFor) {
+  TestSchema schema;
+  PgScheduleStore store(schema.config().database, "test");
+  store.reconcile({{"s", every_second()}, {"t", every_second()}});
+  const ScheduleRow s = row_of(store, "s");
+  const ScheduleRow t = row_of(store, "t");
+  auto operator_session = open_connection(schema.config().database, "test");
+  pqxx::work held(*operator_session);
+  held.exec("SET LOCAL idle_in_transaction_session_timeout = '8s'");
+  const int holder = held.exec("SELECT pg_backend_pid()")[0][0].as<int>();
+  held.exec("SELECT " + fn(schema, "pgjobd_schedule_pause") + "('s')");
+
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(store.fire(request_for(s, s.last_tick + seconds(1))), FireResult::kHeld);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  EXPECT_EQ(store.row_holder("s"), holder);
+  EXPECT_EQ(store.row_holder("t"), std::nullopt);
+  EXPECT_EQ(store.fire(request_for(t, t.last_tick + seconds(1))), FireResult::kFired);
+  ScheduleConfig changed = every_second("pong");
+  const auto reconcile_started = std::chrono::steady_clock::now();
+  try {
+    store.reconcile({{"s", changed}, {"t", every_second()}});
+    ADD_FAILURE() << "the reconciliation changed a held row";
+  } catch (const DbError& e) {
+    EXPECT_EQ(e.sqlstate(), ScheduleStore::kLockNotAvailable) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - reconcile_started, std::chrono::seconds(4));
+
+  held.abort();
+  EXPECT_EQ(store.fire(request_for(s, s.last_tick + seconds(1))), FireResult::kFired);
+  EXPECT_EQ(schema.count(), 2);
 }
 
 TEST(ScheduleStore, ReconcileAddsChangesRemovesAndNeverTouchesSqlSchedules) {

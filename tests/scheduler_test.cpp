@@ -7,7 +7,11 @@
 
 #include <set>
 
+#include "metrics/metrics.hpp"
+#include "support/daemon_process.hpp"
 #include "support/fake_schedule_store.hpp"
+#include "support/log_capture.hpp"
+#include "support/metrics_text.hpp"
 
 namespace pgjobd::schedule {
 namespace {
@@ -111,6 +115,74 @@ TEST(SchedulerTest, ADatabaseErrorWaitsAndTheNextPassCatchesUpByPolicy) {
   for (const auto& job : table->jobs()) (job.schedule == "all" ? all : skip) += 1;
   EXPECT_EQ(skip, 1);  // the latest of the 4 due ticks
   EXPECT_EQ(all, 4);
+}
+
+// Another session holds x's row (an operator's open transaction around
+// pgjobd_schedule_pause('x')): y keeps firing every tick, x's lateness shows in the overdue
+// gauge, the wait is logged once with the holder, no pass spins, and x fires once free.
+TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFires) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Metrics metrics({"default"}, {"ping"});
+  Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), &metrics, SchedulerSettings{});
+  scheduler.set_yaml({{"x", every(1)}, {"y", every(1)}});
+  scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  const auto jobs_of = [&](const std::string& name) {
+    int n = 0;
+    for (const auto& job : table->jobs()) n += job.schedule == name;
+    return n;
+  };
+  const auto overdue = [&] {
+    return pgjobd::testing::metric_value(pgjobd::testing::scrape(metrics),
+                                         "pgjobd_schedule_overdue_seconds")
+        .value_or(-1);
+  };
+  pgjobd::testing::LogCapture log;
+  table->set_held("x", true);
+  for (int i = 1; i <= 5; ++i) {
+    const WallClock::time_point now = t0 + Seconds(i);
+    const WallClock::time_point next = scheduler.run_once(now);
+    EXPECT_GT(next, now) << "a pass that spins on the held row";
+    EXPECT_LE(next, now + SchedulerSettings{}.held_retry);
+  }
+  EXPECT_EQ(jobs_of("y"), 5);
+  EXPECT_EQ(jobs_of("x"), 0);
+  EXPECT_EQ(overdue(), 4) << "x's first tick (t0 + 1 s) at t0 + 5 s";
+  EXPECT_EQ(log.count("schedule x: tick"), 1) << log.all();
+  EXPECT_TRUE(log.contains("locked by another session (pid 4242)")) << log.all();
+
+  table->set_held("x", false);
+  scheduler.run_once(t0 + Seconds(6));
+  EXPECT_EQ(jobs_of("x"), 1) << "the latest due tick (misfire: skip)";
+  EXPECT_EQ(jobs_of("y"), 6);
+  EXPECT_EQ(overdue(), 0);
+  EXPECT_TRUE(log.contains("schedule x: its row is free again")) << log.all();
+}
+
+// A reload whose YAML changes a held row: the reconciliation gives up (the store's lock
+// wait), the table's schedules keep firing, and the YAML is applied once the row is free.
+TEST(SchedulerTest, AReloadThatMustChangeAHeldRowKeepsTheOthersFiringAndAppliesLater) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), nullptr, SchedulerSettings{});
+  scheduler.set_yaml({{"x", every(1)}, {"y", every(1)}});
+  scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  pgjobd::testing::LogCapture log;
+  table->set_held("x", true);
+  scheduler.set_yaml({{"x", every(2)}, {"y", every(1)}});
+  for (int i = 1; i <= 3; ++i) {
+    const WallClock::time_point now = t0 + Seconds(i);
+    const WallClock::time_point next = scheduler.run_once(now);
+    EXPECT_GT(next, now);
+    EXPECT_LE(next, now + SchedulerSettings{}.held_retry);
+  }
+  int y = 0;
+  for (const auto& job : table->jobs()) y += job.schedule == "y";
+  EXPECT_EQ(y, 3) << "y stopped firing behind the held reconciliation";
+  EXPECT_EQ(log.count("schedules from the config: not applied yet"), 1) << log.all();
+  table->set_held("x", false);
+  scheduler.run_once(t0 + Seconds(4));
+  EXPECT_EQ(table->rows().at(0).timing.every_seconds, 2) << log.all();
 }
 
 TEST(SchedulerTest, AnIdleDaemonWithAHundredSchedulesReadsTheTableOncePerRefresh) {

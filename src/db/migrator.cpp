@@ -3,7 +3,10 @@
 #include "db/migrator.hpp"
 
 #include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "db/migrations.hpp"
 #include "db/sql_text.hpp"
@@ -13,6 +16,42 @@ namespace {
 
 // Arbitrary constant namespacing pgjobd's advisory locks (the second key is the schema).
 constexpr int kMigrationLockClass = 0x706a6d;  // "pjm"
+
+// How often a migration waiting for the lock asks for it again, and when it says so.
+constexpr std::chrono::milliseconds kLockRetry{100};
+constexpr std::chrono::seconds kLockWaitLogged{1};
+
+// Takes the migration lock, asking again every kLockRetry while another session holds it
+// (a blocking wait could not be left for a stop request). False when stopped first.
+bool take_migration_lock(pqxx::transaction_base& txn, const std::string& schema,
+                         const std::function<bool()>& stop_requested) {
+  const auto started = std::chrono::steady_clock::now();
+  bool said = false;
+  while (!txn.exec_params("SELECT pg_try_advisory_xact_lock($1, hashtext($2))", kMigrationLockClass,
+                          schema)[0][0]
+              .as<bool>()) {
+    if (stop_requested && stop_requested()) return false;
+    const auto waited = std::chrono::steady_clock::now() - started;
+    if (!said && waited >= kLockWaitLogged) {
+      said = true;
+      const auto holders = txn.exec_params(
+          "SELECT coalesce(string_agg(pid::text, ', ' ORDER BY pid), 'unknown') FROM pg_locks "
+          "WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::int::oid "
+          "AND objid = hashtext($2)::oid",
+          kMigrationLockClass, schema);
+      spdlog::warn(
+          "waiting for the migration lock of schema {}, held by pid {} (another pgjobd "
+          "migrating it, or a session holding that advisory lock)",
+          quote_identifier(schema), holders[0][0].c_str());
+    }
+    std::this_thread::sleep_for(kLockRetry);
+  }
+  if (said) {
+    spdlog::info("took the migration lock of schema {} after {:.1f}s", quote_identifier(schema),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return true;
+}
 
 int recorded_version(pqxx::transaction_base& txn, const std::string& schema) {
   const auto exists = txn.exec_params("SELECT to_regclass($1) IS NOT NULL",
@@ -25,7 +64,8 @@ int recorded_version(pqxx::transaction_base& txn, const std::string& schema) {
 
 }  // namespace
 
-MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema) {
+MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema,
+                        const std::function<bool()>& stop_requested) {
   // Nearly every start finds the schema current: two reads then, without the lock or the
   // DDL below (a daemon's start made twelve round trips here before its first claim).
   // Another daemon migrating meanwhile can only bring the schema to this same version.
@@ -34,7 +74,11 @@ MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema) 
   }
   const std::string quoted = quote_identifier(schema);
   pqxx::work txn(conn);
-  txn.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", kMigrationLockClass, schema);
+  if (!take_migration_lock(txn, schema, stop_requested)) {
+    MigrationReport stopped;
+    stopped.stopped = true;
+    return stopped;  // the transaction rolls back: nothing was written
+  }
   txn.exec("CREATE SCHEMA IF NOT EXISTS " + quoted);
   txn.exec("CREATE TABLE IF NOT EXISTS " + quoted +
            ".pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL,"

@@ -1,6 +1,7 @@
 #pragma once
 // Applying and checking the schema migrations of sql/.
 
+#include <functional>
 #include <string>
 
 #include "db/migration_report.hpp"
@@ -14,8 +15,11 @@ namespace pgjobd {
 // Creates the schema if needed and applies every pending migration in one transaction,
 // holding a transaction-level advisory lock so daemons that start together serialise
 // (and it also works through PgBouncer in transaction mode). Idempotent: a schema at this
-// binary's version is only read, neither locked nor altered.
-MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema);
+// binary's version is only read, neither locked nor altered. While another session holds
+// the lock it waits, says so after a second (with the holder's pid), and returns with
+// `stopped` set, having applied nothing, as soon as stop_requested() (when given) is true.
+MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema,
+                        const std::function<bool()>& stop_requested = {});
 
 // The version recorded in the schema, 0 when it was never migrated.
 int schema_version(pqxx::connection_base& conn, const std::string& schema);

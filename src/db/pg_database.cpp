@@ -34,12 +34,17 @@ std::unique_ptr<Notifications> PgDatabase::listen() {
 
 void PgDatabase::shorten_calls(Millis cap) { CallDeadline::shorten_all(cap); }
 
-SchemaReport PgDatabase::prepare_schema(bool migrate_schema) {
+SchemaReport PgDatabase::prepare_schema(bool migrate_schema,
+                                        const std::function<bool()>& stop_requested) {
   try {
     auto conn = open_connection(config_, "startup");
     SchemaReport report;
     if (migrate_schema) {
-      const MigrationReport migrated = migrate(*conn, config_.schema);
+      const MigrationReport migrated = migrate(*conn, config_.schema, stop_requested);
+      if (migrated.stopped) {
+        report.stopped = true;
+        return report;
+      }
       report.from_version = migrated.from_version;
       report.to_version = migrated.to_version;
     } else {

@@ -18,7 +18,7 @@ class PgDatabase final : public Database {
   std::unique_ptr<JobStore> open_store(const std::string& role, StoreUse use) override;
   std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
-  SchemaReport prepare_schema(bool migrate) override;
+  SchemaReport prepare_schema(bool migrate, const std::function<bool()>& stop_requested) override;
   void shorten_calls(Millis cap) override;
 
  private:

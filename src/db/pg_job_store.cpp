@@ -241,8 +241,8 @@ LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
   });
 }
 
-std::vector<LimitChange> PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
-                                                 const std::string& writer) {
+LimitSync PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                  const std::string& writer) {
   connect();
   return guarded("limits sync", [&] {
     nlohmann::json definitions = nlohmann::json::object();
@@ -259,11 +259,15 @@ std::vector<LimitChange> PgJobStore::sync_limits(const std::map<std::string, Lim
     }
     pqxx::nontransaction txn(*conn_);
     count_round_trip();
-    std::vector<LimitChange> changes;
+    LimitSync sync;
     for (const auto& row : execute(txn, stmt::kLimitsSync, definitions.dump(), writer)) {
-      changes.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str()});
+      if (row[0].is_null()) {
+        sync.busy = row[2].c_str();  // (NULL, 'busy', what holds the lock): nothing written
+      } else {
+        sync.changes.push_back({row[0].c_str(), row[1].c_str(), row[2].c_str()});
+      }
     }
-    return changes;
+    return sync;
   });
 }
 

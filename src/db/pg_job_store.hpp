@@ -58,8 +58,8 @@ class PgJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
-  std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
-                                       const std::string& writer) override;
+  LimitSync sync_limits(const std::map<std::string, LimitConfig>& limits,
+                        const std::string& writer) override;
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;

@@ -87,10 +87,16 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
   connect();
   return guarded("fire schedule", [&] {
     pqxx::work txn(*conn_);
-    const pqxx::result locked =
-        execute(txn, stmt::kScheduleLock, request.name, epoch_seconds(request.expected_last_tick),
-                epoch_seconds(request.tick), request.timing.cron, request.timing.every_seconds,
-                request.timing.timezone);
+    pqxx::result locked;
+    try {
+      locked = execute(txn, stmt::kScheduleLock, request.name,
+                       epoch_seconds(request.expected_last_tick), epoch_seconds(request.tick),
+                       request.timing.cron, request.timing.every_seconds, request.timing.timezone);
+    } catch (const pqxx::sql_error& e) {
+      // NOWAIT found the row held: the transaction rolls back, the session stays.
+      if (e.sqlstate() == ScheduleStore::kLockNotAvailable) return FireResult::kHeld;
+      throw;
+    }
     if (locked.empty()) return FireResult::kLost;  // the transaction rolls back: no writes
     const bool busy = locked[0][0].as<bool>();
     FireResult result = FireResult::kAdvanced;
@@ -110,6 +116,16 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
   });
 }
 
+std::optional<int> PgScheduleStore::row_holder(const std::string& name) {
+  connect();
+  return guarded("schedule row holder", [&]() -> std::optional<int> {
+    pqxx::nontransaction txn(*conn_);
+    const pqxx::result rows = execute(txn, stmt::kScheduleHolder, name);
+    if (rows.empty()) return std::nullopt;
+    return rows[0][0].as<int>();
+  });
+}
+
 ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleConfig>& schedules) {
   connect();
   return guarded("reconcile schedules", [&] {
@@ -118,6 +134,8 @@ ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleC
     names.reserve(schedules.size());
     for (const auto& entry : schedules) names.push_back(entry.first);
     pqxx::work txn(*conn_);
+    execute(txn, stmt::kScheduleLockTimeout,
+            std::to_string(ScheduleStore::kReconcileLockWait.count()) + "ms");
     for (const auto& row : execute(txn, stmt::kScheduleSqlHeld, text_array_literal(names))) {
       report.held_by_sql.emplace_back(row[0].c_str());
     }

@@ -2,6 +2,7 @@
 // ScheduleStore over one PostgreSQL connection: the schedule statements of statements.cpp.
 // The connection is dropped on error and reopened on the next call.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ class PgScheduleStore final : public ScheduleStore {
 
   std::vector<ScheduleRow> load_schedules() override;
   FireResult fire(const FireRequest& request) override;
+  std::optional<int> row_holder(const std::string& name) override;
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) override;
 
  private:

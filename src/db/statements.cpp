@@ -514,13 +514,17 @@ SELECT name, coalesce(cron, ''), coalesce(every_seconds, 0), timezone, type, que
        floor(extract(epoch FROM next_tick))::bigint
 FROM {schedules} ORDER BY name)";
 
-// The compare-and-set. Under READ COMMITTED a second daemon that waits here for the first
-// one's row lock re-reads the row once the first commits, and its last_tick no longer
-// matches: no row, nothing written (PostgreSQL's re-check of an updated row). The timing
-// must also match what the caller computed the tick from, so a daemon that has not yet
-// seen a changed schedule cannot fire a tick of the old timing. last_tick is compared as
-// whole seconds (a row created by now() holds a fraction); `tick > last_tick` keeps it
-// growing whatever the caller asks.
+// The compare-and-set. NOWAIT: a row another session holds (a daemon firing it this very
+// moment, or an operator's open transaction around pgjobd_schedule_pause) fails at once
+// with lock_not_available, and the scheduler fires the other schedules and asks again
+// soon; waiting here stopped every schedule behind one held row. Whoever holds the lock
+// fires at most once: a daemon that asks again after the first committed finds last_tick
+// moved (and under READ COMMITTED a row updated since the statement's snapshot is
+// re-checked before it is locked): no row, nothing written. The timing must also match
+// what the caller computed the tick from, so a daemon that has not yet seen a changed
+// schedule cannot fire a tick of the old timing. last_tick is compared as whole seconds (a
+// row created by now() holds a fraction); `tick > last_tick` keeps it growing whatever the
+// caller asks.
 constexpr const char* kScheduleLockSql = R"(
 SELECT s.overlap = 'skip' AND s.last_job_id IS NOT NULL AND EXISTS (
          SELECT 1 FROM {jobs} j
@@ -531,7 +535,21 @@ WHERE s.name = $1 AND floor(extract(epoch FROM s.last_tick)) = $2::bigint
   AND s.cron IS NOT DISTINCT FROM nullif($4::text, '')
   AND s.every_seconds IS NOT DISTINCT FROM nullif($5::int, 0)
   AND s.timezone = $6 AND s.enabled AND NOT s.paused
-FOR UPDATE OF s)";
+FOR UPDATE OF s NOWAIT)";
+
+// Who holds a schedule's row, for the log: the session whose transaction is the row's xmax
+// (a lock or an update not committed yet). None when several sessions share the lock
+// (xmax is then a multixact) or the holder has finished.
+constexpr const char* kScheduleHolderSql = R"(
+SELECT l.pid FROM {schedules} s
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = s.xmax
+ AND l.mode = 'ExclusiveLock' AND l.granted
+WHERE s.name = $1 AND s.xmax <> '0'::xid)";
+
+// The reconciliation's bound on a row lock (upsert and delete wait for a row another
+// session holds): $1 as lock_timeout text, for this transaction only.
+constexpr const char* kScheduleLockTimeoutSql = R"(
+SELECT set_config('lock_timeout', $1, true))";
 
 // The tick's job, from the row's current values. The unique_key names the schedule and the
 // tick; an object payload also gets `_schedule` {name, tick, late} (README "Recurring
@@ -737,6 +755,8 @@ std::vector<Statement> schedule_statements(const std::string& schema) {
   return {
       {kScheduleLoad, with_table(kScheduleLoadSql, schema)},
       {kScheduleLock, with_table(kScheduleLockSql, schema)},
+      {kScheduleHolder, with_table(kScheduleHolderSql, schema)},
+      {kScheduleLockTimeout, kScheduleLockTimeoutSql},
       {kScheduleInsertJob, with_table(kScheduleInsertJobSql, schema)},
       {kScheduleAdvance, with_table(kScheduleAdvanceSql, schema)},
       {kScheduleSqlHeld, with_table(kScheduleSqlHeldSql, schema)},

@@ -65,7 +65,9 @@ inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 // columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
 inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
 // Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
-// rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer).
+// rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer), or one row
+// (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
+// (sql/013_limits_sync_lock.up.sql).
 inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
 // Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
 // written_by ('' / 0 for none).
@@ -83,8 +85,13 @@ inline constexpr const char* kScheduleLoad = "pgjobd_schedule_load";
 // Fire, step 1, the compare-and-set's lock: $1 name, $2 expected last_tick, $3 tick,
 // $4 cron ('' = none), $5 every_seconds (0 = none), $6 timezone. One row (true when the
 // previous tick's job is still live and overlap is skip) when the row is as expected;
-// none otherwise. Locks the row until the transaction ends.
+// none otherwise. Locks the row until the transaction ends; fails with lock_not_available
+// (55P03) at once when another session holds it.
 inline constexpr const char* kScheduleLock = "pgjobd_schedule_lock";
+// The pid of the session holding schedule $1's row (no row when unknown).
+inline constexpr const char* kScheduleHolder = "pgjobd_schedule_holder";
+// SET LOCAL lock_timeout to $1 (text, e.g. '1000ms').
+inline constexpr const char* kScheduleLockTimeout = "pgjobd_schedule_lock_timeout";
 // Fire, step 2: insert the tick's job from the row: $1 name, $2 tick, $3 late. Returns
 // the job's id (no row if a live job holds its unique_key).
 inline constexpr const char* kScheduleInsertJob = "pgjobd_schedule_insert_job";

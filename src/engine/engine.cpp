@@ -211,7 +211,9 @@ void Engine::Impl::prepare_schema() {
   ReconnectBackoff backoff;
   while (!stop_requested_) {
     try {
-      const SchemaReport report = database_->prepare_schema(config_.database.migrate_on_start);
+      const SchemaReport report = database_->prepare_schema(
+          config_.database.migrate_on_start, [this] { return stop_requested_.load(); });
+      if (report.stopped) return;  // SIGTERM while another session held the migration lock
       if (report.to_version != report.from_version) {
         spdlog::info("migrated schema {} from version {} to {}", config_.database.schema,
                      report.from_version, report.to_version);

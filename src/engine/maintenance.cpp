@@ -141,8 +141,16 @@ void Maintenance::run(const std::stop_token& stop) {
   auto next_stats = now;
   auto next_prune = now + std::chrono::seconds(5);
   auto next_schema_check = now + kSchemaCheckInterval;
+  // A write that failed, or that another session's lock kept out, is retried soon, not a
+  // heartbeat interval later.
+  const auto limits_interval = [this] {
+    const bool retry_soon = limits_ != nullptr && limits_->write_pending();
+    return retry_soon
+               ? std::min<std::chrono::milliseconds>(heartbeat_interval_, std::chrono::seconds(1))
+               : heartbeat_interval_;
+  };
   // When prepare_limits() ran just before, the first sync is one interval away.
-  auto next_limits = limits_prepared_ ? now + heartbeat_interval_ : now;
+  auto next_limits = limits_prepared_ ? now + limits_interval() : now;
   auto next_daemon_expiry = now;  // once leader
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
@@ -177,11 +185,7 @@ void Maintenance::run(const std::stop_token& stop) {
     }
     if (now >= next_limits) {
       if (limits_ != nullptr) guarded("limits", [&] { sync_limits(); });
-      // A write that failed is retried soon, not a heartbeat interval later.
-      const bool retry_soon = limits_ != nullptr && limits_->write_pending();
-      next_limits = now + (retry_soon ? std::min<std::chrono::milliseconds>(heartbeat_interval_,
-                                                                            std::chrono::seconds(1))
-                                      : heartbeat_interval_);
+      next_limits = now + limits_interval();
     }
     if (now >= next_schema_check) {
       guarded("schema check", [&] { check_schema(); });

@@ -51,8 +51,9 @@ class Maintenance final : public Service {
   // use in pgjobd_limit_running and, as leader, deletes idle partitions' rows. Set before
   // start(); prepare_limits() does the first sync on the caller's thread, so the first
   // claim already knows whether limits exist (a failure is logged and retried by the loop;
-  // meanwhile the registry says active, the safe answer). Without it the loop syncs at
-  // once.
+  // meanwhile the registry says active, the safe answer). A write that another session's
+  // lock keeps out costs at most 200 ms (the function's lock_timeout) and is retried
+  // within a second. Without it the loop syncs at once.
   void set_limits(LimitRegistry* limits);
   void prepare_limits();
   // Now rather than at the next interval: a reload changed the section, or another

@@ -48,7 +48,20 @@ void LimitRegistry::sync(JobStore& store) {
     if (write_pending_) to_write = configured_;
   }
   if (to_write) {
-    for (const LimitChange& change : store.sync_limits(*to_write, worker_id_)) {
+    const LimitSync written = store.sync_limits(*to_write, worker_id_);
+    if (!written.busy.empty()) {
+      // Nothing written; the write stays pending and the loop asks again within a second.
+      std::lock_guard lock(mutex_);
+      if (!busy_since_) {
+        busy_since_ = std::chrono::steady_clock::now();
+        spdlog::warn(
+            "limits: this daemon's limits: section is not written yet: another session holds {}; "
+            "claims apply the limits the database holds until it is written; trying again "
+            "within a second",
+            written.busy);
+      }
+    }
+    for (const LimitChange& change : written.changes) {
       if (!change.previous_writer.empty() && change.previous_writer != worker_id_) {
         spdlog::warn(
             "limit {} {}: its definition by {} differed from this daemon's limits: section; "
@@ -58,9 +71,17 @@ void LimitRegistry::sync(JobStore& store) {
         spdlog::info("limit {} {}", change.name, change.change);
       }
     }
-    std::lock_guard lock(mutex_);
-    // A reload meanwhile asked for another write: keep it pending.
-    if (configured_ == to_write) write_pending_ = false;
+    if (written.busy.empty()) {
+      std::lock_guard lock(mutex_);
+      if (busy_since_) {
+        spdlog::info(
+            "limits: written after {:.1f}s waiting for another session's lock",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - *busy_since_).count());
+        busy_since_.reset();
+      }
+      // A reload meanwhile asked for another write: keep it pending.
+      if (configured_ == to_write) write_pending_ = false;
+    }
   }
   std::uint64_t read = 0;
   {
@@ -93,7 +114,8 @@ bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint6
   std::lock_guard lock(mutex_);
   if (read < read_applied_) return false;  // older than what applies: the next read corrects
   read_applied_ = read;
-  const bool differs = differs_from_configured(loaded);
+  // While this daemon's own write is pending the database cannot hold its section yet.
+  const bool differs = !write_pending_ && differs_from_configured(loaded);
   if (differs && !warned_) {
     spdlog::warn(
         "the limits in the database differ from this daemon's limits: section (another "
@@ -107,7 +129,10 @@ bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint6
     }
     definitions_ = std::move(loaded);
   }
-  const bool active = !definitions_.empty();
+  // A section not written yet (another session holds the lock) keeps the limited claim:
+  // it applies what the database holds, and stays right once the section is written.
+  const bool active =
+      !definitions_.empty() || (write_pending_ && configured_ && !configured_->empty());
   return active_.exchange(active, std::memory_order_acq_rel) && !active;
 }
 

@@ -8,6 +8,7 @@
 // Thread-safe: the maintenance loop syncs and refreshes, the fetcher reads active().
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,13 +31,15 @@ class LimitRegistry {
   LimitRegistry(std::optional<Limits> configured, std::string worker_id);
 
   // A limit exists, so claims must count partitions and take tokens. True until the first
-  // successful read: the limited claim is right whatever the database holds, the plain one
-  // only when it holds no limit.
+  // successful read, and while this daemon's section waits to be written: the limited claim
+  // is right whatever the database holds, the plain one only when it holds no limit.
   bool active() const { return active_.load(std::memory_order_acquire); }
 
   // Writes the configured limits when a write is pending (start, reload), then reads the
   // definitions back. Logs what changed, and warns when this daemon's section differs from
-  // what the database holds. Throws DbError; a failed write stays pending.
+  // what the database holds. Throws DbError; a failed write stays pending. A write another
+  // session's lock kept out (JobStore::sync_limits, busy) stays pending too, logged once
+  // with what holds the lock; active() stays true until it is written.
   void sync(JobStore& store);
   // The claim session's own read, before its first claim (Fetcher), unless a read was
   // applied already. Without it a daemon that has no `limits:` section claims with the
@@ -80,7 +83,9 @@ class LimitRegistry {
   std::optional<Limits> configured_;
   bool write_pending_ = false;
   std::vector<LimitDefinition> definitions_;
-  bool warned_ = false;             // the current difference was logged
+  bool warned_ = false;  // the current difference was logged
+  // Since when writes found the limits' lock held (logged once, then when written).
+  std::optional<std::chrono::steady_clock::time_point> busy_since_;
   std::uint64_t reads_asked_ = 0;   // numbers the reads in the order they were asked
   std::uint64_t read_applied_ = 0;  // the number of the read definitions_ come from
   std::atomic<bool> active_{true};

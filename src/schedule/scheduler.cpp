@@ -70,9 +70,49 @@ void Scheduler::refresh(WallClock::time_point now) {
   entries_ = std::move(entries);
   refreshed_at_ = now;
   stale_ = false;
+  // A held schedule that is no longer active (the transaction that held it paused or
+  // removed it) is not asked for again.
+  std::vector<std::string> gone;
+  for (const auto& [name, held] : held_) {
+    const bool active = std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) {
+      return e.row.name == name && e.row.active() && e.calculator;
+    });
+    if (!active) gone.push_back(name);
+  }
+  for (const std::string& name : gone) note_free(name, now);
 }
 
-void Scheduler::fire_due(Entry& entry, TickTime now) {
+void Scheduler::note_held(const std::string& name, TickTime tick, WallClock::time_point now) {
+  const auto [it, first] = held_.try_emplace(name, Held{now});
+  // A daemon firing the same tick holds the row for milliseconds: only a hold that lasts
+  // into the next try is another session's transaction worth a line.
+  if (first || it->second.logged || now - it->second.since < settings_.held_retry) return;
+  it->second.logged = true;
+  std::optional<int> holder;
+  try {
+    holder = store_->row_holder(name);
+  } catch (const DbError&) {
+    // The line goes out without the pid.
+  }
+  spdlog::warn(
+      "schedule {}: tick {} waits: its row is locked by another session ({}), an open "
+      "transaction that changed or locked it; the other schedules keep firing; trying again "
+      "every {}ms",
+      name, format_utc(tick), holder ? "pid " + std::to_string(*holder) : "pid unknown",
+      settings_.held_retry.count());
+}
+
+void Scheduler::note_free(const std::string& name, WallClock::time_point now) {
+  const auto it = held_.find(name);
+  if (it == held_.end()) return;
+  if (it->second.logged) {
+    spdlog::info("schedule {}: its row is free again after {}s", name,
+                 std::chrono::duration_cast<Seconds>(now - it->second.since).count());
+  }
+  held_.erase(it);
+}
+
+void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_now) {
   ScheduleRow& row = entry.row;
   const TickPlan plan =
       plan_ticks(*entry.calculator, row.misfire, row.misfire_grace, row.last_tick, now);
@@ -87,6 +127,11 @@ void Scheduler::fire_due(Entry& entry, TickTime now) {
     request.insert_job = step.insert_job;
     request.late = step.late;
     const FireResult result = store_->fire(request);
+    if (result == FireResult::kHeld) {
+      note_held(row.name, step.tick, wall_now);
+      return;  // asked again after held_retry; last_tick stays, so its lateness shows
+    }
+    note_free(row.name, wall_now);
     if (result == FireResult::kLost) {
       stale_ = true;  // another daemon was first, or the row changed: read it again
       return;
@@ -120,26 +165,45 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
       yaml = pending_yaml_;
     }
     if (yaml) {
-      const ReconcileReport report = store_->reconcile(*yaml);
-      {
-        std::lock_guard lock(mutex_);
-        if (pending_yaml_ == yaml) pending_yaml_.reset();  // else a newer one came meanwhile
+      std::optional<ReconcileReport> reconciled;
+      try {
+        reconciled = store_->reconcile(*yaml);
+      } catch (const DbError& e) {
+        if (e.sqlstate() != ScheduleStore::kLockNotAvailable) throw;
+        // A row the reconciliation must change is held: the YAML stays pending, the table's
+        // schedules fire as they are.
+        if (!reconcile_held_) {
+          spdlog::warn(
+              "schedules from the config: not applied yet: a schedule row they change is "
+              "locked by another session (an open transaction); trying again every {}ms",
+              settings_.held_retry.count());
+        }
+        reconcile_held_ = true;
       }
-      if (report.added + report.changed + report.removed > 0) {
-        spdlog::info("schedules from the config: {} added, {} changed, {} removed", report.added,
-                     report.changed, report.removed);
+      if (reconciled) {
+        if (reconcile_held_) spdlog::info("schedules from the config: applied");
+        reconcile_held_ = false;
+        {
+          std::lock_guard lock(mutex_);
+          if (pending_yaml_ == yaml) pending_yaml_.reset();  // else a newer one came meanwhile
+        }
+        const ReconcileReport& report = *reconciled;
+        if (report.added + report.changed + report.removed > 0) {
+          spdlog::info("schedules from the config: {} added, {} changed, {} removed", report.added,
+                       report.changed, report.removed);
+        }
+        for (const std::string& name : report.held_by_sql) {
+          spdlog::warn(
+              "schedule {} in the config is ignored: a schedule of that name was made "
+              "with SQL (pgjobd_schedule_upsert)",
+              name);
+        }
+        stale_ = true;
       }
-      for (const std::string& name : report.held_by_sql) {
-        spdlog::warn(
-            "schedule {} in the config is ignored: a schedule of that name was made "
-            "with SQL (pgjobd_schedule_upsert)",
-            name);
-      }
-      stale_ = true;
     }
     if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
     for (Entry& entry : entries_) {
-      if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds);
+      if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds, now);
       if (stale_) break;  // the rest are read again first
     }
     if (stale_) refresh(now);
@@ -150,16 +214,22 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
     next = now + settings_.retry;
     failed = true;
   }
-  // Sleep until the earliest next tick, and say how late the most overdue one is.
+  // Sleep until the earliest next tick, and say how late the most overdue one is (a held
+  // schedule's too: its last_tick stays until it fires).
   Seconds overdue{0};
   for (const Entry& entry : entries_) {
     if (!entry.row.active() || !entry.calculator) continue;
     const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
     if (!tick) continue;
     if (*tick <= now_seconds) overdue = std::max(overdue, now_seconds - *tick);
-    // After an error the next pass waits for `retry`, due ticks or not.
-    if (!failed) next = std::min(next, std::max<WallClock::time_point>(*tick, now));
+    // After an error the next pass waits for `retry`, due ticks or not; a held row is
+    // asked for again after held_retry.
+    if (failed) continue;
+    next = std::min(next, held_.contains(entry.row.name)
+                              ? now + settings_.held_retry
+                              : std::max<WallClock::time_point>(*tick, now));
   }
+  if (!failed && reconcile_held_) next = std::min(next, now + settings_.held_retry);
   if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(overdue.count()));
   return next;
 }

@@ -31,6 +31,9 @@ struct SchedulerSettings {
   std::chrono::milliseconds refresh{30000};
   // Wait after a database error before the next pass.
   std::chrono::milliseconds retry{2000};
+  // Wait before asking again for a schedule whose row another session holds (an open
+  // transaction around pgjobd_schedule_pause, say); the other schedules fire meanwhile.
+  std::chrono::milliseconds held_retry{1000};
 };
 
 class Scheduler final : public Service {
@@ -56,8 +59,17 @@ class Scheduler final : public Service {
     std::optional<TickCalculator> calculator;  // none: a timing the parser refused
   };
 
+  // A schedule whose row another session held at the last try: since when, and whether
+  // the wait was logged (once, when it lasted held_retry).
+  struct Held {
+    WallClock::time_point since;
+    bool logged = false;
+  };
+
   void refresh(WallClock::time_point now);
-  void fire_due(Entry& entry, TickTime now);
+  void fire_due(Entry& entry, TickTime now, WallClock::time_point wall_now);
+  void note_held(const std::string& name, TickTime tick, WallClock::time_point now);
+  void note_free(const std::string& name, WallClock::time_point now);
   void loop(const std::stop_token& stop);
 
   const std::unique_ptr<ScheduleStore> store_;
@@ -74,6 +86,8 @@ class Scheduler final : public Service {
   std::optional<WallClock::time_point> refreshed_at_;
   bool stale_ = true;  // a fire was lost or the YAML changed: read the table again
   std::set<std::string> reported_invalid_;
+  std::map<std::string, Held> held_;
+  bool reconcile_held_ = false;  // the YAML's reconciliation waits for a held row (logged)
 
   ServiceThread thread_;  // last: joined before the members it uses go
 };

@@ -34,7 +34,8 @@ class Notifications {
 struct SchemaReport {
   int from_version = 0;  // before migrating (equal to to_version when nothing was applied)
   int to_version = 0;
-  std::string problem;  // empty when the schema is at this binary's version
+  std::string problem;   // empty when the schema is at this binary's version
+  bool stopped = false;  // stop_requested() while waiting for the migration lock
 };
 
 // What a store's connection will run, which decides how its statements are planned
@@ -61,7 +62,10 @@ class Database {
   // One attempt: applies pending migrations when `migrate`, then checks the schema.
   // Throws DbError (connection_lost() when the server was not reachable). The session it
   // used may serve the next store opened for StoreUse::kHotPath (PgDatabase does so).
-  virtual SchemaReport prepare_schema(bool migrate) = 0;
+  // Waiting for another session's migration lock ends, with `stopped`, once
+  // stop_requested() is true.
+  virtual SchemaReport prepare_schema(bool migrate,
+                                      const std::function<bool()>& stop_requested) = 0;
   // From now on no call waits longer than `cap` for its answer, those in flight included,
   // except an sql handler's own statement (a drain: see Engine::drain). The default does
   // nothing.

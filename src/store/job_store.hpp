@@ -90,6 +90,13 @@ struct LimitChange {
   std::string previous_writer;  // who wrote the definition it replaced ("" for added)
 };
 
+// What sync_limits did: wrote the limits (changes), or wrote nothing because another
+// session held a lock it needs for longer than the function waits (README "Limits").
+struct LimitSync {
+  std::vector<LimitChange> changes;
+  std::string busy;  // non-empty when nothing was written: what holds the lock
+};
+
 // A limit that held back at least one due job in a claim.
 struct LimitHold {
   std::string limit;
@@ -215,9 +222,10 @@ class JobStore {
   virtual std::vector<std::string> paused_queues(const std::vector<std::string>& queues) = 0;
 
   // Makes the database's limits exactly `limits` (a daemon's `limits:` section), marking
-  // them written by `writer`; returns what changed.
-  virtual std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
-                                               const std::string& writer) = 0;
+  // them written by `writer`; returns what changed, or that another session's lock kept it
+  // from writing (it waits for a lock 200 ms at most).
+  virtual LimitSync sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                const std::string& writer) = 0;
   // The limits every daemon applies, by name.
   virtual std::vector<LimitDefinition> load_limits() = 0;
   // Each limit's use now.

@@ -62,6 +62,8 @@ enum class FireResult {
   kAdvanced,        // last_tick moved; no job asked for (a missed tick)
   kLost,            // last_tick was not expected_last_tick (someone else fired, or the
                     // schedule changed, was paused or removed): nothing written
+  kHeld,            // another session holds the row (a daemon firing it, an operator's
+                    // open transaction): nothing written, nothing waited for
 };
 
 struct ReconcileReport {
@@ -75,11 +77,18 @@ class ScheduleStore {
  public:
   virtual ~ScheduleStore() = default;
   virtual std::vector<ScheduleRow> load_schedules() = 0;
-  // One transaction; exactly one caller wins each (name, expected_last_tick).
+  // One transaction; exactly one caller wins each (name, expected_last_tick). Never waits
+  // for a row another session holds (kHeld).
   virtual FireResult fire(const FireRequest& request) = 0;
+  // The pid of the session holding schedule `name`'s row, when it can be told.
+  virtual std::optional<int> row_holder(const std::string& name) = 0;
   // Makes the YAML rows match `schedules` (added, changed, removed); never touches rows
-  // of source 'sql'. One transaction.
+  // of source 'sql'. One transaction, which waits at most kReconcileLockWait for a row
+  // another session holds and then fails with DbError, SQLSTATE kLockNotAvailable.
   virtual ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) = 0;
+
+  static constexpr std::chrono::milliseconds kReconcileLockWait{1000};
+  static constexpr const char* kLockNotAvailable = "55P03";
 };
 
 }  // namespace pgjobd

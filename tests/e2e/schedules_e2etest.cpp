@@ -5,14 +5,18 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <memory>
+#include <pqxx/pqxx>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "db/sql_text.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
@@ -262,6 +266,62 @@ TEST(SchedulesE2E, SighupAddsChangesAndRemovesScheduleAndARemovedOneStopsFiring)
   EXPECT_LT(old_ticks.back(), new_ticks[1]);
   stop_daemon(daemon);
   EXPECT_EQ(ticks_of(schema, "old"), old_ticks);
+}
+
+// An operator's open transaction around pgjobd_schedule_pause('x') holds x's row: y keeps
+// firing every second, the overdue gauge shows x late, the log names the holder's pid, and
+// once the transaction rolls back x fires again. The holder's session is ended by the
+// server after 40 s idle in its transaction, whatever the daemon does.
+TEST(SchedulesE2E, AnOpenTransactionOnOneSchedulesRowHoldsBackOnlyThatSchedule) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.handler("ping", "{builtin: noop}")
+      .set("schedules", "{x: {every: 1s, type: ping}, y: {every: 1s, type: ping}}")
+      .set("metrics", "{listen: \"127.0.0.1:0\"}");
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  const int port = daemon.metrics_port();
+  ASSERT_GT(port, 0) << daemon.log();
+  const auto overdue = [&] {
+    return metric_value(http_get(port, "/metrics").body, "pgjobd_schedule_overdue_seconds");
+  };
+  ASSERT_TRUE(wait_until(
+      [&] { return ticks_of(schema, "x").size() >= 2 && ticks_of(schema, "y").size() >= 2; }, 15s));
+
+  auto operator_session = open_connection(schema.config().database, "test");
+  pqxx::work held(*operator_session);
+  held.exec("SET LOCAL idle_in_transaction_session_timeout = '40s'");
+  const std::string holder = held.exec("SELECT pg_backend_pid()")[0][0].c_str();
+  held.exec("SELECT " + quote_identifier(schema.name()) + ".pgjobd_schedule_pause('x')");
+  const std::int64_t held_at = wall_seconds();
+  const std::size_t y_before = ticks_of(schema, "y").size();
+  ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "y").size() >= y_before + 5; }, 20s))
+      << "y stopped firing behind x's held row";
+  EXPECT_LE(ticks_of(schema, "x").back(), held_at) << "x fired while its row was held";
+  double most_overdue = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        most_overdue = std::max(most_overdue, overdue().value_or(0));
+        return most_overdue >= 3;
+      },
+      15s))
+      << "pgjobd_schedule_overdue_seconds " << overdue().value_or(-1);
+  EXPECT_TRUE(daemon.wait_for_log("schedule x: tick")) << daemon.log();
+  EXPECT_NE(daemon.log().find("locked by another session (pid " + holder + ")"), std::string::npos)
+      << daemon.log();
+
+  held.abort();
+  const std::int64_t released_at = wall_seconds();
+  ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "x").back() >= released_at; }, 15s))
+      << "x did not fire again after the transaction ended";
+  EXPECT_TRUE(wait_until([&] { return overdue().value_or(-1) <= 1; }, 10s));
+  EXPECT_TRUE(daemon.wait_for_log("schedule x: its row is free again")) << daemon.log();
+  expect_each_tick_once(ticks_of(schema, "y"));
+  std::printf(
+      "[ schedules ] x's row held %lld s: y fired %zu ticks meanwhile; overdue gauge %.0f s\n",
+      static_cast<long long>(released_at - held_at), ticks_of(schema, "y").size() - y_before,
+      most_overdue);
+  stop_daemon(daemon);
 }
 
 }  // namespace

@@ -288,6 +288,11 @@ std::vector<std::map<std::string, LimitConfig>> FakeJobTable::limit_syncs() cons
   return limit_syncs_;
 }
 
+void FakeJobTable::set_limits_busy(std::string holder) {
+  std::lock_guard lock(mutex_);
+  limits_busy_ = std::move(holder);
+}
+
 std::vector<std::vector<std::string>> FakeJobTable::stats_queues() const {
   std::lock_guard lock(mutex_);
   return stats_queues_;
@@ -696,9 +701,10 @@ std::vector<std::string> FakeJobStore::paused_queues(const std::vector<std::stri
   return paused;
 }
 
-std::vector<LimitChange> FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
-                                                   const std::string& writer) {
+LimitSync FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& limits,
+                                    const std::string& writer) {
   auto lock = table_->enter(StoreMethod::kSyncLimits, role_);
+  if (!table_->limits_busy_.empty()) return {{}, table_->limits_busy_};
   table_->limit_syncs_.push_back(limits);
   std::vector<LimitChange> changes;
   std::vector<LimitDefinition> next;
@@ -721,7 +727,7 @@ std::vector<LimitChange> FakeJobStore::sync_limits(const std::map<std::string, L
   }
   table_->limits_ = std::move(next);
   table_->changed();
-  return changes;
+  return {std::move(changes), ""};
 }
 
 std::vector<LimitDefinition> FakeJobStore::load_limits() {
@@ -856,7 +862,10 @@ std::unique_ptr<ScheduleStore> FakeDatabase::open_schedule_store(const std::stri
   return std::make_unique<FakeScheduleStore>(schedules_);
 }
 
-SchemaReport FakeDatabase::prepare_schema(bool /*migrate*/) { return {1, 1, ""}; }
+SchemaReport FakeDatabase::prepare_schema(bool /*migrate*/,
+                                          const std::function<bool()>& /*stop_requested*/) {
+  return {1, 1, "", false};
+}
 
 void FakeDatabase::notify(NotifyChannel channel) {
   std::lock_guard lock(table_->mutex_);

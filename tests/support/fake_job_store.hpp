@@ -155,6 +155,9 @@ class FakeJobTable {
   std::vector<LimitDefinition> limits() const;
   void set_rate_hold(const std::string& limit, std::optional<std::chrono::microseconds> retry_in);
   std::vector<std::map<std::string, LimitConfig>> limit_syncs() const;  // each sync's limits
+  // While `holder` is non-empty, sync_limits() writes nothing and answers busy with it, as
+  // the real one does when another session holds the limits' lock.
+  void set_limits_busy(std::string holder);
 
   // What was asked. calls() counts every call that started, failed ones included.
   int calls(StoreMethod method) const;
@@ -224,6 +227,7 @@ class FakeJobTable {
   std::vector<LimitDefinition> limits_;
   std::map<std::string, std::chrono::microseconds> rate_holds_;
   std::vector<std::map<std::string, LimitConfig>> limit_syncs_;
+  std::string limits_busy_;
   std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
   int plain_claims_ = 0;
@@ -264,8 +268,8 @@ class FakeJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
-  std::vector<LimitChange> sync_limits(const std::map<std::string, LimitConfig>& limits,
-                                       const std::string& writer) override;
+  LimitSync sync_limits(const std::map<std::string, LimitConfig>& limits,
+                        const std::string& writer) override;
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
@@ -302,7 +306,7 @@ class FakeDatabase final : public Database {
   std::unique_ptr<JobStore> open_store(const std::string& role, StoreUse use) override;
   std::unique_ptr<ScheduleStore> open_schedule_store(const std::string& role) override;
   std::unique_ptr<Notifications> listen() override;
-  SchemaReport prepare_schema(bool migrate) override;
+  SchemaReport prepare_schema(bool migrate, const std::function<bool()>& stop_requested) override;
 
   // One notification to every open LISTEN session (as the INSERT trigger's NOTIFY, or
   // pgjobd_cancel's).

@@ -62,6 +62,21 @@ void FakeScheduleTable::set_throwing(bool throwing) {
   throwing_ = throwing;
 }
 
+void FakeScheduleTable::set_held(const std::string& name, bool held) {
+  std::lock_guard lock(mutex_);
+  if (held) {
+    held_.insert(name);
+  } else {
+    held_.erase(name);
+  }
+}
+
+std::optional<int> FakeScheduleTable::row_holder(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (held_.count(name) == 0) return std::nullopt;
+  return 4242;
+}
+
 std::vector<ScheduleRow> FakeScheduleTable::load() {
   std::lock_guard lock(mutex_);
   ++calls_;
@@ -77,6 +92,7 @@ FireResult FakeScheduleTable::fire(const FireRequest& request) {
   for (std::size_t i = 0; i < rows_.size(); ++i) {
     ScheduleRow& row = rows_[i];
     if (row.name != request.name) continue;
+    if (held_.count(row.name) != 0) return FireResult::kHeld;
     if (row.last_tick != request.expected_last_tick || request.tick <= row.last_tick ||
         !(row.timing == request.timing) || !row.active()) {
       return FireResult::kLost;
@@ -103,6 +119,10 @@ ReconcileReport FakeScheduleTable::reconcile(const std::map<std::string, Schedul
   std::lock_guard lock(mutex_);
   ++calls_;
   if (failing_) throw DbError("fake: connection lost", "", true);
+  if (!held_.empty()) {
+    throw DbError("fake: canceling statement due to lock timeout", ScheduleStore::kLockNotAvailable,
+                  false);
+  }
   ReconcileReport report;
   for (const auto& [name, s] : schedules) {
     auto it = std::find_if(rows_.begin(), rows_.end(),

@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "store/schedule_store.hpp"
@@ -28,9 +30,13 @@ class FakeScheduleTable {
   void set_failing(bool failing);
   // load() throws std::runtime_error, not a DbError (a bug, a library's own exception).
   void set_throwing(bool throwing);
+  // While held, fire() of `name` answers kHeld (another session holds its row; pid 4242),
+  // and a reconcile() fails as the real one does after its lock wait.
+  void set_held(const std::string& name, bool held);
 
   std::vector<ScheduleRow> load();
   FireResult fire(const FireRequest& request);
+  std::optional<int> row_holder(const std::string& name);
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules, TickTime now);
 
  private:
@@ -41,6 +47,7 @@ class FakeScheduleTable {
   int calls_ = 0;
   bool failing_ = false;
   bool throwing_ = false;
+  std::set<std::string> held_;
 };
 
 class FakeScheduleStore final : public ScheduleStore {
@@ -48,6 +55,9 @@ class FakeScheduleStore final : public ScheduleStore {
   explicit FakeScheduleStore(std::shared_ptr<FakeScheduleTable> table) : table_(std::move(table)) {}
   std::vector<ScheduleRow> load_schedules() override { return table_->load(); }
   FireResult fire(const FireRequest& request) override { return table_->fire(request); }
+  std::optional<int> row_holder(const std::string& name) override {
+    return table_->row_holder(name);
+  }
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) override;
 
  private:
