@@ -168,6 +168,18 @@ void FakeJobTable::poison_completion(std::int64_t id) {
   poisoned_.insert(id);
 }
 
+void FakeJobTable::hold_row(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  row_held_.insert(id);
+  changed();
+}
+
+void FakeJobTable::release_row(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  row_held_.erase(id);
+  changed();
+}
+
 void FakeJobTable::fail_next(StoreMethod method, int n, const std::string& sqlstate) {
   std::lock_guard lock(mutex_);
   fail_[index_of(method)] = n;
@@ -551,6 +563,10 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
       ++report.stale;
       continue;
     }
+    if (table_->row_held_.count(completion.job.id) != 0) {
+      report.held.push_back(completion.job);
+      continue;
+    }
     ++report.written;
     row->locked_by.clear();
     row->last_error = completion.error;
@@ -580,7 +596,17 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
         break;
     }
   }
-  table_->completed_.push_back({batch, worker_id, delete_done});
+  if (report.held.empty()) {
+    table_->completed_.push_back({batch, worker_id, delete_done});
+  } else {  // held rows were not written
+    CompleteCall call{{}, worker_id, delete_done};
+    for (const Completion& completion : batch) {
+      if (std::find(report.held.begin(), report.held.end(), completion.job) == report.held.end()) {
+        call.batch.push_back(completion);
+      }
+    }
+    if (!call.batch.empty()) table_->completed_.push_back(std::move(call));
+  }
   table_->changed();
   return report;
 }

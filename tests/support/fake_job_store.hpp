@@ -124,6 +124,11 @@ class FakeJobTable {
   // error (DbError, sqlstate 22008, not connection_lost), writing nothing of that batch,
   // as one out-of-range interval makes PostgreSQL roll back the whole transaction.
   void poison_completion(std::int64_t id);
+  // Another session holds the row's lock (an application's open transaction): complete()
+  // leaves it as it is and reports it held while it is still ours (stale otherwise),
+  // writing the rest of the batch, until release_row().
+  void hold_row(std::int64_t id);
+  void release_row(std::int64_t id);
   void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
   void set_schema_problem(std::string problem);
   // A store that breaks its contract, to show the engine does not trust it: claim()
@@ -150,8 +155,9 @@ class FakeJobTable {
   std::vector<ClaimRequest> claim_requests() const;
   // Of the kClaim calls, those made with claim(): no answer of when the next job is due.
   int plain_claims() const;
-  std::vector<CompleteCall> completed() const;  // batches written (not those that failed)
-  std::vector<Completion> completions() const;  // all written completions, in order
+  // Batches written (not those that failed; without the rows found held).
+  std::vector<CompleteCall> completed() const;
+  std::vector<Completion> completions() const;                 // all written completions, in order
   std::vector<std::vector<JobAttempt>> heartbeats() const;     // each set asked for (sorted)
   std::vector<std::string> resigned() const;                   // worker ids
   std::vector<std::string> opened_roles() const;               // Database::open_store
@@ -201,6 +207,7 @@ class FakeJobTable {
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
   std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
+  std::set<std::int64_t> row_held_;  // hold_row()
   bool leader_ = true;
   std::string schema_problem_;
   bool claim_ignores_filters_ = false;
