@@ -93,7 +93,7 @@ void Completer::run(const std::stop_token& stop) {
     taken_.clear();
     queue_.clear();
     held_.clear();
-    metrics_.set_completions_held(0);
+    metrics_.set_completions_waiting(0);
   };
   while (true) {
     if (held_.empty()) {
@@ -161,7 +161,7 @@ void Completer::run(const std::stop_token& stop) {
             taken_[i].job.id, taken_[i].job.attempt, to_string(taken_[i].outcome));
         held_.push_back(std::move(taken_[i]));
       }
-      metrics_.set_completions_held(static_cast<double>(held_.size()));
+      metrics_.set_completions_waiting(static_cast<double>(held_.size()));
     }
     // What was settled (written, dropped as unwritable, or set aside as held) is a prefix
     // of the batch.
@@ -215,7 +215,7 @@ void Completer::retry_held(std::unique_lock<std::mutex>& lock, bool delete_done)
   held_.swap(still);
   held_delay_ = std::min(held_delay_ * 2, kHeldRetryMax);
   held_retry_at_ = Clock::now() + held_delay_;
-  metrics_.set_completions_held(static_cast<double>(held_.size()));
+  metrics_.set_completions_waiting(static_cast<double>(held_.size()));
 }
 
 void Completer::after_write(const std::vector<Completion>& batch, const Progress& progress) {

@@ -474,7 +474,7 @@ void Metrics::rescued(int count) { state_->rescued.Increment(count); }
 void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
 void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
 void Metrics::completion_held() { state_->completions_held.Increment(); }
-void Metrics::set_completions_held(double waiting) { state_->completions_waiting.Set(waiting); }
+void Metrics::set_completions_waiting(double waiting) { state_->completions_waiting.Set(waiting); }
 
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }
 void Metrics::claim_duration(double seconds) { state_->claim_duration.Observe(seconds); }

@@ -63,16 +63,15 @@ class Metrics {
   // pgjobd_queue_paused{queue}: 1 for the served queues in `paused`, 0 for the other served
   // queues; a queue not served is ignored.
   void set_queue_paused(const std::vector<std::string>& paused);
-  void set_workers_busy(int busy);  // pgjobd_workers_busy
-  void set_jobs_held(int held);     // pgjobd_jobs_held
-  void set_workers_max(int max);    // pgjobd_workers_max
-  void retried();                   // pgjobd_retries_total
-  void rescued(int count);          // pgjobd_rescued_total
-  void stale_write(int count);      // pgjobd_stale_writes_total
-  void completion_dropped();        // pgjobd_completions_dropped_total
-  void completion_held();           // pgjobd_completions_held_total
-  // pgjobd_completions_waiting_for_row_lock
-  void set_completions_held(double waiting);
+  void set_workers_busy(int busy);         // pgjobd_workers_busy
+  void set_jobs_held(int held);            // pgjobd_jobs_held
+  void set_workers_max(int max);           // pgjobd_workers_max
+  void retried();                          // pgjobd_retries_total
+  void rescued(int count);                 // pgjobd_rescued_total
+  void stale_write(int count);             // pgjobd_stale_writes_total
+  void completion_dropped();               // pgjobd_completions_dropped_total
+  void completion_held();                  // pgjobd_completions_held_total
+  void set_completions_waiting(double n);  // pgjobd_completions_waiting_for_row_lock
   void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
