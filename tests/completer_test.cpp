@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "engine/health.hpp"
 #include "metrics/metrics.hpp"
 #include "support/fake_job_store.hpp"
 #include "support/log_capture.hpp"
+#include "support/metrics_text.hpp"
 #include "support/wait_until.hpp"
 
 namespace pgjobd {
@@ -336,6 +338,114 @@ TEST_F(CompleterTest, TellsTheShortestRetryDelayOnceTheBatchIsWritten) {
   ASSERT_EQ(told.size(), 1u);
   EXPECT_EQ(told[0].first, Millis(3000));
   EXPECT_EQ(told[0].second, 4u);  // after the write
+}
+
+// A row another session holds locked (an application's open transaction) must not hold up
+// the other completions: the batch is written but for it, later batches go on, and the
+// held one is retried alone, logged once, until the row is free. Meanwhile its attempt
+// stays in queued_jobs(), so heartbeats keep its lease.
+TEST_F(CompleterTest, AHeldRowIsRetriedAloneWithoutHoldingBackTheOthers) {
+  LogCapture log;  // before the completer's thread starts
+  const auto completions = running_jobs(30);
+  const JobAttempt held = completions[5].job;
+  table_.hold_row(held.id);
+  Completer& completer = make_completer();
+  for (std::size_t i = 0; i < 10; ++i) completer.submit(completions[i]);
+  completer.start();
+  ASSERT_TRUE(wait_written(9));
+  // Later batches are written while the row is still held, and the held one is tried
+  // again (a write of it alone) more than once.
+  for (std::size_t i = 10; i < 20; ++i) completer.submit(completions[i]);
+  ASSERT_TRUE(wait_written(19));
+  for (std::size_t i = 20; i < 30; ++i) completer.submit(completions[i]);
+  ASSERT_TRUE(wait_written(29));
+  const int calls = table_.calls(StoreMethod::kComplete);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, calls + 2));  // tried again, alone
+  EXPECT_EQ(table_.row(held.id).status, FakeStatus::kRunning);
+  EXPECT_EQ(completer.queued_jobs(), std::vector<JobAttempt>{held});
+  EXPECT_NE(testing::scrape(metrics_).find("pgjobd_completions_waiting_for_row_lock 1"),
+            std::string::npos);
+
+  table_.release_row(held.id);
+  ASSERT_TRUE(wait_written(30));
+  EXPECT_EQ(table_.row(held.id).status, FakeStatus::kDone);
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 30);
+  // Each completion written once.
+  std::vector<std::int64_t> written = ids_of(table_.completions());
+  std::sort(written.begin(), written.end());
+  std::vector<std::int64_t> expected = ids_of(completions);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(written, expected);
+  EXPECT_EQ(log.count("job " + std::to_string(held.id) +
+                      ": its row is locked by another session; its completion is retried"),
+            1)
+      << log.all();
+  const std::string text = testing::scrape(metrics_);
+  EXPECT_NE(text.find("pgjobd_completions_held_total 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("pgjobd_completions_waiting_for_row_lock 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("pgjobd_stale_writes_total 0"), std::string::npos) << text;
+}
+
+// The retries back off (250 ms, doubling to 2 s): a row held for long costs a write every
+// 2 s, not a busy loop.
+TEST_F(CompleterTest, RetriesOfAHeldRowBackOff) {
+  const auto completions = running_jobs(1);
+  table_.hold_row(completions[0].job.id);
+  Completer& completer = make_completer();
+  completer.submit(completions[0]);
+  const auto start = Clock::now();
+  completer.start();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 4));  // 0, 0.25, 0.75, 1.75 s
+  const auto times = table_.call_times(StoreMethod::kComplete);
+  EXPECT_GE(times[1] - times[0], Completer::kHeldRetryFirst);
+  EXPECT_GE(times[2] - times[1], 2 * Completer::kHeldRetryFirst);
+  EXPECT_GE(times[3] - times[2], 4 * Completer::kHeldRetryFirst);
+  EXPECT_GE(Clock::now() - start, 7 * Completer::kHeldRetryFirst);
+  table_.release_row(completions[0].job.id);
+  ASSERT_TRUE(wait_written(1));
+}
+
+// A held job that turned stale meanwhile (its lease ran out and it was rescued) is counted
+// stale, not written.
+TEST_F(CompleterTest, AHeldRowThatIsNoLongerOursEndsStale) {
+  const auto completions = running_jobs(1);
+  const JobAttempt held = completions[0].job;
+  table_.hold_row(held.id);
+  Completer& completer = make_completer();
+  completer.submit(completions[0]);
+  completer.start();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kComplete, 1));
+  table_.take_over(held.id);
+  table_.release_row(held.id);
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+  EXPECT_TRUE(table_.completions().size() >= 1u);
+  EXPECT_EQ(table_.row(held.id).status, FakeStatus::kRunning);  // the other daemon's
+  EXPECT_NE(testing::scrape(metrics_).find("pgjobd_stale_writes_total 1"), std::string::npos);
+}
+
+// A drain does not wait for a held row past the flush deadline: the completion counts as
+// unwritten (the job returns when its lease expires), and the rest are written.
+TEST_F(CompleterTest, AHeldRowAtTheFlushDeadlineCountsAsUnwritten) {
+  LogCapture log;
+  const auto completions = running_jobs(3);
+  table_.hold_row(completions[1].job.id);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(2));
+  const auto deadline = Clock::now() + milliseconds(600);
+  completer.set_flush_deadline(deadline);
+  completer.request_stop();
+  completer.join();
+  EXPECT_GE(Clock::now(), deadline);  // it kept trying until then
+  EXPECT_LT(Clock::now() - deadline, seconds(10));
+  EXPECT_GE(table_.calls(StoreMethod::kComplete), 2);
+  EXPECT_EQ(completer.unwritten_at_stop(), 1);
+  EXPECT_TRUE(completer.queued_jobs().empty());
+  EXPECT_TRUE(log.contains("giving up on 1 unwritten completions")) << log.all();
+  EXPECT_EQ(table_.row(completions[1].job.id).status, FakeStatus::kRunning);
+  EXPECT_EQ(table_.count(FakeStatus::kDone), 2);
 }
 
 }  // namespace

@@ -174,17 +174,25 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
   schema.exec("ANALYZE {jobs}");
   testing::StatementPlans plans(schema);
   const std::vector<std::string> executes = {
-      // $9: the done rows' common attempt, or 0 when they differ.
+      // $9: the done rows' common attempt, or 0 when they differ; $10 the lock wait.
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w', 1)",
+          "'{10}', 'w', 1, '50ms')",
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,2}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w', 0)",
+          "'{10}', 'w', 0, '50ms')",
       std::string(stmt::kCompleteDeleteDone) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{dead}', "
-          "'{e}', '{0}', 'w', 1)",
+          "'{e}', '{0}', 'w', 1, '50ms')",
       std::string(stmt::kCompleteDeleteDone) +
+          "('{1,2}', '{2,1}', '{3}', '{1}', '{dead}', "
+          "'{e}', '{0}', 'w', 0, '50ms')",
+      std::string(stmt::kCompleteSkipLocked) +
+          "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
+          "'{10}', 'w', 1)",
+      std::string(stmt::kCompleteSkipLocked) +
+          "('{1,2}', '{1,2}', '{}', '{}', '{}', '{}', '{}', 'w', 0)",
+      std::string(stmt::kCompleteDeleteDoneSkipLocked) +
           "('{1,2}', '{2,1}', '{3}', '{1}', '{dead}', "
           "'{e}', '{0}', 'w', 0)",
       std::string(stmt::kCompleteOneDone) + "(1, 1, 'w')",
@@ -731,9 +739,15 @@ TEST(JobStore, NoSessionKeepsAPlanMadeWhileTheTableWasEmpty) {
        {"jobs_claim_idx", "jobs_pkey"}},
       {stmt::kNextDue, {"{default}", "{a}", "1000000"}, {"jobs_claim_idx"}},
       {stmt::kComplete,
-       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "50ms"},
        {"jobs_pkey"}},
       {stmt::kCompleteDeleteDone,
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "50ms"},
+       {"jobs_pkey"}},
+      {stmt::kCompleteSkipLocked,
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
+       {"jobs_pkey"}},
+      {stmt::kCompleteDeleteDoneSkipLocked,
        {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
        {"jobs_pkey"}},
       {stmt::kHeartbeat, {"{1}", "{1}", "w", "30000"}, {"jobs_pkey"}}};
@@ -882,7 +896,7 @@ TEST_F(LockOrderTest, ACompletionOfMixedOutcomesLocksInIdOrder) {
     pqxx::nontransaction txn(c);
     written = statements
                   .execute(txn, stmt::kComplete, "{2}", "{1}", "{1}", "{1}", "{failed}", "{e}",
-                           "{1000}", "w", 1)[0][0]
+                           "{1000}", "w", 1, "0")[0][0]  // lock_timeout 0: waits
                   .as<int>();
   }));
   EXPECT_EQ(written, 2);

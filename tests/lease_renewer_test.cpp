@@ -159,7 +159,7 @@ TEST_F(LeaseRenewerTest, FailedHeartbeatIsNoRenewal) {
 // ours), renews the others, and never stops any. It is said once in the log and the metric.
 TEST_F(LeaseRenewerTest, ARowAnotherSessionHoldsIsNotRenewedAndNotLost) {
   const Attempts jobs = run_jobs(2);
-  table_.lock_row(jobs[0].id, true);
+  table_.hold_row(jobs[0].id);
   LeaseRenewer& renewer = start_renewer();
   ASSERT_TRUE(table_.wait_calls(StoreMethod::kHeartbeat, 3));
   EXPECT_FALSE(gate_.stop_requested(jobs[0].id));

@@ -223,8 +223,10 @@ TEST(MetricsTest, EveryFamilyHasHelpText) {
        {"pgjobd_jobs_total", "pgjobd_job_duration_seconds", "pgjobd_queue_wait_seconds",
         "pgjobd_queue_depth", "pgjobd_oldest_due_job_age_seconds", "pgjobd_workers_busy",
         "pgjobd_jobs_held", "pgjobd_workers_max", "pgjobd_retries_total", "pgjobd_rescued_total",
-        "pgjobd_stale_writes_total", "pgjobd_completions_dropped_total", "pgjobd_fetch_batch_size",
-        "pgjobd_poll_interval_seconds", "pgjobd_db_errors_total", "pgjobd_build_info"}) {
+        "pgjobd_stale_writes_total", "pgjobd_completions_dropped_total",
+        "pgjobd_completions_held_total", "pgjobd_completions_waiting_for_row_lock",
+        "pgjobd_fetch_batch_size", "pgjobd_poll_interval_seconds", "pgjobd_db_errors_total",
+        "pgjobd_build_info"}) {
     EXPECT_NE(text.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }
 }

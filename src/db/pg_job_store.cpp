@@ -319,13 +319,21 @@ int PgJobStore::collect_limit_garbage(Millis idle, int batch_size) {
 
 CompletionReport PgJobStore::complete(const std::vector<Completion>& batch,
                                       const std::string& worker_id, bool delete_done) {
-  return write_completions(batch, worker_id,
-                           delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete);
+  return write_completions(batch, worker_id, delete_done);
 }
 
+namespace {
+
+// The longest a completion batch waits for a row lock another session holds before it is
+// sent again skipping held rows (statements.cpp, kCompleteLockCte). Longer than a row
+// lock of the daemon's own statements lasts (a heartbeat of 1,000 rows: a few ms), short
+// beside a batch's flush delay and a lease.
+constexpr const char* kCompletionLockWait = "50ms";
+
+}  // namespace
+
 CompletionReport PgJobStore::write_completions(const std::vector<Completion>& batch,
-                                               const std::string& worker_id,
-                                               const char* statement) {
+                                               const std::string& worker_id, bool delete_done) {
   connect();
   return guarded("complete", [&] {
     std::vector<std::int64_t> done_ids, done_attempts;
@@ -348,16 +356,54 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
     for (const std::int64_t attempt : done_attempts) {
       if (attempt != common_attempt) common_attempt = 0;
     }
+    const std::string done_id_array = int_array_literal(done_ids);
+    const std::string done_attempt_array = int_array_literal(done_attempts);
+    const std::string other_id_array = int_array_literal(other_ids);
+    const std::string other_attempt_array = int_array_literal(other_attempts);
+    const std::string status_array = text_array_literal(other_statuses);
+    const std::string error_array = text_array_literal(other_errors);
+    const std::string delay_array = int_array_literal(other_delays);
     CompletionReport report;
-    pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+    // A row held at the last call is likely held still: a batch holding one (the
+    // completer's retry of held rows) skips the wait.
+    const bool held_before = std::any_of(batch.begin(), batch.end(), [&](const Completion& c) {
+      return std::find(held_ids_.begin(), held_ids_.end(), c.job.id) != held_ids_.end();
+    });
+    held_ids_.clear();
+    if (!held_before) {
+      try {
+        pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+        count_round_trip();
+        const auto rows =
+            execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete, done_id_array,
+                    done_attempt_array, other_id_array, other_attempt_array, status_array,
+                    error_array, delay_array, worker_id, common_attempt, kCompletionLockWait);
+        report.written = rows[0][0].as<int>();
+        report.stale = static_cast<int>(batch.size()) - report.written;
+        return report;
+      } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != "55P03") throw;  // lock_not_available: nothing was written
+      }
+    }
+    pqxx::nontransaction txn(*conn_);
     count_round_trip();
     const auto rows =
-        execute(txn, statement, int_array_literal(done_ids), int_array_literal(done_attempts),
-                int_array_literal(other_ids), int_array_literal(other_attempts),
-                text_array_literal(other_statuses), text_array_literal(other_errors),
-                int_array_literal(other_delays), worker_id, common_attempt);
-    report.written = rows[0][0].as<int>();
-    report.stale = static_cast<int>(batch.size()) - report.written;
+        execute(txn, delete_done ? stmt::kCompleteDeleteDoneSkipLocked : stmt::kCompleteSkipLocked,
+                done_id_array, done_attempt_array, other_id_array, other_attempt_array,
+                status_array, error_array, delay_array, worker_id, common_attempt);
+    for (const auto& row : rows) {
+      if (!row[0].is_null()) {
+        report.written = row[0].as<int>();
+        continue;
+      }
+      const auto id = row[1].as<std::int64_t>();
+      const auto held = std::find_if(batch.begin(), batch.end(),
+                                     [&](const Completion& c) { return c.job.id == id; });
+      if (held != batch.end()) report.held.push_back(held->job);
+      held_ids_.push_back(id);
+    }
+    report.stale =
+        static_cast<int>(batch.size()) - report.written - static_cast<int>(report.held.size());
     return report;
   });
 }

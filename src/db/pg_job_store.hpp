@@ -77,7 +77,7 @@ class PgJobStore final : public JobStore {
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
   CompletionReport write_completions(const std::vector<Completion>& batch,
-                                     const std::string& worker_id, const char* statement);
+                                     const std::string& worker_id, bool delete_done);
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
   // One of the claim statements (kClaim, kClaimWithDue, kClaimLimited), alone in its round
@@ -95,6 +95,8 @@ class PgJobStore final : public JobStore {
   static constexpr const char* kPruneFromStart = "-infinity";
   std::string prune_done_from_ = kPruneFromStart;
   std::string prune_dead_from_ = kPruneFromStart;
+  // The ids the last complete() found held by another session (write_completions).
+  std::vector<std::int64_t> held_ids_;
   // connect_ahead()'s work, until connect() takes its connection. Declared after conn_:
   // destroyed first, it waits for that work to end.
   std::future<ConnectionPtr> ahead_;

@@ -242,12 +242,11 @@ other AS (
       attempt_log = {recent_attempts} || jsonb_build_array({attempt_entry}
                       CASE {status} WHEN 'pending' THEN 'released' ELSE {status} END)),
       locked_by = NULL, locked_until = NULL, updated_at = now()
-  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($3::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ({other_ids})
     AND j.attempts = ($4::int[])[array_position($3::bigint[], j.id)]
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
   RETURNING j.id
-)
-SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
+))";
 
 // Row locks are taken in ascending id order by every statement that writes several of a
 // daemon's running jobs (the heartbeat, and the completion): two of them writing the same
@@ -260,6 +259,18 @@ SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int)";
 // would lock the done rows, then the others, so `ordered` first locks them all in id
 // order. Its condition on the two arrays makes it a no-op otherwise, and `done` and
 // `other` wait for it (the count, an InitPlan, runs before their scans).
+//
+// An application may hold one of these rows (a `SELECT ... FOR UPDATE`, an uncommitted
+// `UPDATE`) for as long as it likes; the completion must not wait for it, or that one row
+// holds up every completion of the daemon while it keeps claiming, until leases run out
+// and jobs run twice. So the batch statement waits at most $10 for a row lock
+// (lock_timeout, set for this statement's transaction only, from inside it, as the
+// claim's synchronous_commit: no round trip, nothing left on a session a transaction
+// pooler hands on). A lock wait past it fails the statement (SQLSTATE 55P03), writing
+// nothing, and the daemon sends the batch again as kCompleteSkipLocked (below). The usual
+// batch, whose rows no one else holds, thus costs what it did: no lock pass of its own,
+// one set_config (bench/README.md, "Completions past a locked row"). The CASE sets the
+// timeout before `done` is read, and `done` and `other` take their locks only when read.
 constexpr const char* kCompleteLockCte = R"(
 WITH ordered AS (
   SELECT l.id FROM {jobs} l
@@ -268,12 +279,51 @@ WITH ordered AS (
   ORDER BY l.id
   FOR UPDATE OF l
 ),)";
+constexpr const char* kCompleteCount = R"(
+SELECT CASE WHEN set_config('lock_timeout', $10::text, true) IS NOT NULL
+            THEN ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int END)";
+
+// The batch again, taking only the rows no other session holds: `ordered` locks them all,
+// in id order, skipping held ones, and `done` and `other` write only rows it locked (the
+// fence as before). A skipped row that is still ours (id, attempt, worker, running, read
+// without a lock from the statement's snapshot: an uncommitted UPDATE still shows the row
+// as it was) comes back as held, for the daemon to retry alone a little later; a skipped
+// row no longer ours is stale, like any other. Returns the written count (one row, NULL
+// id) and a row per held id (NULL count). `held` reads only the skipped ids (EXCEPT, a
+// hashed set operation), so the attempt lookup runs for those few rows alone.
+constexpr const char* kCompleteSkipLockedCte = R"(
+WITH ordered AS (
+  SELECT l.id FROM {jobs} l
+  WHERE l.id = ANY ($1::bigint[] || $3::bigint[])
+  ORDER BY l.id
+  FOR UPDATE OF l SKIP LOCKED
+),)";
+constexpr const char* kCompleteHeld = R"(,
+held AS (
+  SELECT h.id FROM {jobs} h
+  WHERE h.id = ANY (ARRAY(SELECT unnest($1::bigint[] || $3::bigint[])
+                          EXCEPT SELECT o.id FROM ordered o))
+    AND h.attempts = ($2::int[] || $4::int[])[array_position($1::bigint[] || $3::bigint[], h.id)]
+    AND h.locked_by = $8 AND (h.status = 'running') IS TRUE
+)
+SELECT ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int, NULL::bigint
+UNION ALL
+SELECT NULL, h.id FROM held h)";
+// The rows `done` and `other` write: those of $1 and $3, or in kCompleteSkipLocked only
+// those `ordered` locked. (Not both conditions: two `= ANY` arrays on the primary key make
+// the scan walk every pair of their elements, 24 ms for two of 1,000.)
+constexpr const char* kDoneIds = "$1::bigint[]";
+constexpr const char* kOtherIds = "$3::bigint[]";
+constexpr const char* kLockedDoneIds =
+    "ARRAY(SELECT o.id FROM ordered o WHERE o.id = ANY ($1::bigint[]))";
+constexpr const char* kLockedOtherIds =
+    "ARRAY(SELECT o.id FROM ordered o WHERE o.id = ANY ($3::bigint[]))";
 
 constexpr const char* kCompleteDoneCte = R"(
 done AS (
   UPDATE {jobs} j
   SET status = 'done', finished_at = now(), updated_at = now(), locked_until = NULL
-  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($1::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ({done_ids})
     AND j.attempts = CASE WHEN $9::int > 0 THEN $9::int
                           ELSE ($2::int[])[array_position($1::bigint[], j.id)] END
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -284,7 +334,7 @@ done AS (
 constexpr const char* kCompleteDeleteDoneCte = R"(
 done AS (
   DELETE FROM {jobs} j
-  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ($1::bigint[])
+  WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ({done_ids})
     AND j.attempts = CASE WHEN $9::int > 0 THEN $9::int
                           ELSE ($2::int[])[array_position($1::bigint[], j.id)] END
     AND j.locked_by = $8 AND (j.status = 'running') IS TRUE
@@ -718,9 +768,14 @@ std::string claim_statement(const char* sql, const char* due_column, const std::
   return with_due_parts(text.c_str(), "$3", schema);
 }
 
-// A batch completion: its done CTE, then the others'.
-std::string completion(const char* done_cte, const std::string& schema) {
-  return with_table((std::string(kCompleteLockCte) + done_cte + kCompleteOtherCte).c_str(), schema);
+// A batch completion: its done CTE, then the others'; waiting for held rows at most $10
+// (kComplete) or skipping them (skip_locked: kCompleteSkipLocked).
+std::string completion(const char* done_cte, bool skip_locked, const std::string& schema) {
+  std::string text = std::string(skip_locked ? kCompleteSkipLockedCte : kCompleteLockCte) +
+                     done_cte + kCompleteOtherCte + (skip_locked ? kCompleteHeld : kCompleteCount);
+  replace_all(text, "{done_ids}", skip_locked ? kLockedDoneIds : kDoneIds);
+  replace_all(text, "{other_ids}", skip_locked ? kLockedOtherIds : kOtherIds);
+  return with_table(text.c_str(), schema);
 }
 
 }  // namespace
@@ -730,8 +785,10 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kClaim, claim_statement(kClaimSql, "", schema)},
       {kClaimWithDue, claim_statement(kClaimWithDueSql, ", NULL::float8", schema)},
       {kNextDue, with_due_parts(kNextDueSql, "$2", schema)},
-      {kComplete, completion(kCompleteDoneCte, schema)},
-      {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, schema)},
+      {kComplete, completion(kCompleteDoneCte, false, schema)},
+      {kCompleteDeleteDone, completion(kCompleteDeleteDoneCte, false, schema)},
+      {kCompleteSkipLocked, completion(kCompleteDoneCte, true, schema)},
+      {kCompleteDeleteDoneSkipLocked, completion(kCompleteDeleteDoneCte, true, schema)},
       {kCompleteOneDone, with_table(kCompleteOneDoneSql, schema)},
       {kCompleteOneDelete, with_table(kCompleteOneDeleteSql, schema)},
       {kHeartbeat, with_table(kHeartbeatSql, schema)},

@@ -23,11 +23,21 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 // Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
 // released (and cancelled) jobs the parallel arrays $3 ids, $4 attempts, $5 new status
 // text[] ('failed', 'dead', 'pending' or 'cancelled'), $6 errors text[], $7 retry delays in
-// ms bigint[]; $8 worker id. A row with a cancel request ends cancelled unless done.
-// Returns the number of rows written.
+// ms bigint[]; $8 worker id; $9 the done rows' common attempt (0: they differ, $2 says);
+// $10 the longest wait for a row lock another session holds (lock_timeout text, '50ms').
+// A row with a cancel request ends cancelled unless done. Returns the number of rows
+// written; fails with SQLSTATE 55P03 (lock_not_available), writing nothing, when a row
+// stayed locked for $10: then send kCompleteSkipLocked.
 inline constexpr const char* kComplete = "pgjobd_complete";
 // Same, deleting done rows instead of keeping them (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
+// kComplete's $1..$9 (no $10), never waiting: writes the rows no other session holds and
+// returns their count (one row: count, NULL), then one row (NULL, id) per held row that is
+// still this attempt's (a row held and no longer ours counts as neither: stale).
+inline constexpr const char* kCompleteSkipLocked = "pgjobd_complete_skip_locked";
+// Same, deleting done rows (retention.done = 0).
+inline constexpr const char* kCompleteDeleteDoneSkipLocked =
+    "pgjobd_complete_delete_done_skip_locked";
 // One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
 // Returns the id when the job was still ours.
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/loop_error.hpp"
@@ -65,19 +66,56 @@ void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_wr
 std::vector<JobAttempt> Completer::queued_jobs() const {
   std::lock_guard lock(mutex_);
   std::vector<JobAttempt> jobs;
-  jobs.reserve(taken_.size() + queue_.size());
+  jobs.reserve(taken_.size() + queue_.size() + held_.size());
   for (const Completion& completion : taken_) jobs.push_back(completion.job);
   for (const Completion& completion : queue_) jobs.push_back(completion.job);
+  for (const Completion& completion : held_) jobs.push_back(completion.job);
   return jobs;
 }
+
+namespace {
+
+bool found_held(const Completion& completion, const std::vector<JobAttempt>& held) {
+  return !held.empty() && std::find(held.begin(), held.end(), completion.job) != held.end();
+}
+
+}  // namespace
 
 void Completer::run(const std::stop_token& stop) {
   ReconnectBackoff backoff;
   std::unique_lock lock(mutex_);
   const auto queued = [&] { return taken_.size() + queue_.size(); };
+  const auto give_up = [&] {
+    unwritten_at_stop_ = static_cast<int>(queued() + held_.size());
+    spdlog::error(
+        "giving up on {} unwritten completions at shutdown; their jobs return to the "
+        "queue when their lease expires",
+        unwritten_at_stop_);
+    taken_.clear();
+    queue_.clear();
+    held_.clear();
+    metrics_.set_completions_waiting(0);
+  };
   while (true) {
-    cv_.wait(lock, stop, [&] { return queued() > 0; });
-    if (queued() == 0) return;  // stopping with nothing left
+    if (held_.empty()) {
+      cv_.wait(lock, stop, [&] { return queued() > 0; });
+    } else {
+      cv_.wait_until(lock, stop, held_retry_at_, [&] { return queued() > 0; });
+    }
+    if (!held_.empty() && Clock::now() >= held_retry_at_) {
+      retry_held(lock, delete_done_);
+      continue;
+    }
+    if (queued() == 0) {
+      if (!stop.stop_requested()) continue;  // woken before the held rows' retry
+      if (held_.empty()) return;             // stopping with nothing left
+      if (Clock::now() >= deadline_) {
+        give_up();
+        return;
+      }
+      cv_.wait_until(lock, std::min(held_retry_at_, deadline_), [] { return false; });
+      continue;
+    }
     if (!stop.stop_requested() && queued() < kMaxBatch) {
       cv_.wait_until(lock, stop, first_queued_at_ + kFlushDelay,
                      [&] { return queued() >= kMaxBatch; });
@@ -108,37 +146,34 @@ void Completer::run(const std::stop_token& stop) {
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
     }
-    // Told after the write: the row's run_at (the write's now() + delay) is then no later
-    // than now + delay, so the fetcher does not wake before the retry is due.
-    if (on_retries_written_) {
-      std::optional<Millis> shortest;
-      for (std::size_t i = 0; i < progress.settled; ++i) {
-        if (batch[i].outcome != Outcome::kRetry) continue;
-        shortest = std::min(shortest.value_or(batch[i].retry_delay), batch[i].retry_delay);
-      }
-      if (shortest) on_retries_written_(*shortest);
-    }
-    if (on_written_ && progress.settled > 0) on_written_();
-    if (progress.stale > 0) {
-      metrics_.stale_write(progress.stale);
-      spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",
-                   progress.stale, progress.settled);
-    }
+    after_write(batch, progress);
     lock.lock();
-    // What was settled (written, or dropped as unwritable) is a prefix of the batch.
+    // Those found held wait aside (held_), so the batches behind them go on.
+    if (!progress.held.empty()) {
+      if (held_.empty()) {
+        held_delay_ = kHeldRetryFirst;
+        held_retry_at_ = Clock::now() + held_delay_;
+      }
+      for (std::size_t i = 0; i < progress.settled; ++i) {
+        if (!found_held(taken_[i], progress.held)) continue;
+        metrics_.completion_held();
+        spdlog::warn(
+            "job {}: its row is locked by another session; its completion is retried "
+            "(attempt {}, {})",
+            taken_[i].job.id, taken_[i].job.attempt, to_string(taken_[i].outcome));
+        held_.push_back(std::move(taken_[i]));
+      }
+      metrics_.set_completions_waiting(static_cast<double>(held_.size()));
+    }
+    // What was settled (written, dropped as unwritable, or set aside as held) is a prefix
+    // of the batch.
     taken_.erase(taken_.begin(), taken_.begin() + static_cast<long>(progress.settled));
     if (progress.settled == n) {
       if (!queue_.empty()) first_queued_at_ = Clock::now() - kFlushDelay;  // flush at once
       continue;
     }
     if (stop.stop_requested() && Clock::now() >= deadline_) {
-      unwritten_at_stop_ = static_cast<int>(queued());
-      spdlog::error(
-          "giving up on {} unwritten completions at shutdown; their jobs return to the "
-          "queue when their lease expires",
-          queued());
-      taken_.clear();
-      queue_.clear();
+      give_up();
       return;
     }
     // Wait out the backoff, so an outage is not hammered. Once stopping, the flush
@@ -150,6 +185,57 @@ void Completer::run(const std::stop_token& stop) {
     } else {
       cv_.wait_until(lock, stop, retry_at, [] { return false; });
     }
+  }
+}
+
+// The held completions alone: those whose rows are free now are written (or found stale);
+// the others stay held, tried again after a longer wait. A lost connection keeps them all.
+void Completer::retry_held(std::unique_lock<std::mutex>& lock, bool delete_done) {
+  const std::vector<Completion> batch = held_;  // held_ stays in queued_jobs() meanwhile
+  lock.unlock();
+  Progress progress;
+  try {
+    write(batch, 0, batch.size(), delete_done, progress);
+  } catch (const DbError& e) {
+    metrics_.db_error("complete");
+    spdlog::warn("cannot write {} completions whose rows were locked, will retry: {}",
+                 batch.size() - progress.settled, e.what());
+  }
+  after_write(batch, progress);
+  const std::size_t released = progress.settled - progress.held.size();
+  if (released > 0) {
+    spdlog::info(
+        "{} completions whose rows another session held are settled ({} of them stale); "
+        "{} still held",
+        released, progress.stale, batch.size() - released);
+  }
+  lock.lock();
+  std::vector<Completion> still;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (i >= progress.settled || found_held(batch[i], progress.held)) still.push_back(batch[i]);
+  }
+  held_.swap(still);
+  held_delay_ = std::min(held_delay_ * 2, kHeldRetryMax);
+  held_retry_at_ = Clock::now() + held_delay_;
+  metrics_.set_completions_waiting(static_cast<double>(held_.size()));
+}
+
+void Completer::after_write(const std::vector<Completion>& batch, const Progress& progress) {
+  // Told after the write: the row's run_at (the write's now() + delay) is then no later
+  // than now + delay, so the fetcher does not wake before the retry is due.
+  if (on_retries_written_) {
+    std::optional<Millis> shortest;
+    for (std::size_t i = 0; i < progress.settled; ++i) {
+      if (batch[i].outcome != Outcome::kRetry || found_held(batch[i], progress.held)) continue;
+      shortest = std::min(shortest.value_or(batch[i].retry_delay), batch[i].retry_delay);
+    }
+    if (shortest) on_retries_written_(*shortest);
+  }
+  if (on_written_ && progress.settled > progress.held.size()) on_written_();
+  if (progress.stale > 0) {
+    metrics_.stale_write(progress.stale);
+    spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",
+                 progress.stale, progress.settled - progress.held.size());
   }
 }
 
@@ -169,6 +255,7 @@ void Completer::write(const std::vector<Completion>& batch, std::size_t begin, s
     const CompletionReport report =
         whole ? write_part(batch) : write_part(std::vector<Completion>(first, last));
     progress.stale += report.stale;
+    progress.held.insert(progress.held.end(), report.held.begin(), report.held.end());
     progress.settled = end;
     return;
   } catch (const DbError& e) {

@@ -2,6 +2,9 @@
 // Writes the outcomes that workers hand it: in batches (one transaction for many jobs),
 // in order, and keeps them through a database outage until they can be written. (The
 // sql handler writes its own job's outcome, and the rescuer those of expired leases.)
+// A completion whose row another session holds locked (an application's open
+// transaction) is kept aside and retried alone, every 250 ms backing off to 2 s, while
+// the batches behind it are written.
 
 #include <chrono>
 #include <condition_variable>
@@ -46,9 +49,10 @@ class Completer final : public Service {
   // start().
   void set_on_written(std::function<void()> on_written);
 
-  // The attempts of completions not yet written, the batch being written included: their
-  // leases must still be renewed, or a completer held up by the database could see them
-  // rescued and run again before it writes that they finished.
+  // The attempts of completions not yet written, the batch being written and those whose
+  // rows are held by another session included: their leases must still be renewed, or a
+  // completer held up by the database could see them rescued and run again before it
+  // writes that they finished.
   std::vector<JobAttempt> queued_jobs() const;
 
   // How many completions stop() gave up on at the flush deadline (0 until then, and after
@@ -58,13 +62,22 @@ class Completer final : public Service {
   static constexpr std::size_t kMaxBatch = 1000;
   // A short wait lets completions that finish together share one transaction.
   static constexpr std::chrono::microseconds kFlushDelay{1000};
+  // Completions whose rows another session holds are tried again after this, doubling up
+  // to kHeldRetryMax while any stays held.
+  static constexpr std::chrono::milliseconds kHeldRetryFirst{250};
+  static constexpr std::chrono::milliseconds kHeldRetryMax{2000};
 
  private:
   struct Progress {
-    std::size_t settled = 0;  // batch[0, settled) written or dropped
+    std::size_t settled = 0;  // batch[0, settled) written, dropped or found held
     int stale = 0;
+    std::vector<JobAttempt> held;  // of those settled, the ones whose rows were held
   };
   void run(const std::stop_token& stop);
+  // Writes held_ again (called with the lock held; unlocks it while writing).
+  void retry_held(std::unique_lock<std::mutex>& lock, bool delete_done);
+  // After a write of batch[0, progress.settled): the callbacks, and the stale count.
+  void after_write(const std::vector<Completion>& batch, const Progress& progress);
   // Writes batch[begin, end), isolating and dropping rows the database refuses; throws the
   // DbError of a lost connection.
   void write(const std::vector<Completion>& batch, std::size_t begin, std::size_t end,
@@ -84,6 +97,11 @@ class Completer final : public Service {
   // The batch being written, or waiting to be retried after an outage: ahead of queue_.
   // Changed only by the completer's thread, under the lock; it reads it without.
   std::vector<Completion> taken_;
+  // Completions found held (CompletionReport::held), retried alone at held_retry_at_.
+  // Changed only by the completer's thread, under the lock.
+  std::vector<Completion> held_;
+  std::chrono::steady_clock::time_point held_retry_at_;
+  std::chrono::milliseconds held_delay_ = kHeldRetryFirst;
   std::chrono::steady_clock::time_point first_queued_at_;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::min();
   bool delete_done_;

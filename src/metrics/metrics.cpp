@@ -198,6 +198,20 @@ struct Metrics::State {
               "dropped so the others are written; their jobs return at lease expiry.")
           .Register(*registry)
           .Add({});
+  prometheus::Counter& completions_held =
+      prometheus::BuildCounter()
+          .Name("pgjobd_completions_held_total")
+          .Help(
+              "Completions whose row another session held locked: set aside and retried "
+              "alone while the other batches are written (counted once per job).")
+          .Register(*registry)
+          .Add({});
+  prometheus::Gauge& completions_waiting =
+      prometheus::BuildGauge()
+          .Name("pgjobd_completions_waiting_for_row_lock")
+          .Help("Completions waiting now for a row another session holds locked.")
+          .Register(*registry)
+          .Add({});
   prometheus::Histogram& fetch_batch = prometheus::BuildHistogram()
                                            .Name("pgjobd_fetch_batch_size")
                                            .Help("Jobs claimed per fetch query.")
@@ -492,6 +506,8 @@ void Metrics::rescued(int count) { state_->rescued.Increment(count); }
 void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
 void Metrics::lease_renewal_held() { state_->renewals_held.Increment(); }
 void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
+void Metrics::completion_held() { state_->completions_held.Increment(); }
+void Metrics::set_completions_waiting(double waiting) { state_->completions_waiting.Set(waiting); }
 
 void Metrics::fetch_batch(int size) { state_->fetch_batch.Observe(size); }
 void Metrics::claim_duration(double seconds) { state_->claim_duration.Observe(seconds); }

@@ -72,6 +72,8 @@ class Metrics {
   void stale_write(int count);             // pgjobd_stale_writes_total
   void lease_renewal_held();               // pgjobd_lease_renewals_held_total
   void completion_dropped();               // pgjobd_completions_dropped_total
+  void completion_held();                  // pgjobd_completions_held_total
+  void set_completions_waiting(double n);  // pgjobd_completions_waiting_for_row_lock
   void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds

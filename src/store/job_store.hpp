@@ -49,6 +49,10 @@ struct Completion {
 struct CompletionReport {
   int written = 0;
   int stale = 0;  // fenced off: the job is no longer ours (rescued, re-claimed)
+  // Not written because another session holds the row's lock, and still ours (the same
+  // attempt, running, locked by this worker): to be sent again later. Neither written nor
+  // stale.
+  std::vector<JobAttempt> held;
 };
 
 struct RescueReport {
@@ -182,7 +186,9 @@ class JobStore {
                             const std::vector<std::string>& types,
                             std::chrono::microseconds look_back) = 0;
 
-  // Writes a batch in one transaction, each fenced by worker and attempt.
+  // Writes a batch in one transaction, each fenced by worker and attempt, without waiting
+  // (beyond a few tens of milliseconds) for a row another session holds: such rows are
+  // left as they are and reported held.
   // delete_done: remove done rows instead of keeping them (retention.done = 0).
   virtual CompletionReport complete(const std::vector<Completion>& batch,
                                     const std::string& worker_id, bool delete_done) = 0;

@@ -139,12 +139,6 @@ void FakeJobTable::take_over(std::int64_t id, const std::string& other_worker) {
   changed();
 }
 
-void FakeJobTable::lock_row(std::int64_t id, bool locked) {
-  std::lock_guard lock(mutex_);
-  rows_.at(id).locked_by_application = locked;
-  changed();
-}
-
 std::string FakeJobTable::request_cancel(std::int64_t id) {
   std::lock_guard lock(mutex_);
   FakeRow& row = rows_.at(id);
@@ -173,6 +167,18 @@ bool FakeJobTable::owned(const FakeRow& row, const JobAttempt& job,
 void FakeJobTable::poison_completion(std::int64_t id) {
   std::lock_guard lock(mutex_);
   poisoned_.insert(id);
+}
+
+void FakeJobTable::hold_row(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  row_held_.insert(id);
+  changed();
+}
+
+void FakeJobTable::release_row(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  row_held_.erase(id);
+  changed();
 }
 
 void FakeJobTable::fail_next(StoreMethod method, int n, const std::string& sqlstate) {
@@ -586,6 +592,10 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
       ++report.stale;
       continue;
     }
+    if (table_->row_held_.count(completion.job.id) != 0) {
+      report.held.push_back(completion.job);
+      continue;
+    }
     ++report.written;
     row->locked_by.clear();
     row->last_error = completion.error;
@@ -615,7 +625,17 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
         break;
     }
   }
-  table_->completed_.push_back({batch, worker_id, delete_done});
+  if (report.held.empty()) {
+    table_->completed_.push_back({batch, worker_id, delete_done});
+  } else {  // held rows were not written
+    CompleteCall call{{}, worker_id, delete_done};
+    for (const Completion& completion : batch) {
+      if (std::find(report.held.begin(), report.held.end(), completion.job) == report.held.end()) {
+        call.batch.push_back(completion);
+      }
+    }
+    if (!call.batch.empty()) table_->completed_.push_back(std::move(call));
+  }
   table_->changed();
   return report;
 }
@@ -643,7 +663,7 @@ HeartbeatReport FakeJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
   for (const JobAttempt& job : jobs) {
     const FakeRow* row = table_->find(job.id);
     if (row == nullptr || !table_->owned(*row, job, worker_id)) continue;
-    (row->locked_by_application ? report.held : report.kept).push_back(job);
+    (table_->row_held_.count(job.id) != 0 ? report.held : report.kept).push_back(job);
     if (row->cancel_requested) report.cancel_requested.push_back(job);
   }
   table_->changed();

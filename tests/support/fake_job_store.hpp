@@ -64,8 +64,7 @@ struct FakeRow {
   bool deleted = false;  // completed with delete_done
   std::string last_error;
   Millis retry_delay{0};
-  bool cancel_requested = false;       // request_cancel() while it ran
-  bool locked_by_application = false;  // lock_row(): another session holds the row
+  bool cancel_requested = false;  // request_cancel() while it ran
   // Not claimed before this time; next_due() reports it while it is in the future, or
   // since, within its look_back.
   std::chrono::steady_clock::time_point run_at{};
@@ -109,9 +108,6 @@ class FakeJobTable {
   // heartbeats report and which turns its completion (but done) into cancelled. Returns
   // the status left, by name.
   std::string request_cancel(std::int64_t id);
-  // Another session (an application) holds the row's lock, or lets it go: heartbeats
-  // report the job held instead of renewing it.
-  void lock_row(std::int64_t id, bool locked);
 
   // Faults. fail_next: the next `n` calls of `method` throw DbError(connection_lost), or,
   // given a sqlstate, a server's refusal with that code (a read-only server: "25006").
@@ -132,6 +128,11 @@ class FakeJobTable {
   // error (DbError, sqlstate 22008, not connection_lost), writing nothing of that batch,
   // as one out-of-range interval makes PostgreSQL roll back the whole transaction.
   void poison_completion(std::int64_t id);
+  // Another session holds the row's lock (an application's open transaction), until
+  // release_row(): complete() and heartbeat() leave it as it is and report it held while it
+  // is still ours (complete(): stale otherwise), writing the rest of their batch.
+  void hold_row(std::int64_t id);
+  void release_row(std::int64_t id);
   void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
   // Retention: `rows` finished rows past retention, which prune() deletes up to its batch
   // size per call, each call taking `per_slice` (as a DELETE does); none by default.
@@ -165,8 +166,9 @@ class FakeJobTable {
   std::vector<ClaimRequest> claim_requests() const;
   // Of the kClaim calls, those made with claim(): no answer of when the next job is due.
   int plain_claims() const;
-  std::vector<CompleteCall> completed() const;  // batches written (not those that failed)
-  std::vector<Completion> completions() const;  // all written completions, in order
+  // Batches written (not those that failed; without the rows found held).
+  std::vector<CompleteCall> completed() const;
+  std::vector<Completion> completions() const;                 // all written completions, in order
   std::vector<std::vector<JobAttempt>> heartbeats() const;     // each set asked for (sorted)
   std::vector<std::string> resigned() const;                   // worker ids
   std::vector<std::string> opened_roles() const;               // Database::open_store
@@ -217,6 +219,7 @@ class FakeJobTable {
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
   std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
+  std::set<std::int64_t> row_held_;  // hold_row()
   bool leader_ = true;
   int prune_backlog_ = 0;
   Millis prune_per_slice_{0};
