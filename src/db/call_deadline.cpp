@@ -39,6 +39,11 @@ class DeadlineWatcher {
     return ticket;
   }
 
+  Millis cap() {
+    std::lock_guard lock(mutex_);
+    return cap_;
+  }
+
   void shorten_all(Millis cap) {
     std::lock_guard lock(mutex_);
     cap_ = cap;
@@ -114,6 +119,7 @@ CallDeadline::CallDeadline(pqxx::connection_base& conn, Millis bound, bool short
 }
 
 void CallDeadline::shorten_all(Millis cap) { DeadlineWatcher::instance().shorten_all(cap); }
+Millis CallDeadline::shortened() { return DeadlineWatcher::instance().cap(); }
 
 CallDeadline::~CallDeadline() {
   if (ticket_ != 0) DeadlineWatcher::instance().disarm(ticket_);

@@ -39,6 +39,8 @@ class CallDeadline {
   // that stopped answering cannot stretch the process's exit by a full call_timeout per
   // step.
   static void shorten_all(Millis cap);
+  // The cap shorten_all() set, or 0 before any: connecting honours it too.
+  static Millis shortened();
 
  private:
   std::uint64_t ticket_ = 0;  // 0: not armed

@@ -3,6 +3,7 @@
 #include "db/connection.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <memory>
 #include <new>
@@ -10,11 +11,36 @@
 #include <utility>
 #include <vector>
 
+#include "db/call_deadline.hpp"
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
 
 namespace pgjobd {
 namespace {
+
+// PQconnectStartParams, polled until it succeeds, fails or `cap` has passed (then the
+// attempt is given up: a handle whose status is CONNECTION_BAD, as PQconnectdbParams
+// returns for a failure).
+PGconn* connect_within(const char* const* keywords, const char* const* values, Millis cap) {
+  PGconn* conn = PQconnectStartParams(keywords, values, /*expand_dbname=*/1);
+  if (conn == nullptr || PQstatus(conn) == CONNECTION_BAD) return conn;
+  const auto deadline = std::chrono::steady_clock::now() + cap;
+  PostgresPollingStatusType state = PGRES_POLLING_WRITING;  // as libpq's documentation says
+  while (state != PGRES_POLLING_OK && state != PGRES_POLLING_FAILED) {
+    const auto left =
+        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      PQfinish(conn);
+      throw pqxx::broken_connection("connecting gave up after " + format_duration(cap) +
+                                    " (the daemon is stopping)");
+    }
+    pollfd wait{PQsocket(conn),
+                static_cast<short>(state == PGRES_POLLING_READING ? POLLIN : POLLOUT), 0};
+    ::poll(&wait, 1, static_cast<int>(left.count()));
+    state = PQconnectPoll(conn);
+  }
+  return conn;
+}
 
 // libpq's settings for noticing a peer that is gone without a word (a host that died, a
 // network path that drops packets): by default Linux waits two hours before the first
@@ -34,6 +60,13 @@ constexpr std::pair<const char*, const char*> kPeerDefaults[] = {
 // made: this one connects like pqxx::connection and remembers the handle it made, so that
 // exec_typed can send parameter types through libpq on the same session.
 //
+// Once calls are shortened (CallDeadline::shorten_all: a drain), a connect is given no more
+// than that cap either: libpq's own connect_timeout (10 s per host) would otherwise hold
+// each loop's last attempt, one after another, far past the drain's bound. It then runs on
+// libpq's non-blocking API, which honours no connect_timeout and tries the next host of a
+// multi-host URL only on failure: good enough for the last seconds of a process, not for
+// its life.
+//
 // It also opens the session with PQconnectdbParams rather than PQconnectdb, so that the
 // daemon's defaults for noticing a dead peer (kPeerDefaults) come before the user's
 // conninfo, which libpq reads after them: anything the user's URL sets wins.
@@ -52,7 +85,9 @@ class HandleKeepingConnect final : public pqxx::connect_direct {
     values.push_back(options().c_str());
     keywords.push_back(nullptr);
     values.push_back(nullptr);
-    orig = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
+    const Millis cap = CallDeadline::shortened();
+    orig = cap.count() > 0 ? connect_within(keywords.data(), values.data(), cap)
+                           : PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
     if (orig == nullptr) throw std::bad_alloc();
     if (PQstatus(orig) != CONNECTION_OK) {
       const std::string message = PQerrorMessage(orig);
@@ -80,6 +115,7 @@ class HandleKeepingConnect final : public pqxx::connect_direct {
 };
 
 // pqxx::basic_connection_base<HandleKeepingConnect>, plus access to the policy's handle.
+
 class Connection final : public pqxx::connection_base {
  public:
   explicit Connection(std::string options)

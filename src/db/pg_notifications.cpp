@@ -2,6 +2,7 @@
 
 #include "db/pg_notifications.hpp"
 
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "db/call_deadline.hpp"
@@ -27,7 +28,8 @@ class PgNotifications::Receiver final : public pqxx::notification_receiver {
   const NotifyChannel kind_;
 };
 
-PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.schema) {
+PgNotifications::PgNotifications(const DatabaseConfig& config)
+    : schema_(config.schema), call_timeout_(config.call_timeout) {
   try {
     // LISTEN holds a session: past a transaction pooler when database.listen_url says where.
     DatabaseConfig session = config;
@@ -61,6 +63,11 @@ PgNotifications::PgNotifications(const DatabaseConfig& config) : schema_(config.
 }
 
 PgNotifications::~PgNotifications() {
+  // Each receiver sends its UNLISTEN as it goes: against a server that stopped answering
+  // that waited forever, and held a drain with it. libpqxx reports the failure of an
+  // UNLISTEN the deadline cut as a notice, not an exception.
+  std::optional<CallDeadline> deadline;
+  if (conn_) deadline.emplace(*conn_, call_timeout_);
   limits_receiver_.reset();  // before their connection
   cancel_receiver_.reset();
   jobs_receiver_.reset();

@@ -30,6 +30,7 @@ class PgNotifications final : public Notifications {
  private:
   class Receiver;
   const std::string schema_;
+  const Millis call_timeout_;  // the UNLISTENs on the way out are bounded too
   ConnectionPtr conn_;
   std::unique_ptr<Receiver> jobs_receiver_;
   std::unique_ptr<Receiver> cancel_receiver_;

@@ -125,8 +125,10 @@ void Maintenance::guarded(const char* operation, Task&& task) {
     // Any statement that went through shows the database is back: /readyz recovers
     // within one rescue interval of an outage, not at the next statistics round.
     health_.clear("database");
+    last_call_failed_ = false;
   } catch (const std::exception& e) {  // a DbError, or a bug: the task is lost, not the loop
     count_loop_error(&metrics_, "maintenance", operation, e);
+    last_call_failed_ = true;
     health_.set_problem("database", e.what());
     spdlog::warn("{} failed: {}", operation, e.what());
   }
@@ -206,6 +208,10 @@ void Maintenance::run(const std::stop_token& stop) {
     lock.lock();
   }
   lock.unlock();
+  // Courtesies of a clean exit, skipped when the last call failed: against a database that
+  // stopped answering each would cost a connect timeout on the way out, and without them
+  // the leadership and the daemon's row expire by themselves.
+  if (last_call_failed_) return;
   if (leader_) guarded("resign", [&] { store_->resign(worker_id_); });
   guarded("daemon remove", [&] { store_->remove_daemon(worker_id_); });
 }

@@ -115,6 +115,8 @@ class Maintenance final : public Service {
   // Maintenance thread only; none before the first report.
   std::optional<std::chrono::steady_clock::time_point> last_daemon_report_;
   bool leader_ = false;  // maintenance thread only
+  // The last database call failed (maintenance thread, and prepare_limits before start).
+  bool last_call_failed_ = false;
   // Maintenance thread only; none before the first pass, which never counts as idle.
   std::uint64_t submitted_at_last_pass_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t holds_at_last_pass_ = 0;  // LimitRegistry::holds() then
