@@ -3,8 +3,9 @@
 # already there (one dpkg query), so every script can call it. --with-test adds what the
 # test suite's operations checks use (promtool, PyYAML), the fuzz stage (clang-14 with
 # libFuzzer), the PgBouncer end-to-end test (pgbouncer) and the dashboard's browser tests
-# (tests/browser: headless chromium, chromium-driver, python3-selenium), --with-tools the
-# linters, --with-bench gnuplot for bench/run.sh's chart.
+# (tests/browser: headless chromium, chromium-driver, python3-selenium), the network
+# blackhole test (iproute2's ip and tc, nftables where the kernel has no sch_netem);
+# --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart.
 set -euo pipefail
 
 packages=(
@@ -22,8 +23,9 @@ for flag in "$@"; do
     # runtime and sanitizers are in libclang-rt-14-dev (only recommended by clang-14).
     # chromium, chromium-driver and python3-selenium: tests/browser (Debian's /usr/bin/python3).
     # systemd: systemd-analyze verify of config/pgjobd.service (tests/ops/systemd_unit_test.sh).
+    # iproute2, nftables: FaultsStallE2E's network namespace and blackhole (tests/support/netns.*).
     --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
-                            chromium chromium-driver python3-selenium systemd) ;;
+                            chromium chromium-driver python3-selenium systemd iproute2 nftables) ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
     # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
     --with-bench) packages+=(gnuplot-nox nodejs) ;;

@@ -8,6 +8,8 @@
 # user (created by the postgresql package) on a free loopback port, with trust auth for
 # the local role `pgjobd`. --fast turns off fsync (tests only: durability is not tested
 # against power loss here, and it halves the suite's time). Benchmarks run without it.
+# PGJOBD_TEST_LISTEN_ALSO: more addresses to listen on besides 127.0.0.1 (a fault test's
+# veth address; its pg_hba.conf line is the test's to add).
 set -euo pipefail
 
 cmd=${1:?usage: pg-cluster.sh start|stop DIR [--fast]}
@@ -41,7 +43,7 @@ start)
     port=${PGJOBD_TEST_PORT:-$(free_port)}
     log_from=$(($(stat -c %s "$dir/server.log" 2>/dev/null || echo 0) + 1))  # this attempt's lines
     if run_as_postgres "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 ${extra[*]}" \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1${PGJOBD_TEST_LISTEN_ALSO:+,$PGJOBD_TEST_LISTEN_ALSO} -c max_connections=300 ${extra[*]}" \
       >/dev/null; then
       break
     fi

@@ -65,11 +65,14 @@ std::vector<char*> to_c_array(std::vector<std::string>& strings) {
   return array;
 }
 
-// posix_spawn of PGJOBD_BINARY with stdin from /dev/null and stdout/stderr to files, in a
-// clean signal state (no blocked or ignored signals inherited from the test runner).
+// posix_spawn of PGJOBD_BINARY (after `prefix`, if any) with stdin from /dev/null and
+// stdout/stderr to files, in a clean signal state (no blocked or ignored signals inherited
+// from the test runner).
 pid_t spawn_pgjobd(const std::vector<std::string>& args, const EnvOverrides& env,
-                   const std::string& stdout_path, const std::string& stderr_path) {
-  std::vector<std::string> argv_strings = {pgjobd_binary()};
+                   const std::string& stdout_path, const std::string& stderr_path,
+                   const std::vector<std::string>& prefix = {}) {
+  std::vector<std::string> argv_strings = prefix;
+  argv_strings.push_back(pgjobd_binary());
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings = child_environment(env);
   std::vector<char*> argv = to_c_array(argv_strings);
@@ -98,11 +101,11 @@ pid_t spawn_pgjobd(const std::vector<std::string>& args, const EnvOverrides& env
 
   pid_t pid = -1;
   const int error =
-      posix_spawn(&pid, argv_strings[0].c_str(), &actions, &attributes, argv.data(), envp.data());
+      posix_spawnp(&pid, argv_strings[0].c_str(), &actions, &attributes, argv.data(), envp.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) {
-    throw std::runtime_error("cannot start " + pgjobd_binary() + ": " + std::strerror(error));
+    throw std::runtime_error("cannot start " + argv_strings[0] + ": " + std::strerror(error));
   }
   return pid;
 }
@@ -241,13 +244,14 @@ std::string DaemonYaml::text() const {
 }
 
 DaemonProcess::DaemonProcess(const std::string& config_yaml, std::vector<std::string> args,
-                             const EnvOverrides& env) {
+                             const EnvOverrides& env,
+                             const std::vector<std::string>& command_prefix) {
   config_path_ = dir_.write("pgjobd.yaml", config_yaml);
   stdout_path_ = dir_.file("stdout");
   stderr_path_ = dir_.file("stderr");
   args.push_back("-c");
   args.push_back(config_path_);
-  pid_ = spawn_pgjobd(args, env, stdout_path_, stderr_path_);
+  pid_ = spawn_pgjobd(args, env, stdout_path_, stderr_path_, command_prefix);
 }
 
 DaemonProcess::~DaemonProcess() {

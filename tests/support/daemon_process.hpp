@@ -74,10 +74,13 @@ class DaemonYaml {
 // One pgjobd process: `pgjobd <args...> -c <config file>`, stdout and stderr captured to
 // files. The destructor stops a still-running process (SIGTERM, a second SIGTERM, then
 // SIGKILL) and reaps it, and prints the log tail when the current test has failed.
+// `command_prefix` (searched in PATH) runs before pgjobd and must exec it in the same
+// process, e.g. `ip netns exec NAME` (NetnsLink::exec_prefix()).
 class DaemonProcess {
  public:
   explicit DaemonProcess(const std::string& config_yaml, std::vector<std::string> args = {"run"},
-                         const EnvOverrides& env = {});
+                         const EnvOverrides& env = {},
+                         const std::vector<std::string>& command_prefix = {});
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;

@@ -244,7 +244,25 @@ void PrivateCluster::restart() { checked({kClusterScript, "restart", dir_}); }
 void PrivateCluster::stop() { checked({kClusterScript, "stop", dir_}); }
 
 void PrivateCluster::start() {
-  checked({kClusterScript, "start", dir_, "--fast"}, {{"PGJOBD_TEST_PORT", std::to_string(port_)}});
+  checked({kClusterScript, "start", dir_, "--fast"},
+          {{"PGJOBD_TEST_PORT", std::to_string(port_)},
+           {"PGJOBD_TEST_LISTEN_ALSO",
+            listen_also_.empty() ? std::nullopt : std::optional<std::string>(listen_also_)}});
+}
+
+void PrivateCluster::listen_also(const std::string& address, const std::string& cidr) {
+  {
+    std::ofstream hba(dir_ + "/data/pg_hba.conf", std::ios::app);
+    hba << "host all all " << cidr << " trust\n";
+    if (!hba.flush()) throw std::runtime_error("cannot append to " + dir_ + "/data/pg_hba.conf");
+  }
+  listen_also_ = listen_also_.empty() ? address : listen_also_ + "," + address;
+  stop();
+  start();
+}
+
+std::string PrivateCluster::url_on(const std::string& address) const {
+  return "postgresql://pgjobd@" + address + ":" + std::to_string(port_) + "/pgjobd";
 }
 
 std::string PrivateCluster::server_log_tail(std::size_t lines) const {
@@ -318,8 +336,17 @@ struct ClusterSession::Connection {
   pqxx::connection conn;
 };
 
-ClusterSession::ClusterSession(std::string url, std::string schema)
-    : url_(std::move(url)), schema_(std::move(schema)) {}
+ClusterSession::ClusterSession(std::string url, std::string schema,
+                               std::vector<std::string> settings)
+    : url_(std::move(url)), schema_(std::move(schema)) {
+  // Options beat database- and role-level settings: the test's own statements work while
+  // it makes the daemon's sessions read-only or time out.
+  settings.insert(settings.begin(), {"statement_timeout=0", "default_transaction_read_only=off"});
+  for (const std::string& setting : settings) {
+    options_ += (options_.empty() ? "-c%20" : "%20-c%20");
+    for (const char c : setting) options_ += c == '=' ? std::string("%3D") : std::string(1, c);
+  }
+}
 
 ClusterSession::~ClusterSession() = default;
 
@@ -329,12 +356,8 @@ auto ClusterSession::with_retry(Fn&& fn) {
     try {
       if (!conn_ || !conn_->conn.is_open()) {
         conn_.reset();
-        // Options beat database- and role-level settings: the test's own statements work
-        // while it makes the daemon's sessions read-only or time out.
         conn_ = std::make_unique<Connection>(with_parameters(
-            url_,
-            "application_name=fault-test&connect_timeout=5"
-            "&options=-c%20statement_timeout%3D0%20-c%20default_transaction_read_only%3Doff"));
+            url_, "application_name=fault-test&connect_timeout=5&options=" + options_));
       }
       // A server-side close (restart, terminate) shows up here without a statement:
       // libpqxx 6 leaks the PGresult of a statement that fails on a dead connection.

@@ -50,12 +50,19 @@ class PrivateCluster {
   void stop();
   // Starts it again, on the same port (so daemons configured with url() reconnect).
   void start();
+  // Listens on `address` too (one of this host's, e.g. NetnsLink::host_address()), with
+  // trust auth for clients from `cidr`: stops the server and starts it again, and so does
+  // every later start().
+  void listen_also(const std::string& address, const std::string& cidr);
+  // url() with `address` as its host.
+  std::string url_on(const std::string& address) const;
   std::string server_log_tail(std::size_t lines = 40) const;
 
  private:
   std::string dir_;
   std::string url_;
   int port_ = 0;
+  std::string listen_also_;
 };
 
 // A primary (a PrivateCluster) and a hot standby made from it with `pg_basebackup -R`,
@@ -97,9 +104,12 @@ class ReplicaPair {
 // "pgjobd-fault-test" (so terminate_daemon_sessions() spares it), statement_timeout and
 // default_transaction_read_only forced off (database- and role-level settings a test
 // injects do not apply to it), and a reconnect-and-retry-once after a lost connection.
+// `settings` ("name=value", no spaces) are set for the session too, e.g.
+// "synchronous_commit=local" for a test that makes the server's commits wait for a standby.
 class ClusterSession {
  public:
-  explicit ClusterSession(std::string url, std::string schema = "faults");
+  explicit ClusterSession(std::string url, std::string schema = "faults",
+                          std::vector<std::string> settings = {});
   ~ClusterSession();
   ClusterSession(const ClusterSession&) = delete;
   ClusterSession& operator=(const ClusterSession&) = delete;
@@ -126,6 +136,7 @@ class ClusterSession {
 
   std::string url_;
   std::string schema_;
+  std::string options_;  // the options URL parameter, percent-encoded
   struct Connection;
   std::unique_ptr<Connection> conn_;
 };
