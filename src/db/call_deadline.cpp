@@ -27,11 +27,12 @@ class DeadlineWatcher {
     return watcher;
   }
 
-  std::uint64_t arm(int socket, Clock::time_point at, std::atomic<bool>* expired,
-                    bool shortenable) {
+  // Arms a deadline `bound` from now; returns its ticket, and in `bound` the bound armed.
+  std::uint64_t arm(int socket, Millis& bound, std::atomic<bool>* expired, bool shortenable) {
     std::lock_guard lock(mutex_);
     if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
-    if (shortenable && cap_.count() > 0) at = std::min(at, Clock::now() + cap_);
+    if (shortenable && cap_.count() > 0) bound = std::min(bound, cap_);
+    const auto at = Clock::now() + bound;
     const std::uint64_t ticket = ++last_ticket_;
     const bool earliest = armed_.empty() || at < armed_.begin()->first.first;
     armed_.emplace(std::make_pair(at, ticket), Armed{socket, expired, shortenable});
@@ -115,7 +116,8 @@ CallDeadline::CallDeadline(pqxx::connection_base& conn, Millis bound, bool short
   if (bound.count() <= 0) return;
   const int socket = connection_socket(conn);
   if (socket < 0) return;  // not connected: the call fails by itself
-  ticket_ = DeadlineWatcher::instance().arm(socket, Clock::now() + bound, &expired_, shortenable);
+  bound_ = bound;
+  ticket_ = DeadlineWatcher::instance().arm(socket, bound_, &expired_, shortenable);
 }
 
 void CallDeadline::shorten_all(Millis cap) { DeadlineWatcher::instance().shorten_all(cap); }

@@ -33,6 +33,8 @@ class CallDeadline {
 
   // Whether the deadline passed and the session's socket was shut down.
   bool expired() const { return expired_.load(std::memory_order_acquire); }
+  // The bound it was armed with: the one asked for, or shorten_all()'s cap when shorter.
+  Millis bound() const { return bound_; }
 
   // From now on (for the rest of the process) no shortenable call waits longer than `cap`,
   // those in flight included: a drain gives each of its calls a short bound, so a database
@@ -44,6 +46,7 @@ class CallDeadline {
 
  private:
   std::uint64_t ticket_ = 0;  // 0: not armed
+  Millis bound_{0};
   std::atomic<bool> expired_{false};
 };
 

@@ -26,9 +26,10 @@ auto guarded_call(ConnectionPtr& session, Millis bound, const char* operation, F
     return fn();
   } catch (...) {
     const bool timed_out = deadline && deadline->expired();
+    const Millis armed = deadline ? deadline->bound() : bound;
     deadline.reset();  // disarmed before the session (and its descriptor) is closed
     session.reset();
-    if (timed_out) throw_call_timed_out(operation, bound);
+    if (timed_out) throw_call_timed_out(operation, armed);
     rethrow_as_db_error(operation);
   }
 }
