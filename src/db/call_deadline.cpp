@@ -30,7 +30,8 @@ class DeadlineWatcher {
   // Arms a deadline `bound` from now; returns its ticket, and in `bound` the bound armed.
   std::uint64_t arm(int socket, Millis& bound, std::atomic<bool>* expired, bool shortenable) {
     std::lock_guard lock(mutex_);
-    if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+    if (!thread_.joinable())
+      thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
     if (shortenable && cap_.count() > 0) bound = std::min(bound, cap_);
     const auto at = Clock::now() + bound;
     const std::uint64_t ticket = ++last_ticket_;

@@ -120,7 +120,7 @@ class Engine::Impl {
   std::string liveness_problem() const {
     // Every call that claims, renews or completes ends by its deadline
     // (database.call_timeout); one still in flight well past it is a wedged loop.
-    const std::string wedged = health_.wedged(call_timeout_ + timings_.watchdog_slack / 6);
+    std::string wedged = health_.wedged(call_timeout_ + timings_.watchdog_slack / 6);
     if (!wedged.empty()) return wedged;
     std::lock_guard lock(parts_mutex_);
     if (!fetcher_ || drained_) return "";  // starting or drained: nothing to be stuck in

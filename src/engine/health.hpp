@@ -80,7 +80,9 @@ class Health {
     std::string text;
     for (const auto& [part, waited] : waits_longer_than_locked(bound)) {
       if (!text.empty()) text += "; ";
-      text += part + ": a database call has not returned for " + waited;
+      text += part;
+      text += ": a database call has not returned for ";
+      text += waited;
     }
     return text;
   }

@@ -73,7 +73,8 @@ void Scheduler::refresh(WallClock::time_point now) {
   // A held schedule that is no longer active (the transaction that held it paused or
   // removed it) is not asked for again.
   std::vector<std::string> gone;
-  for (const auto& [name, held] : held_) {
+  for (const auto& held : held_) {
+    const std::string& name = held.first;  // a plain reference: clang 14 cannot capture a binding
     const bool active = std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) {
       return e.row.name == name && e.row.active() && e.calculator;
     });

@@ -192,8 +192,7 @@ TEST(FaultsDatabaseE2E, OutageLongerThanTheLeaseLosesNothing) {
         << "a handler kept running " << seconds_since(down) << " s into the outage, past its "
         << "lease: another daemon may run the job meanwhile";
   }
-  EXPECT_NE(daemon.log().find("ran out without a heartbeat renewing it"),
-            std::string::npos)
+  EXPECT_NE(daemon.log().find("ran out without a heartbeat renewing it"), std::string::npos)
       << daemon.log();
   const auto back = Clock::now();
   cluster.start();
