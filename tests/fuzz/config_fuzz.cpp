@@ -171,7 +171,8 @@ void emit_limit(YAML::Emitter& out, const LimitConfig& limit) {
 }
 
 void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
-  const auto& [url, schema, migrate_on_start, synchronous_claims, pooler, listen_url] = database;
+  const auto& [url, schema, migrate_on_start, synchronous_claims, pooler, listen_url,
+               call_timeout] = database;
   out << YAML::BeginMap;
   key(out, "url");
   text(out, url);
@@ -184,7 +185,9 @@ void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
   key(out, "pooler");
   text(out, pooler);
   key(out, "listen_url");
-  text(out, listen_url) << YAML::EndMap;
+  text(out, listen_url);
+  key(out, "call_timeout");
+  out << ms(call_timeout) << YAML::EndMap;
 }
 
 void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
