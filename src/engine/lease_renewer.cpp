@@ -78,6 +78,7 @@ void LeaseRenewer::heartbeat() {
   }
   if (leased.empty()) {
     held_.clear();
+    held_logged_.clear();
     return;
   }
   const HeartbeatReport report = store_->heartbeat(leased, worker_id_, lease_);
@@ -111,9 +112,18 @@ void LeaseRenewer::heartbeat() {
 }
 
 void LeaseRenewer::report_held(const std::vector<JobAttempt>& held) {
+  // This daemon's own completer holds a finishing job's row for the milliseconds of its
+  // write, and a heartbeat that meets it skips that row too: only a row held at two
+  // heartbeats in a row (a third of a lease apart) is another session's, worth a line.
   std::set<JobAttempt> now(held.begin(), held.end());
+  std::set<JobAttempt> logged;
   for (const JobAttempt& job : now) {
-    if (held_.contains(job)) continue;
+    if (held_logged_.contains(job)) {
+      logged.insert(job);
+      continue;
+    }
+    if (!held_.contains(job)) continue;
+    logged.insert(job);
     metrics_.lease_renewal_held();
     spdlog::warn(
         "job {} attempt {}: another session holds its row locked, so its lease cannot be "
@@ -122,6 +132,7 @@ void LeaseRenewer::report_held(const std::vector<JobAttempt>& held) {
         job.id, job.attempt, format_duration(lease_));
   }
   held_ = std::move(now);
+  held_logged_ = std::move(logged);
 }
 
 }  // namespace pgjobd

@@ -63,7 +63,10 @@ class LeaseRenewer final : public Service {
   Metrics& metrics_;
   Health& health_;
   const AwaitingCompletion awaiting_completion_;
-  std::set<JobAttempt> held_;  // heartbeat thread only: held rows already logged
+  // Heartbeat thread only: the rows the last heartbeat found held, and those of them
+  // already logged.
+  std::set<JobAttempt> held_;
+  std::set<JobAttempt> held_logged_;
 
   std::mutex mutex_;
   bool requested_ = false;  // request_heartbeat()

@@ -187,8 +187,8 @@ struct Metrics::State {
       prometheus::BuildCounter()
           .Name("pgjobd_lease_renewals_held_total")
           .Help(
-              "Running jobs whose lease a heartbeat could not renew because another session "
-              "held the job's row locked (counted once per job while it stays held).")
+              "Running jobs whose lease heartbeats could not renew because another session "
+              "held the job's row locked at two heartbeats in a row (once per job while held).")
           .Register(*registry)
           .Add({});
   prometheus::Counter& completions_dropped =
