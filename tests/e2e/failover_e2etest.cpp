@@ -92,15 +92,17 @@ TEST(FailoverE2E, SyncStandbyPromotedMidRunEveryJobDoneEveryEffectOnceNoRestart)
   ASSERT_LT(done_at_promotion, kFailoverJobs) << "the primary stopped after the run, not in it";
 
   const std::string after_promotion = "FROM failover.effects WHERE at > " + promoted_at;
-  // Each daemon's next attempt comes within its reconnect backoff (at most 12 s).
+  // A daemon's next attempt comes within its reconnect backoff (at most 12 s). The first
+  // one back may finish every job before the other returns: each one's recovery is its own
+  // "claims work again" below.
   ASSERT_TRUE(wait_until(
-      [&] { return db.query("SELECT count(DISTINCT daemon) " + after_promotion) == "2"; }, 30s))
+      [&] { return db.query("SELECT count(DISTINCT daemon) " + after_promotion) != "0"; }, 30s))
       << "daemons that completed jobs after the promotion: "
       << db.query("SELECT string_agg(DISTINCT daemon, ', ') " + after_promotion) << "; "
       << db.summary() << "\n"
       << pair.standby_log_tail();
   const double recovered_seconds =
-      std::stod(db.query("SELECT extract(epoch FROM max(first_at) - " + promoted_at +
+      std::stod(db.query("SELECT extract(epoch FROM min(first_at) - " + promoted_at +
                          "::timestamptz) FROM (SELECT min(at) AS first_at " + after_promotion +
                          " GROUP BY daemon) firsts"));
   // Every job done: none dead (an attempt lost to the outage is retried), none left running.
@@ -108,16 +110,16 @@ TEST(FailoverE2E, SyncStandbyPromotedMidRunEveryJobDoneEveryEffectOnceNoRestart)
       << db.summary() << "\n"
       << pair.standby_log_tail();
   const double finished_seconds = seconds_since(promoting_at);
-  EXPECT_TRUE(daemon_a.wait_for_log("claims work again", 15s)) << daemon_a.log();
-  EXPECT_TRUE(daemon_b.wait_for_log("claims work again", 15s)) << daemon_b.log();
+  EXPECT_TRUE(daemon_a.wait_for_log("claims work again", 30s)) << daemon_a.log();
+  EXPECT_TRUE(daemon_b.wait_for_log("claims work again", 30s)) << daemon_b.log();
   EXPECT_TRUE(wait_until([&] { return http_get(port_a, "/readyz").status == 200; }, 15s))
       << http_get(port_a, "/readyz").body;
   EXPECT_TRUE(wait_until([&] { return http_get(port_b, "/readyz").status == 200; }, 15s))
       << http_get(port_b, "/readyz").body;
   std::printf(
       "[ failover ] primary stopped (-m immediate) with %lld done and %lld running; standby "
-      "promoted %.2f s later (pg_ctl promote took %.2f s); both daemons completed jobs again "
-      "%.2f s after the promotion began; all %d done %.2f s after it\n",
+      "promoted %.2f s later (pg_ctl promote took %.2f s); jobs completed again %.2f s after "
+      "the promotion began; all %d done %.2f s after it\n",
       static_cast<long long>(done_before), static_cast<long long>(running_before), down_seconds,
       promote_seconds, recovered_seconds, kFailoverJobs, finished_seconds);
 
