@@ -316,8 +316,7 @@ TEST(FaultsStallE2E, CommitsThatHangMakeReadyzNameTheWaitingPartAndTheSameDaemon
   EXPECT_TRUE(daemon.running());
   EXPECT_EQ(count_occurrences(daemon.log(), "pgjobd ready"), 1) << "the engine restarted";
   expect_every_job_done(db, effects, kFirstJobs + kLaterJobs);
-  daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(20s), 0);
+  stop_daemon(daemon);
 }
 
 TEST(FaultsStallE2E, SigtermWhileCommitsHangEndsTheDaemonAndASecondOneFinishesEveryJob) {
@@ -374,8 +373,7 @@ TEST(FaultsStallE2E, SigtermWhileCommitsHangEndsTheDaemonAndASecondOneFinishesEv
   std::printf("[ SIGTERM in hang ] a second daemon finished every job %.2f s after the lift\n",
               seconds_since(released_at));
   expect_every_job_done(db, effects, kJobs);
-  second.signal(SIGTERM);
-  EXPECT_EQ(second.wait_for_exit(20s), 0);
+  stop_daemon(second);
 }
 
 TEST(FaultsStallE2E, NetworkBlackholeIsSeenWithinSecondsAndRiddenOutLosingNothing) {
@@ -468,8 +466,7 @@ TEST(FaultsStallE2E, NetworkBlackholeIsSeenWithinSecondsAndRiddenOutLosingNothin
       EXPECT_TRUE(in_flight.contains(id)) << "job " << id << " ran " << n << " times";
     }
   }
-  daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(20s), 0);
+  stop_daemon(daemon);
 }
 
 }  // namespace

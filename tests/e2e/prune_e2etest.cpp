@@ -3,7 +3,6 @@
 // and a dead daemon's job is rescued within seconds.
 
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -109,8 +108,7 @@ TEST(PruneE2E, ABacklogIsWorkedOffWhileLongJobsKeepTheirLeasesAndRescueGoesOn) {
   for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << "job " << id << " ran " << n << " times";
   EXPECT_EQ(metric_value(http_get(port, "/metrics").body, "pgjobd_stale_writes_total"), 0.0);
   EXPECT_EQ(daemon.log().find("lost the lease"), std::string::npos) << daemon.log();
-  daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait_for_exit(20s), 0);
+  stop_daemon(daemon);
 }
 
 }  // namespace
