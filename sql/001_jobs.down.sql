@@ -1,3 +1,2 @@
 -- Reverts 001_jobs.up.sql. Drops every job: for development only.
 DROP TABLE IF EXISTS jobs;
-DROP FUNCTION IF EXISTS pgjobd_notify_insert();

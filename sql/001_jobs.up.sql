@@ -1,4 +1,4 @@
--- pgjobd schema v1: the jobs table, its indexes and the NOTIFY trigger.
+-- pgjobd schema v1: the jobs table and its indexes.
 -- Applied by `pgjobd migrate` inside one transaction, with search_path set to the
 -- configured schema, so every name here is created in that schema.
 
@@ -49,16 +49,3 @@ CREATE INDEX jobs_finished_idx ON jobs (finished_at)
 -- At most one live job per (type, unique_key).
 CREATE UNIQUE INDEX jobs_unique_live_idx ON jobs (type, unique_key)
   WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'failed');
-
--- Wake idle daemons at once. FOR EACH STATEMENT: a bulk INSERT of 100,000 rows sends one
--- notification, not 100,000; the payload is constant so PostgreSQL also folds the
--- notifications of one transaction into one.
-CREATE FUNCTION pgjobd_notify_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_notify('pgjobd_jobs', TG_TABLE_SCHEMA);
-  RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobs
-  FOR EACH STATEMENT EXECUTE FUNCTION pgjobd_notify_insert();

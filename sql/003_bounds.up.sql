@@ -1,6 +1,5 @@
 -- pgjobd schema v3: values that no daemon could ever handle are refused where they are
--- written, by constraints whose names say why, and the trigger no longer resolves names
--- through the caller's search_path.
+-- written, by constraints whose names say why.
 --
 -- An application with INSERT or UPDATE rights on jobs writes these rows; before this
 -- migration one row with run_at = '-infinity' or attempts = 2147483647 made every claim
@@ -75,13 +74,3 @@ ALTER TABLE jobs
   ALTER COLUMN updated_at SET DEFAULT pg_catalog.now();
 
 ALTER TABLE pgjobd_leader ALTER COLUMN elected_at SET DEFAULT pg_catalog.now();
-
--- The trigger runs with the inserting session's search_path: qualified, and with a fixed
--- path, a pg_notify planted in a schema the application searches first is never called.
-CREATE OR REPLACE FUNCTION pgjobd_notify_insert() RETURNS trigger LANGUAGE plpgsql
-  SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-  PERFORM pg_catalog.pg_notify('pgjobd_jobs', TG_TABLE_SCHEMA);
-  RETURN NULL;
-END
-$$;

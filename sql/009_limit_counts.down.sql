@@ -1,6 +1,3 @@
--- Reverts 009_limit_counts.up.sql. Nothing is dropped: the claim function it installed
--- keeps v7's signature and results and needs no slot rows, so daemons of schema v8 run on
--- it unchanged (their completions release slots in the empty pgjobd_limit_slots, which
--- 007's down migration drops). Re-creating v7's function would bring back its cost, not
--- a behaviour anything depends on.
+-- Reverts 009_limit_counts.up.sql: nothing, the slots it emptied are not put back (a claim
+-- of schema v7 or v8 fills them again).
 SELECT 1;

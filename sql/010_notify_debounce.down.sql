@@ -1,9 +1,3 @@
--- Reverts 010_notify_debounce.up.sql: a NOTIFY per INSERT statement again (v1's trigger
--- function), and no clock.
-CREATE OR REPLACE FUNCTION pgjobd_notify_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_notify('pgjobd_jobs', TG_TABLE_SCHEMA);
-  RETURN NULL;
-END
-$$;
+-- Reverts 010_notify_debounce.up.sql: the INSERT trigger's clock. The trigger function
+-- reads it: drop the functions first (sql/functions.down.sql), or apply an older binary's.
 DROP SEQUENCE IF EXISTS pgjobd_notify_clock;

@@ -7,7 +7,7 @@
 -- inserted 4,957 jobs/s with the trigger against 9,874 without it (pgbench, 2 cores,
 -- synchronous_commit on), and about 1,800/s while a daemon worked them off.
 --
--- Now a statement that inserts jobs sends the NOTIFY only when none was sent (by any
+-- So a statement that inserts jobs sends the NOTIFY only when none was sent (by any
 -- session, into this schema) in the last 2 ms. The time of the last one is kept in a
 -- sequence, the one shared value PostgreSQL updates outside transactions: setval is
 -- neither rolled back nor held until commit, so producers never wait on each other for it.
@@ -20,26 +20,9 @@
 -- after a wake-up (README "Job lifecycle"). A lone INSERT, more than 2 ms after the last,
 -- notifies as before.
 --
--- SECURITY DEFINER: producers need INSERT on jobs only, not UPDATE on the sequence; the
--- function runs as the schema's owner with a fixed search_path.
+-- The trigger function (sql/functions/pgjobd_notify_insert.sql) reads and sets the clock;
+-- it is SECURITY DEFINER, so producers need INSERT on jobs only, not UPDATE on the sequence.
 
 CREATE SEQUENCE pgjobd_notify_clock AS bigint MINVALUE 0 START 0;
 COMMENT ON SEQUENCE pgjobd_notify_clock IS
   'pgjobd: when the INSERT trigger last sent a NOTIFY, in ms since the epoch (setval)';
-
-CREATE OR REPLACE FUNCTION pgjobd_notify_insert() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  clock constant regclass := format('%I.pgjobd_notify_clock', TG_TABLE_SCHEMA)::regclass;
-  now_ms constant bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-BEGIN
-  -- Not "last > now - 2": after the system clock is set back, that would hold until the
-  -- clock caught up again, and no NOTIFY would go out meanwhile.
-  IF coalesce(pg_sequence_last_value(clock), 0) BETWEEN now_ms - 1 AND now_ms + 1 THEN
-    RETURN NULL;  -- a NOTIFY went out under 2 ms ago
-  END IF;
-  PERFORM setval(clock, now_ms);
-  PERFORM pg_notify('pgjobd_jobs', TG_TABLE_SCHEMA);
-  RETURN NULL;
-END
-$$;

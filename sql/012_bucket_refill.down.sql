@@ -1,5 +1,2 @@
--- Reverts 012_bucket_refill.up.sql. Nothing is changed back: the function it installed
--- keeps v11's arguments and results, so daemons of schema v11 run on it unchanged. Putting
--- v11's write back would only bring back its lost tokens, not a behaviour anything depends
--- on.
+-- Reverts 012_bucket_refill.up.sql: nothing, it changed no table.
 SELECT 1;

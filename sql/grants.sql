@@ -19,7 +19,9 @@
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
 -- table rights to use them. Run as the owner (it grants on its own objects).
 --
--- Re-run after upgrading pgjobd (a new migration may add a table or a function).
+-- Re-run after upgrading pgjobd (a new migration may add a table or a function). The
+-- migrator re-creates functions with CREATE OR REPLACE, which keeps these grants; a function
+-- dropped and re-created (its arguments changed) has them again only after a re-run.
 \set ON_ERROR_STOP on
 \if :{?schema}
 \else
@@ -41,9 +43,9 @@ GRANT SELECT ON :"schema".pgjobd_migrations TO :"runtime_role";
 GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
 -- Recurring jobs: read and fire schedules, reconcile the YAML's into the table.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_role";
--- Limits: write the YAML's definitions, take slots and tokens in the claim, clean up.
-GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots,
-  :"schema".pgjobd_limit_buckets TO :"runtime_role";
+-- Limits: write the YAML's definitions, take tokens in the claim, clean up.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjobd_limit_buckets
+  TO :"runtime_role";
 GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint),
   :"schema".pgjobd_limits_sync(jsonb, text)
@@ -53,7 +55,7 @@ TO :"runtime_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_daemons TO :"runtime_role";
 GRANT SELECT, INSERT ON :"schema".pgjobd_audit TO :"runtime_role";
 
--- Only roles granted below may call the SQL interface (the migration revokes it too; this
+-- Only roles granted below may call the SQL interface (sql/functions/ revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
 REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_check_job(text, text, jsonb, text, int, timestamptz, int, text),
@@ -120,6 +122,6 @@ TO :"runtime_role";
     :"schema".pgjobd_schedule_resume(text)
   TO :"operator_role";
   GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules,
-    :"schema".pgjobd_limits, :"schema".pgjobd_limit_slots, :"schema".pgjobd_daemons,
+    :"schema".pgjobd_limits, :"schema".pgjobd_daemons,
     :"schema".pgjobd_audit TO :"operator_role";
 \endif

@@ -1,4 +1,5 @@
-// Migrations: idempotent, safe when run concurrently, and the schema checks `run` relies on.
+// Migrations and functions: idempotent, safe when run concurrently, the same whichever
+// version a schema is upgraded from, and the schema checks `run` relies on.
 
 #include "db/migrator.hpp"
 
@@ -43,6 +44,37 @@ class MigratorTest : public ::testing::Test {
 // The notifications for this test's schema: the channel is shared by every schema on the
 // server, and other tests (a bench run, an e2e daemon) may insert jobs meanwhile.
 using testing::SchemaNotifications;
+
+// Every function (its definition and grants), trigger, index and relation (its grants
+// and storage options) of a schema, one per line in a stable order, with the schema's
+// name written as "S" so that two schemas compare.
+std::string definitions(pqxx::connection_base& conn, const std::string& schema) {
+  pqxx::nontransaction txn(conn);
+  const auto row = txn.exec_params(
+      "WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = $1) "
+      "SELECT string_agg(d, E'\n' ORDER BY d) FROM ("
+      "  SELECT pg_get_functiondef(p.oid) || ' grants ' || coalesce(p.proacl::text, 'default') "
+      "  FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM ns)"
+      "  UNION ALL SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t"
+      "  JOIN pg_class c ON c.oid = t.tgrelid"
+      "  WHERE c.relnamespace = (SELECT oid FROM ns) AND NOT t.tgisinternal"
+      "  UNION ALL SELECT indexdef FROM pg_indexes WHERE schemaname = $1"
+      "  UNION ALL SELECT c.relname || ' ' || c.relkind::text || ' grants ' ||"
+      "         coalesce(c.relacl::text, 'default') || ' ' || coalesce(c.reloptions::text, '')"
+      "  FROM pg_class c WHERE c.relnamespace = (SELECT oid FROM ns)) x(d)",
+      schema);
+  std::string text = row[0][0].c_str();
+  replace_all(text, schema, "S");
+  return text;
+}
+
+std::string recorded_digest(pqxx::connection_base& conn, const std::string& schema) {
+  pqxx::nontransaction txn(conn);
+  return txn
+      .exec("SELECT functions_digest FROM " + quote_identifier(schema) +
+            ".pgjobd_migrations ORDER BY version DESC LIMIT 1")[0][0]
+      .c_str();
+}
 
 // Collects the notifications already committed: until one second of silence.
 void drain(pqxx::connection_base& listener) {
@@ -127,6 +159,112 @@ TEST_F(MigratorTest, AMigrationWaitingForTheLockSaysSoAndLeavesOnAStopRequest) {
             latest_schema_version());
 }
 
+// A schema upgraded from an older version, whatever functions that version had, ends with
+// the functions, triggers and grants of a schema migrated from scratch: the functions are
+// applied after the table migrations, not written into them.
+TEST_F(MigratorTest, AnUpgradedSchemaEndsWithTheFunctionsOfAFreshOne) {
+  migrate(*conn_, db_.schema);
+  const std::string fresh = definitions(*conn_, db_.schema);
+  const std::string old_schema = db_.schema + "_old";
+  const std::string old = quote_identifier(old_schema);
+  {
+    // At version 9, with functions of its own: a stale definition, and a trigger that
+    // fires per row.
+    pqxx::work txn(*conn_);
+    txn.exec("DROP SCHEMA IF EXISTS " + old + " CASCADE; CREATE SCHEMA " + old +
+             "; SET LOCAL search_path TO " + old);
+    txn.exec(
+        "CREATE TABLE pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL, "
+        "applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const Migration& migration : migrations()) {
+      if (migration.version > 9) break;
+      txn.exec(migration.up_sql);
+      txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
+                      migration.version, std::string(migration.name));
+    }
+    txn.exec(
+        "CREATE FUNCTION pgjobd_limits_sync(limits jsonb, writer text) RETURNS TABLE "
+        "(limit_name text, change text, previous_writer text) LANGUAGE sql AS "
+        "$$SELECT NULL::text, NULL::text, NULL::text$$");
+    txn.exec(
+        "CREATE FUNCTION pgjobd_notify_insert() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$BEGIN RETURN NULL; END$$");
+    txn.exec(
+        "CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION "
+        "pgjobd_notify_insert()");
+    txn.commit();
+  }
+  const MigrationReport report = migrate(*conn_, old_schema);
+  EXPECT_EQ(report.from_version, 9);
+  EXPECT_EQ(report.to_version, latest_schema_version());
+  EXPECT_EQ(definitions(*conn_, old_schema), fresh);
+  EXPECT_EQ(recorded_digest(*conn_, old_schema), functions_digest());
+  pqxx::nontransaction(*conn_).exec("DROP SCHEMA " + old + " CASCADE");
+}
+
+// Applying the functions again (another binary of this version applied its own meanwhile)
+// re-creates them in place: nothing changes, and the grants given to roles stay.
+TEST_F(MigratorTest, ReapplyingTheFunctionsChangesNothingAndKeepsTheirGrants) {
+  migrate(*conn_, db_.schema);
+  const std::string s = quote_identifier(db_.schema);
+  const std::string role = quote_identifier("pgjobd_fn_" + std::to_string(getpid()));
+  const auto exec = [&](const std::string& sql) { pqxx::nontransaction(*conn_).exec(sql); };
+  exec("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role);
+  exec("GRANT EXECUTE ON FUNCTION " + s +
+       ".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text) TO " + role);
+  const std::string before = definitions(*conn_, db_.schema);
+  EXPECT_NE(before.find("pgjobd_fn_"), std::string::npos) << "the grant is not compared";
+  exec("UPDATE " + s + ".pgjobd_migrations SET functions_digest = 'another binary'");
+  migrate(*conn_, db_.schema);
+  EXPECT_EQ(recorded_digest(*conn_, db_.schema), functions_digest());
+  EXPECT_EQ(definitions(*conn_, db_.schema), before);
+  exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
+}
+
+// At this binary's version, another binary's functions are not a problem (two binaries of
+// one version may take turns at a rolling upgrade; the schema check must not flap between
+// them): a warning says what to run. migrate then takes the lock, as for a migration, and
+// puts back what differs, including a function dropped, without the grant PostgreSQL gives
+// PUBLIC on a new function.
+TEST_F(MigratorTest, AnotherBinarysFunctionsAreAWarningAndMigrateReplacesThem) {
+  migrate(*conn_, db_.schema);
+  const std::string before = definitions(*conn_, db_.schema);
+  const std::string s = quote_identifier(db_.schema);
+  {
+    pqxx::nontransaction txn(*conn_);
+    txn.exec("CREATE OR REPLACE FUNCTION " + s +
+             ".pgjobd_check_queue(context text, queue text) RETURNS void LANGUAGE plpgsql AS "
+             "$$BEGIN END$$");
+    txn.exec("DROP FUNCTION " + s + ".pgjobd_schedule_delete(text)");
+    txn.exec("UPDATE " + s + ".pgjobd_migrations SET functions_digest = 'another binary'");
+  }
+  {
+    testing::LogCapture log;
+    EXPECT_EQ(schema_version(*conn_, db_.schema), latest_schema_version());
+    EXPECT_TRUE(log.contains("`pgjobd migrate` applies this one's")) << log.all();
+  }
+  EXPECT_EQ(schema_problem(*conn_, db_.schema), "");
+  {
+    auto holder = open_connection(db_, "test");
+    pqxx::work held(*holder);
+    held.exec_params("SELECT pg_advisory_xact_lock($1, hashtext($2))", 0x706a6d, db_.schema);
+    EXPECT_TRUE(migrate(*conn_, db_.schema, [] { return true; }).stopped)
+        << "the functions were compared without the migration lock";
+  }
+  migrate(*conn_, db_.schema);
+  EXPECT_EQ(definitions(*conn_, db_.schema), before);
+  // Only a trigger function, which cannot be called but as a trigger, writes as the
+  // owner for PUBLIC.
+  pqxx::nontransaction txn(*conn_);
+  EXPECT_STREQ(txn.exec_params("SELECT coalesce(string_agg(p.proname, ','), '') FROM pg_proc p, "
+                               "aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+                               "WHERE p.pronamespace = $1::regnamespace AND p.prosecdef "
+                               "AND a.grantee = 0 AND p.prorettype <> 'trigger'::regtype",
+                               s)[0][0]
+                   .c_str(),
+               "");
+}
+
 TEST_F(MigratorTest, ConcurrentMigrationsAllSucceed) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -163,7 +301,8 @@ TEST_F(MigratorTest, SchemaNamesAreQuoted) {
   migrate(*conn_, db_.schema);
   EXPECT_EQ(schema_version(*conn_, db_.schema), latest_schema_version());
   {
-    // The INSERT trigger finds its clock sequence by the schema's name (sql/010).
+    // The INSERT trigger finds its clock sequence by the schema's name
+    // (sql/functions/pgjobd_notify_insert.sql).
     auto listener = open_connection(db_, "test");
     SchemaNotifications receiver(*listener, "pgjobd_jobs", db_.schema);
     pqxx::nontransaction txn(*conn_);
@@ -204,8 +343,8 @@ TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
   {
     pqxx::nontransaction txn(*conn_);
     txn.exec("INSERT INTO " + s + ".jobs (type) SELECT 'bulk' FROM generate_series(1, 100000)");
-    // The last NOTIFY's time set back past the 2 ms window (sql/010), so that the next
-    // INSERT notifies however soon it follows.
+    // The last NOTIFY's time set back past the 2 ms window (pgjobd_notify_insert), so
+    // that the next INSERT notifies however soon it follows.
     txn.exec("SELECT setval('" + s + ".pgjobd_notify_clock', 0)");
     txn.exec("INSERT INTO " + s + ".jobs (type) VALUES ('single')");
   }
@@ -213,9 +352,9 @@ TEST_F(MigratorTest, BulkInsertOfOneHundredThousandRowsSendsOneNotification) {
   EXPECT_EQ(receiver.count(), 2);  // one per INSERT statement, not one per row
 }
 
-// sql/010: a NOTIFY serialises commits server-wide, so the trigger sends none within 2 ms
-// of the last (the fetcher's follow-up poll picks up what relied on that one); a clock
-// that was set back does not silence it; producers need no right on the sequence.
+// pgjobd_notify_insert: a NOTIFY serialises commits server-wide, so the trigger sends none
+// within 2 ms of the last (the fetcher's follow-up poll picks up what relied on that one);
+// a clock that was set back does not silence it; producers need no right on the sequence.
 TEST_F(MigratorTest, NoNotifyWithinTwoMillisecondsOfTheLastOneAndOneAfterTheClockWentBack) {
   migrate(*conn_, db_.schema);
   auto listener = open_connection(db_, "test");

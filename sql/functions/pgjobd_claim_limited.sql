@@ -1,0 +1,453 @@
+-- The claim when limits exist (the daemon uses the plain claim statement otherwise, so
+-- limits cost nothing until defined). The arguments are the plain claim's: served queues
+-- and their free slots, served types, the total, worker id, lease, synchronous_commit
+-- ('' keeps the session's), and the largest payload sent.
+--
+-- A window of due candidates is read in claim order without locks, each with its
+-- partitions (one per limit it matches). Within a window partitions take turns (the
+-- first due job of each partition set, then the second, ...; priority still first), and
+-- a keyed partition takes at most a quarter of the claim until the partitions behind it
+-- had their turn, so one with many due jobs does not starve the others. A partition's
+-- room is learnt the first time it comes up in the claim: its lock taken and its running
+-- jobs counted (concurrency), its bucket refilled and read under a row lock (rate). A
+-- candidate is chosen when it ranks within the room of each of its partitions and within
+-- its queue's free slots; the chosen rows are locked in one statement (a row another
+-- claimer holds is skipped and its room given back). A partition without room is left
+-- out of the next window: its jobs are read past, not waited behind (no head-of-line
+-- blocking, up to about 2,000 due jobs of such partitions ahead per queue). At most six
+-- windows per claim.
+--
+-- Returns the claimed jobs, then one row per limit that held a due job back (id NULL):
+-- the limit, 'concurrency' or 'rate', and the seconds until it is worth asking again
+-- (rate: the next token; a partition another claimer holds: 10 ms), which the daemon
+-- waits for instead of polling; NULL when only a finished job can make room.
+--
+-- Concurrency is counted from the running jobs themselves: the rows with status
+-- 'running', read through the lease index, whose size is the fleet's busy workers. A job
+-- counts while its row runs, so whatever ends the run frees its place (completion,
+-- rescue, cancel, a DELETE by hand): nothing is written per job beyond the claim, nothing
+-- needs releasing and nothing can leak. Two claimers never count the same free room: a
+-- claim takes the partition's transaction-scoped advisory lock (keyed by schema, limit
+-- and partition) before counting, and keeps it until it commits; the count is a later
+-- statement than the lock, so its snapshot sees every claim committed before the lock was
+-- granted. A partition another claimer holds is left out of this claim, like a locked row
+-- under SKIP LOCKED, and reported with a 10 ms retry.
+--
+-- A rate limit is a token bucket row per partition: the claim takes its tokens when it
+-- reads the bucket (under a row lock), and writes back what was left after the take,
+-- refilled from the read up to the write and only then capped at the burst, so the
+-- tokens that refill while it holds the bucket are not lost.
+--
+-- Plans: the statements run with generic plans (custom plans over these arrays were made
+-- anew at every call, which cost more than running them), except the two that reach rows
+-- of jobs by id. Those are run by EXECUTE, planned at each call for the table as it is: a
+-- generic plan made while the table was small walks the claim index through every due row
+-- once it has grown (a claim of 1,000 from a 200,000-row backlog took 2.0 s against
+-- 0.1 s). They pass the ids as ARRAY(SELECT unnest(...)), whose size the planner cannot
+-- see, so that they read by primary key even before the table's first ANALYZE.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
+    queues text[], free int[], types text[], total int, owner text, lease_ms bigint,
+    sync text, max_payload bigint)
+  RETURNS TABLE (job_id bigint, job_queue text, job_type text, body text,
+                 job_attempts int, job_max_attempts int, job_priority int,
+                 waited float8, body_bytes bigint,
+                 held_limit text, held_reason text, retry_in float8)
+  LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+  -- Generic plans, but for the two EXECUTEs (above: Plans).
+  SET plan_cache_mode = force_generic_plan AS $body$
+    DECLARE
+      left_in_queue int[] := free;
+      taken int := 0;
+      claimed bigint[] := '{}';
+      -- Partitions left out of later windows: without room (blocked), or past their share
+      -- while capping (capped; they take what is left once every partition had its turn).
+      blocked text[] := '{}';
+      capping boolean := true;
+      capped text[] := '{}';
+      share int := greatest(1, ceil(total / 4.0)::int);
+      -- The partitions met in this claim (id: limit || chr(31) || part): starts still
+      -- allowed (room), taken, the bucket's tokens at refill (NULL: no rate) and its rate,
+      -- keyed, and why it had no room to begin with (with the wait to report).
+      p_id text[] := '{}';
+      p_room int[] := '{}';
+      p_used int[] := '{}';
+      p_tokens float8[] := '{}';
+      p_read_at float8[] := '{}';  -- v12: when each bucket was read (epoch seconds)
+      read_at timestamptz;
+      p_rate float8[] := '{}';
+      p_keyed boolean[] := '{}';
+      p_reason text[] := '{}';
+      p_wait float8[] := '{}';
+      rated boolean := false;  -- a rate partition was met: its bucket is written at the end
+      any_keyed boolean;  -- a keyed limit exists: partitions read the payload
+      any_rate boolean;   -- a rate limit exists: buckets are read
+      -- Partition locks held: each takes an entry in the server's shared lock table
+      -- (max_locks_per_transaction × connections in all), so a claim takes at most 128;
+      -- partitions beyond wait for the next claim, as if another claimer held them.
+      locks int := 0;
+      -- The window: candidates in claim order with their queue's index, and the
+      -- (candidate, partition) pairs.
+      w_id bigint[];
+      w_qi int[];
+      e_id bigint[];
+      e_pid text[];
+      fresh text[];
+      locked_parts text[];
+      bucket_parts text[];
+      chosen bigint[];
+      locked_jobs bigint[];
+      plenty boolean;
+      -- What held jobs back, for the return rows.
+      h_limit text[] := '{}';
+      h_reason text[] := '{}';
+      h_wait float8[] := '{}';
+      round int := 0;
+      window_size int := greatest(total, 1) + 16;
+      scan_budget int := window_size + 2000;
+    BEGIN
+      IF coalesce(sync, '') <> '' THEN
+        PERFORM set_config('synchronous_commit', sync, true);
+      END IF;
+      SELECT coalesce(bool_or(l.key IS NOT NULL), false),
+             coalesce(bool_or(l.rate_per_second IS NOT NULL), false)
+        INTO any_keyed, any_rate
+      FROM @schema@.pgjobd_limits l;
+      LOOP
+        round := round + 1;
+        WITH w AS MATERIALIZED (
+          SELECT x.id, x.qi, x.parts,
+                 row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
+          FROM (
+            SELECT j.id, j.qi, j.priority, j.run_at, j.parts,
+                   row_number() OVER (PARTITION BY j.parts
+                                      ORDER BY j.priority DESC, j.run_at, j.id) AS turn
+            FROM unnest(queues, left_in_queue) WITH ORDINALITY AS q(queue, free, qi)
+            CROSS JOIN LATERAL (
+              -- At most scan_budget due rows per queue and window, in claim order: the
+              -- partitions left out are read past only that far, so a claim's cost stays
+              -- bounded whatever backlog a saturated partition has.
+              SELECT b.id, q.qi, b.priority, b.run_at, b.parts FROM (
+                SELECT j.id, j.priority, j.run_at, pu.parts || pk.parts AS parts
+                FROM @schema@.jobs j
+                -- The unkeyed limits' partitions depend on the type and queue only, so
+                -- they are computed once per pair (memoized), not once per row; only the
+                -- keyed ones read the payload, and only when a keyed limit exists.
+                CROSS JOIN LATERAL (
+                  SELECT ARRAY(SELECT l.name || chr(31) FROM @schema@.pgjobd_limits l
+                               WHERE l.key IS NULL
+                                 AND (l.types IS NULL OR j.type = ANY (l.types))
+                                 AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+                               ORDER BY l.name) AS parts
+                  OFFSET 0) pu  -- computed once per row, not once per use
+                CROSS JOIN LATERAL (
+                  SELECT ARRAY(SELECT l.name || chr(31) || @schema@.pgjobd_limit_part(j.payload, l.key)
+                               FROM @schema@.pgjobd_limits l
+                               WHERE any_keyed AND l.key IS NOT NULL
+                                 AND (l.types IS NULL OR j.type = ANY (l.types))
+                                 AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+                               ORDER BY l.name) AS parts
+                  OFFSET 0) pk
+                WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
+                  AND j.run_at <= now() AND j.type = ANY (types)
+                  -- Taken in an earlier window: this claim holds its lock, and its row is
+                  -- written only at the end.
+                  AND NOT (j.id = ANY (claimed))
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT scan_budget
+              ) b
+              WHERE NOT (b.parts && blocked) AND NOT (capping AND b.parts && capped)
+              LIMIT window_size
+            ) j
+            WHERE q.free > 0
+              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
+                              WHERE pq.queue = q.queue AND pq.paused)
+          ) x
+        )
+        SELECT ARRAY(SELECT w.id FROM w ORDER BY w.ord),
+               ARRAY(SELECT w.qi FROM w ORDER BY w.ord),
+               ARRAY(SELECT w.id FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+               ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid)
+          INTO w_id, w_qi, e_id, e_pid;
+        IF cardinality(w_id) = 0 THEN
+          -- Nothing left outside the capped partitions: they take the rest.
+          EXIT WHEN NOT capping OR cardinality(capped) = 0 OR round >= 6;
+          capping := false;
+          CONTINUE;
+        END IF;
+
+        -- Partitions first met in this window: learn their room.
+        fresh := ARRAY(SELECT u.pid FROM unnest(e_pid) WITH ORDINALITY AS u(pid, o)
+                       WHERE NOT (u.pid = ANY (p_id)) GROUP BY u.pid ORDER BY min(u.o));
+        IF cardinality(fresh) > 0 THEN
+          -- Concurrency: each partition's lock, when free (a claimer holding it is counting
+          -- or claiming there right now)...
+          locked_parts := ARRAY(
+            SELECT c.pid FROM (
+              SELECT u.pid FROM unnest(fresh) WITH ORDINALITY AS u(pid, o)
+              JOIN @schema@.pgjobd_limits l ON l.name = split_part(u.pid, chr(31), 1)
+              WHERE l.concurrency IS NOT NULL
+              ORDER BY u.o  -- the first in claim order first
+              LIMIT 128 - locks) c  -- filtered before the locks are asked for
+            WHERE pg_try_advisory_xact_lock(hashtextextended(@schema_name@ || chr(31) || c.pid, 0)));
+          locks := locks + cardinality(locked_parts);
+          -- ...then, in the next statements (snapshots taken after the lock), the
+          -- buckets of the rate-limited ones: created when missing (full), then locked.
+          IF any_rate THEN
+            INSERT INTO @schema@.pgjobd_limit_buckets (limit_name, part, tokens, refilled_at)
+            SELECT l.name, substr(u.pid, length(l.name) + 2), l.burst, now()
+            FROM unnest(fresh) AS u(pid)
+            JOIN @schema@.pgjobd_limits l ON l.name = split_part(u.pid, chr(31), 1)
+            WHERE l.rate_per_second IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_buckets b
+                              WHERE b.limit_name = l.name
+                                AND b.part = substr(u.pid, length(l.name) + 2))
+            ON CONFLICT DO NOTHING;
+            bucket_parts := ARRAY(
+              SELECT b.limit_name || chr(31) || b.part FROM @schema@.pgjobd_limit_buckets b
+              WHERE (b.limit_name, b.part) IN (
+                SELECT split_part(u.pid, chr(31), 1),
+                       substr(u.pid, length(split_part(u.pid, chr(31), 1)) + 2)
+                FROM unnest(fresh) AS u(pid))
+              FOR UPDATE OF b SKIP LOCKED);
+          END IF;
+          -- The room of each: the limit less its running jobs (counted among the running
+          -- rows, once for all fresh partitions), and no more than its whole tokens, read
+          -- as of one moment (v12: kept, the write refills from it).
+          read_at := clock_timestamp();
+          WITH counted AS (
+            SELECT r.pid, count(*)::int AS running FROM (
+              SELECT l.name || chr(31) || @schema@.pgjobd_limit_part(j.payload, l.key) AS pid
+              FROM @schema@.jobs j
+              JOIN @schema@.pgjobd_limits l
+                ON (l.types IS NULL OR j.type = ANY (l.types))
+               AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+              WHERE j.status = 'running' AND l.concurrency IS NOT NULL
+                AND l.name = ANY (ARRAY(SELECT split_part(lp, chr(31), 1)
+                                        FROM unnest(locked_parts) AS lp))
+            ) r
+            WHERE r.pid = ANY (locked_parts)
+            GROUP BY r.pid
+          ), learnt AS (
+            SELECT u.pid, u.o, l.rate_per_second AS rate, l.key IS NOT NULL AS keyed,
+                   CASE WHEN l.concurrency IS NULL THEN total
+                        WHEN u.pid = ANY (locked_parts)
+                          THEN greatest(l.concurrency - coalesce(c.running, 0), 0)
+                        ELSE 0 END AS conc_room,
+                   l.concurrency IS NOT NULL AND NOT (u.pid = ANY (locked_parts)) AS busy,
+                   CASE WHEN l.rate_per_second IS NOT NULL AND u.pid = ANY (bucket_parts) THEN
+                     (SELECT least(l.burst::float8, b.tokens + greatest(
+                               extract(epoch FROM read_at - b.refilled_at)::float8, 0)
+                               * l.rate_per_second)
+                      FROM @schema@.pgjobd_limit_buckets b
+                      WHERE b.limit_name = l.name AND b.part = substr(u.pid, length(l.name) + 2))
+                   END AS tokens
+            FROM unnest(fresh) WITH ORDINALITY AS u(pid, o)
+            JOIN @schema@.pgjobd_limits l ON l.name = split_part(u.pid, chr(31), 1)
+            LEFT JOIN counted c ON c.pid = u.pid
+          ), roomed AS (
+            SELECT g.*,
+                   CASE WHEN g.rate IS NULL THEN g.conc_room
+                        WHEN g.tokens IS NULL THEN 0  -- another claimer holds the bucket
+                        ELSE least(g.conc_room, floor(g.tokens)::int) END AS room
+            FROM learnt g
+          )
+          SELECT rated OR EXISTS (SELECT 1 FROM roomed r WHERE r.rate IS NOT NULL),
+                 p_id || ARRAY(SELECT r.pid FROM roomed r ORDER BY r.o),
+                 p_room || ARRAY(SELECT r.room FROM roomed r ORDER BY r.o),
+                 p_used || ARRAY(SELECT 0 FROM roomed r ORDER BY r.o),
+                 p_tokens || ARRAY(SELECT r.tokens FROM roomed r ORDER BY r.o),
+                 p_read_at || ARRAY(SELECT extract(epoch FROM read_at)::float8
+                                    FROM roomed r ORDER BY r.o),
+                 p_rate || ARRAY(SELECT r.rate FROM roomed r ORDER BY r.o),
+                 p_keyed || ARRAY(SELECT r.keyed FROM roomed r ORDER BY r.o),
+                 p_reason || ARRAY(
+                   SELECT CASE WHEN r.room > 0 THEN NULL
+                               WHEN r.busy OR r.conc_room = 0 THEN 'concurrency'
+                               ELSE 'rate' END
+                   FROM roomed r ORDER BY r.o),
+                 p_wait || ARRAY(
+                   SELECT CASE WHEN r.room > 0 THEN NULL
+                               WHEN r.busy THEN 0.01
+                               WHEN r.conc_room = 0 THEN NULL
+                               WHEN r.tokens IS NULL THEN least(1 / r.rate, 0.1)
+                               ELSE (1 - r.tokens) / r.rate END
+                   FROM roomed r ORDER BY r.o)
+            INTO rated, p_id, p_room, p_used, p_tokens, p_read_at, p_rate, p_keyed, p_reason,
+                 p_wait;
+        END IF;
+
+        -- The window's choice. Plenty of room (the usual case at a high limit): every
+        -- partition of the window has room for all its candidates there (and, while
+        -- capping, a keyed one stays within its share), so with one queue the first
+        -- candidates in claim order are the choice.
+        plenty := NOT EXISTS (
+          SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_pid) AS u(pid)
+                         GROUP BY u.pid) c
+          JOIN unnest(p_id, p_room, p_used, p_keyed) AS s(pid, room, used, keyed)
+            ON s.pid = c.pid
+          WHERE c.n > s.room OR (capping AND s.keyed AND s.used + c.n > share));
+        IF plenty AND cardinality(queues) = 1 THEN
+          chosen := w_id[1 : least(left_in_queue[1], total - taken)];
+        ELSE
+          -- Otherwise candidates whose partitions all have room (and, while capping, keyed
+          -- ones within their share), ranked within each partition's room, then within
+          -- their queue's free slots and the claim's total. A candidate turned down by one
+          -- partition still counts in the ranks of its others (rare: a job under two
+          -- limits both nearly full), which can only take fewer, never more.
+          chosen := ARRAY(
+            WITH ps AS (
+              SELECT * FROM unnest(p_id, p_room, p_used, p_keyed) AS s(pid, room, used, keyed)
+            ), c AS (
+              SELECT * FROM unnest(w_id, w_qi) WITH ORDINALITY AS c(id, qi, ord)
+            ), e AS (
+              SELECT e.id, ps.pid,
+                     CASE WHEN capping AND ps.keyed THEN least(ps.room, share - ps.used)
+                          ELSE ps.room END AS room
+              FROM unnest(e_id, e_pid) AS e(id, pid) JOIN ps ON ps.pid = e.pid
+            ), fit AS (
+              SELECT c.* FROM c
+              WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = c.id AND e.room <= 0)
+            ), ranked AS (
+              SELECT e.id,
+                     row_number() OVER (PARTITION BY e.pid ORDER BY f.ord) <= e.room AS fits
+              FROM e JOIN fit f ON f.id = e.id
+            ), ok AS (
+              SELECT f.*, row_number() OVER (PARTITION BY f.qi ORDER BY f.ord) AS k FROM fit f
+              WHERE NOT EXISTS (SELECT 1 FROM ranked r WHERE r.id = f.id AND NOT r.fits)
+            )
+            SELECT ok.id FROM ok WHERE ok.k <= left_in_queue[ok.qi]
+            ORDER BY ok.ord LIMIT total - taken);
+        END IF;
+        -- By primary key, whatever the statistics say: planned at each call (EXECUTE),
+        -- as a cached plan made while the table was small walks the claim index through
+        -- every due row; and the ids passed as ARRAY(SELECT ...), whose size the planner
+        -- cannot see, as on a table not yet analysed it reads the claim index for 1,000.
+        locked_jobs := '{}';
+        IF cardinality(chosen) > 0 THEN
+          EXECUTE $q$
+            SELECT ARRAY(
+              SELECT j.id FROM @schema@.jobs j
+              WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
+                AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+              FOR UPDATE SKIP LOCKED)$q$
+            INTO locked_jobs USING chosen;
+        END IF;
+        IF cardinality(locked_jobs) > 0 THEN
+          taken := taken + cardinality(locked_jobs);
+          claimed := claimed || locked_jobs;
+          IF cardinality(queues) = 1 THEN
+            left_in_queue[1] := left_in_queue[1] - cardinality(locked_jobs);
+          ELSE
+            left_in_queue := ARRAY(
+              SELECT q.free - (SELECT count(*) FROM unnest(w_id, w_qi) AS c(id, qi)
+                               WHERE c.qi = q.qi AND c.id = ANY (locked_jobs))::int
+              FROM unnest(left_in_queue) WITH ORDINALITY AS q(free, qi) ORDER BY q.qi);
+          END IF;
+          -- What each partition took, unless the claim is full and no bucket needs it.
+          IF taken < total OR rated THEN
+            WITH took AS (
+              SELECT e.pid, count(*)::int AS n FROM unnest(e_id, e_pid) AS e(id, pid)
+              WHERE e.id = ANY (locked_jobs) GROUP BY e.pid
+            ), s AS (
+              SELECT s.o, s.room - coalesce(t.n, 0) AS room, s.used + coalesce(t.n, 0) AS used
+              FROM unnest(p_id, p_room, p_used) WITH ORDINALITY AS s(pid, room, used, o)
+              LEFT JOIN took t ON t.pid = s.pid
+            )
+            SELECT ARRAY(SELECT s.room FROM s ORDER BY s.o),
+                   ARRAY(SELECT s.used FROM s ORDER BY s.o)
+              INTO p_room, p_used;
+          END IF;
+        END IF;
+        EXIT WHEN taken >= total;
+
+        -- Partitions that held back a candidate of this window: left out of the next,
+        -- and reported once each, with why.
+        WITH held AS (
+          SELECT DISTINCT s.pid, s.o FROM unnest(e_id, e_pid) AS e(id, pid)
+          JOIN unnest(p_id, p_room) WITH ORDINALITY AS s(pid, room, o) ON s.pid = e.pid
+          WHERE s.room <= 0 AND NOT (e.id = ANY (claimed)) AND NOT (s.pid = ANY (blocked))
+        ), why AS (
+          SELECT h.pid, split_part(h.pid, chr(31), 1) AS lim,
+                 coalesce(p_reason[h.o],
+                          CASE WHEN p_tokens[h.o] - p_used[h.o] < 1 THEN 'rate'
+                               ELSE 'concurrency' END) AS reason,
+                 CASE WHEN p_reason[h.o] IS NOT NULL THEN p_wait[h.o]
+                      WHEN p_tokens[h.o] - p_used[h.o] < 1
+                        THEN (1 - (p_tokens[h.o] - p_used[h.o])) / p_rate[h.o]
+                 END AS wait
+          FROM held h
+        )
+        SELECT blocked || ARRAY(SELECT pid FROM why),
+               h_limit || ARRAY(SELECT lim FROM why ORDER BY pid),
+               h_reason || ARRAY(SELECT reason FROM why ORDER BY pid),
+               h_wait || ARRAY(SELECT wait FROM why ORDER BY pid)
+          INTO blocked, h_limit, h_reason, h_wait;
+        IF capping THEN
+          capped := capped || ARRAY(
+            SELECT DISTINCT s.pid FROM unnest(e_id, e_pid) AS e(id, pid)
+            JOIN unnest(p_id, p_used, p_keyed) AS s(pid, used, keyed) ON s.pid = e.pid
+            WHERE s.keyed AND s.used >= share AND NOT (e.id = ANY (claimed))
+              AND NOT (s.pid = ANY (capped)));
+        END IF;
+
+        EXIT WHEN round >= 6;
+        -- Another window if this one was cut short with candidates turned down: the
+        -- partitions now left out no longer fill it.
+        CONTINUE WHEN cardinality(w_id) >= window_size
+                  AND cardinality(w_id) > cardinality(locked_jobs);
+        -- Every candidate outside those was seen: the capped partitions take the rest.
+        EXIT WHEN NOT capping OR cardinality(capped) = 0;
+        capping := false;
+      END LOOP;
+
+      -- Tokens taken (v12): what was left after the take at the read, refilled from the read
+      -- up to now and only then capped at the burst. The claim has held the bucket's row
+      -- lock since the read.
+      IF rated THEN
+        UPDATE @schema@.pgjobd_limit_buckets b
+        SET tokens = least(l.burst::float8, u.tokens - u.used + greatest(
+                       extract(epoch FROM t.at)::float8 - u.read_at, 0) * l.rate_per_second),
+            refilled_at = t.at
+        FROM unnest(p_id, p_tokens, p_used, p_read_at) AS u(pid, tokens, used, read_at),
+             @schema@.pgjobd_limits l, (SELECT clock_timestamp() AS at) t
+        WHERE u.tokens IS NOT NULL AND u.used > 0 AND l.name = b.limit_name
+          AND b.limit_name = split_part(u.pid, chr(31), 1)
+          AND b.part = substr(u.pid, length(split_part(u.pid, chr(31), 1)) + 2);
+      END IF;
+
+      -- By primary key like the lock above (otherwise a hash join over two sequential
+      -- scans of the table), and kept simple: it is planned at every call that claims. Each
+      -- payload is turned into text once.
+      IF cardinality(claimed) > 0 THEN
+        RETURN QUERY EXECUTE $q$
+          WITH claimed_rows AS (
+            UPDATE @schema@.jobs j
+            SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $2,
+                locked_until = now() + $3 * interval '1 millisecond',
+                started_at = now(), updated_at = now(), cancel_requested_at = NULL,
+                cancel_reason = NULL
+            WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
+            RETURNING j.id, j.queue, j.type, j.payload::text AS body, j.attempts,
+                      j.max_attempts, j.priority::int AS priority,
+                      extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8
+                        AS waited
+          )
+          SELECT c.id, c.queue, c.type, CASE WHEN octet_length(c.body) <= $4 THEN c.body END,
+                 c.attempts, c.max_attempts, c.priority, c.waited,
+                 octet_length(c.body)::bigint, NULL::text, NULL::text, NULL::float8
+          FROM claimed_rows c$q$
+        USING claimed, owner, lease_ms, max_payload;
+      END IF;
+      RETURN QUERY
+      SELECT NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
+             NULL::float8, NULL::bigint, h.limit_name, h.reason, min(h.wait)
+      FROM unnest(h_limit, h_reason, h_wait) AS h(limit_name, reason, wait)
+      GROUP BY h.limit_name, h.reason;
+    END
+    $body$;
+
+-- PostgreSQL grants EXECUTE on a new function to PUBLIC: only roles granted it
+-- (sql/grants.sql) may call this one.
+REVOKE EXECUTE ON FUNCTION
+  @schema@.pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint)
+FROM PUBLIC;

@@ -1,0 +1,43 @@
+-- The rules of `pgjobd retry` (before schema v4 in AdminSession::retry): only a failed,
+-- dead or cancelled job; it becomes pending and due now; a dead job gets one more attempt
+-- and keeps its error history. Returns the status it had.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry(id bigint)
+  RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    #variable_conflict use_column
+    DECLARE
+      was text;
+      holder bigint;
+    BEGIN
+      IF pgjobd_retry.id IS NULL THEN
+        RAISE EXCEPTION 'pgjobd_retry: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+      END IF;
+      SELECT j.status INTO was FROM @schema@.jobs j WHERE j.id = pgjobd_retry.id FOR UPDATE;
+      IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgjobd_retry: job % does not exist', pgjobd_retry.id
+          USING ERRCODE = 'no_data_found';
+      END IF;
+      IF was NOT IN ('failed', 'dead', 'cancelled') THEN
+        RAISE EXCEPTION 'pgjobd_retry: job % is %: only failed, dead or cancelled jobs can be retried',
+          pgjobd_retry.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
+      END IF;
+      BEGIN
+        UPDATE @schema@.jobs j
+        SET status = 'pending', run_at = now(), finished_at = NULL,
+            max_attempts = greatest(j.max_attempts, j.attempts + 1), updated_at = now()
+        WHERE j.id = pgjobd_retry.id;
+      EXCEPTION WHEN unique_violation THEN
+        -- A dead or cancelled job's unique_key may have been taken by a newer live job.
+        SELECT l.id INTO holder FROM @schema@.jobs o JOIN @schema@.jobs l
+          ON l.type = o.type AND l.unique_key = o.unique_key
+         AND l.status IN ('pending', 'running', 'failed')
+        WHERE o.id = pgjobd_retry.id;
+        RAISE EXCEPTION 'pgjobd_retry: job % cannot be retried: live job % holds its unique_key',
+          pgjobd_retry.id, holder USING ERRCODE = 'unique_violation';
+      END;
+      RETURN was;
+    END
+    $body$;
+
+-- PostgreSQL grants EXECUTE on a new function to PUBLIC: only roles granted it
+-- (sql/grants.sql) may call this one.
+REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_retry(bigint) FROM PUBLIC;
