@@ -16,6 +16,7 @@ packages=(
   postgresql-15 postgresql-client-15 curl procps
   libhowardhinnant-date-dev tzdata  # IANA time zones for schedules (src/schedule)
   libcrypt-dev  # libxcrypt: crypt(3) for the dashboard's password hashes (src/ui/auth.cpp)
+  libsystemd-dev  # sd_notify(3) and sd_watchdog_enabled(3) (src/systemd); libsystemd0 is on every Debian
 )
 for flag in "$@"; do
   case "$flag" in

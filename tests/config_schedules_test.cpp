@@ -56,8 +56,63 @@ schedules:
 )",
                                "t.yaml");
   EXPECT_EQ(config.schedules.at("s").payload,
-            R"({"n":12,"x":-1.5e3,"yes_word":"yes","quoted":"12","flag":true,"none":null,)"
+            R"({"n":12,"x":-1500.0,"yes_word":"yes","quoted":"12","flag":true,"none":null,)"
             R"("list":["a",2,{"b":"q\"uote\n"}]})");
+}
+
+std::string payload_of(const std::string& payload_yaml) {
+  return parse_config(
+             "schedules:\n  s:\n    every: 1m\n    type: t\n    payload: " + payload_yaml + "\n",
+             "t.yaml")
+      .schedules.at("s")
+      .payload;
+}
+
+// Numbers are read as JSON reads them: 64-bit integers exactly, others as doubles written in
+// their shortest form; the value never changes.
+TEST(ConfigSchedulesTest, PayloadNumbersKeepTheirValue) {
+  EXPECT_EQ(payload_of("[9223372036854775807, -9223372036854775808, 18446744073709551615]"),
+            "[9223372036854775807,-9223372036854775808,18446744073709551615]");
+  EXPECT_EQ(payload_of("[0.1, 1.50, 1E2, 2.5e-3, -0, 0.0, 0e999999999999999999999]"),
+            "[0.1,1.5,100.0,0.0025,0,0.0,0.0]");
+  EXPECT_EQ(payload_of("[1.7976931348623157e308, 5e-324, 0.30000000000000004]"),
+            "[1.7976931348623157e+308,5e-324,0.30000000000000004]");
+}
+
+TEST(ConfigSchedulesTest, PayloadNumberADoubleCannotHoldIsAProblem) {
+  for (const char* number : {"18446744073709551616", "123456789012345678901234", "1e400", "1e-400",
+                             "4.9e-324", "0.30000000000000001", "1e99999999999999999999"}) {
+    EXPECT_EQ(problem("schedules:\n  s:\n    every: 1m\n    type: t\n    payload: {n: " +
+                      std::string(number) + "}\n"),
+              "t.yaml:5: schedules.s.payload: number " + std::string(number) +
+                  " cannot be kept exactly in JSON (a 64-bit integer or a double); quote it to "
+                  "keep it as a string");
+  }
+  EXPECT_EQ(payload_of("{n: \"123456789012345678901234\"}"), R"({"n":"123456789012345678901234"})");
+}
+
+TEST(ConfigSchedulesTest, PayloadKeysKeepTheirOrderAndARepeatedKeyItsLastValue) {
+  EXPECT_EQ(payload_of("{z: 1, a: 2, m: {y: 3, b: 4}}"), R"({"z":1,"a":2,"m":{"y":3,"b":4}})");
+  // As jsonb keeps it: the last value, in the first place.
+  EXPECT_EQ(payload_of("{a: 1, b: 2, a: [3]}"), R"({"a":[3],"b":2})");
+  EXPECT_EQ(payload_of("{[x]: 1}"), R"({"":1})");  // a key that is no scalar
+}
+
+TEST(ConfigSchedulesTest, PayloadStringsAreValidUtf8AndEscaped) {
+  EXPECT_EQ(payload_of("\"caf\xC3\xA9 \xFF \\b\\u0001 \\u007F\""),
+            "\"caf\xC3\xA9 \xEF\xBF\xBD \\b\\u0001 \x7F\"");
+  EXPECT_EQ(payload_of("{\"k\\u0000\": plain \xC3}"), "{\"k\\u0000\":\"plain \xEF\xBF\xBD\"}");
+  EXPECT_EQ(payload_of("[~, null, \"null\", yes, True, FALSE, 012, 1_000, .5]"),
+            R"([null,null,"null","yes",true,false,"012","1_000",".5"])");
+}
+
+// The payload itself is level 0: 65 nested arrays still fit.
+TEST(ConfigSchedulesTest, PayloadNestedTooDeepIsAProblem) {
+  EXPECT_EQ(problem("schedules:\n  s:\n    every: 1m\n    type: t\n    payload: " +
+                    std::string(66, '[') + std::string(66, ']') + "\n"),
+            "t.yaml:5: schedules.s.payload: nested deeper than 64 levels");
+  EXPECT_EQ(payload_of(std::string(65, '[') + std::string(65, ']')),
+            std::string(65, '[') + std::string(65, ']'));
 }
 
 TEST(ConfigSchedulesTest, EveryOptionalKeyIsRead) {

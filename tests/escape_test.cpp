@@ -1,5 +1,5 @@
 // Escaping text from outside: one terminal line (escape_control_characters) and JSON string
-// literals (append_json_string, shared by the JSON log lines and schedule payloads), each
+// literals (append_json_string, for the JSON log lines), each
 // checked against a JSON parser rather than against itself.
 #include "text/escape.hpp"
 

@@ -196,10 +196,9 @@ int run_daemon(const std::string& config_path) {
   if (!config) return kExitUsage;
   setup_logging(config->log);
 
-  // Before any thread starts: exec handlers must not inherit NOTIFY_SOCKET (a child
-  // could otherwise report READY or STOPPING for us).
+  // NOTIFY_SOCKET stays in the environment for libsystemd; exec handlers' children never
+  // get it (handlers/exec_environment.cpp), so none can report READY or STOPPING for us.
   SystemdNotifier systemd;
-  SystemdNotifier::unset_environment();
 
   const sigset_t signals = daemon_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);

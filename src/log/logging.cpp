@@ -31,35 +31,29 @@ std::string scrubbed_line(const spdlog::details::log_msg& msg,
   return format({msg.time, std::string_view(level.data(), level.size()), message, fields});
 }
 
-// {"ts":"...","level":"info","msg":"...","job_id":1,...}
-class JsonFormatter final : public spdlog::formatter {
+// Writes each record as one line of log_line.cpp's format_json_line or format_text_line:
+//   {"ts":"...","level":"info","msg":"...","job_id":1,...}
+//   2026-11-29 08:00:00.123 info  job 12 done  job_id=12 type=mail queue=default attempt=1
+class LineFormatter final : public spdlog::formatter {
  public:
+  explicit LineFormatter(std::string (*format_line)(const LogRecord&))
+      : format_line_(format_line) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    const std::string line = scrubbed_line(msg, &format_json_line);
+    const std::string line = scrubbed_line(msg, format_line_);
     dest.append(line.data(), line.data() + line.size());
   }
   std::unique_ptr<spdlog::formatter> clone() const override {
-    return std::make_unique<JsonFormatter>();
+    return std::make_unique<LineFormatter>(format_line_);
   }
-};
 
-// 2026-11-29 08:00:00.123 info  job 12 done  job_id=12 type=mail queue=default attempt=1
-class TextFormatter final : public spdlog::formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    const std::string line = scrubbed_line(msg, &format_text_line);
-    dest.append(line.data(), line.data() + line.size());
-  }
-  std::unique_ptr<spdlog::formatter> clone() const override {
-    return std::make_unique<TextFormatter>();
-  }
+ private:
+  std::string (*format_line_)(const LogRecord&);
 };
 
 }  // namespace
 
 std::unique_ptr<spdlog::formatter> make_log_formatter(const std::string& format) {
-  if (format == "json") return std::make_unique<JsonFormatter>();
-  return std::make_unique<TextFormatter>();
+  return std::make_unique<LineFormatter>(format == "json" ? &format_json_line : &format_text_line);
 }
 
 void setup_logging(const LogConfig& config) {

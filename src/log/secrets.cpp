@@ -8,30 +8,10 @@
 #include <memory>
 #include <mutex>
 
+#include "text/percent.hpp"
+
 namespace pgjobd {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Tolerant: a malformed %-token is kept as it is, as libpq's message would quote it.
-std::string percent_decoded(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 &&
-        hex_value(text[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
@@ -51,7 +31,7 @@ class Candidates {
   // "port" of "postgresql://u:pa/ss@h" is "pa", cut at the '/').
   void add(std::string_view raw) {
     add_one(raw);
-    const std::string decoded = percent_decoded(raw);
+    const std::string decoded = percent_decode(raw);
     add_one(decoded);
     if (!with_pieces_) return;
     for (const std::string_view text : {raw, std::string_view(decoded)}) {

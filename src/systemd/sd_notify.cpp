@@ -1,120 +1,69 @@
-// Implements SystemdNotifier: sd_notify(3) datagrams over AF_UNIX and the watchdog thread.
+// Implements SystemdNotifier: the message texts and the watchdog thread; libsystemd's
+// sd_notify(3) sends them and sd_watchdog_enabled(3) reads the watchdog's variables.
 
 #include "systemd/sd_notify.hpp"
 
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <condition_variable>
-#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <optional>
 #include <system_error>
+
+#include "text/utf8.hpp"
 
 namespace pgjobd {
 namespace {
-
-// A send that cannot complete in this time (systemd's queue full and not draining) is
-// dropped: a lost notification is better than a daemon hung in sendto.
-constexpr timeval kSendTimeout = {2, 0};
 
 std::string errno_text(int error_number) {
   return std::error_code(error_number, std::generic_category()).message();
 }
 
-// NOTIFY_SOCKET as sun_path bytes, or nullopt when it is not an address we can use.
-std::optional<std::string> parse_notify_socket(const char* value) {
-  if (value == nullptr || value[0] == '\0') return std::nullopt;
-  std::string address(value);
-  if (address[0] == '@') {
-    address[0] = '\0';  // abstract namespace: the exact length matters, no trailing NUL
-  } else if (address[0] != '/') {
-    return std::nullopt;  // relative paths and vsock:… are not supported
-  }
-  // A path needs room for its terminating NUL; an abstract name does not.
-  const std::size_t limit = sizeof(sockaddr_un::sun_path) - (address[0] == '\0' ? 0 : 1);
-  if (address.size() < 2 || address.size() > limit) return std::nullopt;
-  return address;
+// NOTIFY_SOCKET names an address we send to: an absolute path that fits a unix socket
+// address with its NUL, or an "@name" abstract socket. libsystemd would try others (e.g.
+// vsock:…) at every send; deciding once keeps enabled() and the warning truthful.
+bool usable_notify_socket(std::string_view value) {
+  if (value.size() < 2 || (value[0] != '@' && value[0] != '/')) return false;
+  const std::size_t limit = sizeof(sockaddr_un::sun_path) - (value[0] == '@' ? 0 : 1);
+  return value.size() <= limit;
 }
 
-// A positive decimal integer with nothing after it, or nullopt.
-std::optional<unsigned long long> parse_positive(const char* value) {
-  if (value == nullptr || value[0] < '0' || value[0] > '9') return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long number = std::strtoull(value, &end, 10);
-  if (errno != 0 || *end != '\0' || number == 0) return std::nullopt;
-  return number;
-}
-
-// The watchdog ping period from WATCHDOG_USEC / WATCHDOG_PID, as sd_watchdog_enabled(3)
-// decides it; 0 when disabled.
+// The watchdog ping period, WATCHDOG_USEC/2, as sd_watchdog_enabled(3) reads WATCHDOG_USEC
+// and WATCHDOG_PID (left in the environment); 0 when disabled.
 std::chrono::microseconds watchdog_interval_from_environment() {
-  const char* usec_text = std::getenv("WATCHDOG_USEC");
-  if (usec_text == nullptr) return std::chrono::microseconds(0);
-  const auto usec = parse_positive(usec_text);
-  if (!usec || *usec > static_cast<unsigned long long>(INT64_MAX)) {
-    spdlog::warn("systemd: ignoring invalid WATCHDOG_USEC={}", usec_text);
+  std::uint64_t usec = 0;
+  const int enabled = ::sd_watchdog_enabled(/*unset_environment=*/0, &usec);
+  if (enabled < 0) {
+    const char* usec_text = std::getenv("WATCHDOG_USEC");
+    const char* pid_text = std::getenv("WATCHDOG_PID");
+    spdlog::warn("systemd: ignoring the watchdog: invalid WATCHDOG_USEC={} or WATCHDOG_PID={}",
+                 usec_text != nullptr ? usec_text : "", pid_text != nullptr ? pid_text : "");
     return std::chrono::microseconds(0);
   }
-  if (const char* pid_text = std::getenv("WATCHDOG_PID"); pid_text != nullptr) {
-    const auto pid = parse_positive(pid_text);
-    if (!pid) {
-      spdlog::warn("systemd: ignoring the watchdog: invalid WATCHDOG_PID={}", pid_text);
-      return std::chrono::microseconds(0);
-    }
-    if (*pid != static_cast<unsigned long long>(::getpid())) {
+  if (enabled == 0) {
+    if (const char* pid_text = std::getenv("WATCHDOG_PID");
+        pid_text != nullptr && std::getenv("WATCHDOG_USEC") != nullptr) {
       spdlog::debug("systemd: the watchdog is for pid {}, not this process", pid_text);
-      return std::chrono::microseconds(0);
     }
+    return std::chrono::microseconds(0);
   }
-  const auto interval = static_cast<std::int64_t>(*usec / 2);
+  // usec < 2^64 - 1 (USEC_INFINITY is refused), so half of it fits.
+  const auto interval = static_cast<std::int64_t>(usec / 2);
   return std::chrono::microseconds(interval > 0 ? interval : 1);
 }
 
-// The length of the UTF-8 character at text[i] if it is one systemd's utf8_is_valid accepts
-// (shortest form, not a surrogate, ≤ U+10FFFF, not a noncharacter), else 0.
-// Stricter than text/utf8.cpp on purpose: systemd also refuses noncharacters (U+FDD0..
-// U+FDEF, U+xFFFE/U+xFFFF) in STATUS=, and drops the whole message if one slips through.
-std::size_t valid_utf8_length(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  char32_t code = 0;
-  char32_t smallest = 0;
-  if ((lead & 0xE0) == 0xC0) {
-    length = 2;
-    code = lead & 0x1F;
-    smallest = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3;
-    code = lead & 0x0F;
-    smallest = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4;
-    code = lead & 0x07;
-    smallest = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3F);
-  }
-  const bool valid = code >= smallest && code < 0x110000 && (code & 0xFFFFF800) != 0xD800 &&
-                     !(code >= 0xFDD0 && code <= 0xFDEF) && (code & 0xFFFE) != 0xFFFE;
-  return valid ? length : 0;
+// The length of the UTF-8 character at text[i] if it is one systemd's utf8_is_valid accepts,
+// else 0: text/utf8's rule, and no noncharacter, which systemd also refuses in STATUS= (it
+// drops the whole message if one slips through).
+std::size_t systemd_utf8_length(std::string_view text, std::size_t i) {
+  const Utf8Character character = read_utf8_character(text, i);
+  return is_unicode_noncharacter(character.code) ? 0 : character.length;
 }
 
 std::chrono::microseconds monotonic_now() {
@@ -129,21 +78,20 @@ std::chrono::microseconds monotonic_now() {
 SystemdNotifier::SystemdNotifier() {
   const char* notify_socket = std::getenv("NOTIFY_SOCKET");
   if (notify_socket == nullptr || notify_socket[0] == '\0') return;  // empty = unset
-  const auto address = parse_notify_socket(notify_socket);
-  if (!address) {
+  if (!usable_notify_socket(notify_socket)) {
     spdlog::warn(
         "systemd: ignoring NOTIFY_SOCKET={}: not an absolute path or @abstract name that fits "
         "a unix socket address",
         notify_socket);
     return;
   }
-  address_ = *address;
+  enabled_ = true;
   watchdog_interval_ = watchdog_interval_from_environment();
 }
 
 SystemdNotifier::~SystemdNotifier() { stop_watchdog(); }
 
-bool SystemdNotifier::enabled() const { return !address_.empty(); }
+bool SystemdNotifier::enabled() const { return enabled_; }
 
 void SystemdNotifier::ready(const std::string& status) {
   send("READY=1\nSTATUS=" + sanitize_value(status) + "\nMAINPID=" + std::to_string(::getpid()));
@@ -225,17 +173,12 @@ void SystemdNotifier::watchdog_loop(const std::stop_token& stop,
   }
 }
 
-void SystemdNotifier::unset_environment() {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): documented to run before any other thread starts
-  for (const char* name : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) ::unsetenv(name);
-}
-
 std::string SystemdNotifier::sanitize_value(std::string_view value) {
   std::string clean;
   clean.reserve(value.size() < kMaxValueBytes ? value.size() : kMaxValueBytes);
   std::size_t i = 0;
   while (i < value.size()) {
-    const std::size_t length = valid_utf8_length(value, i);
+    const std::size_t length = systemd_utf8_length(value, i);
     if (clean.size() + (length == 0 ? 1 : length) > kMaxValueBytes) break;
     if (length == 0) {
       clean += '?';
@@ -255,30 +198,13 @@ std::string SystemdNotifier::sanitize_value(std::string_view value) {
 }
 
 bool SystemdNotifier::send(const std::string& message) const {
-  if (address_.empty()) return false;
-  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    spdlog::debug("systemd: notify socket: {}", errno_text(errno));
-    return false;
-  }
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &kSendTimeout, sizeof(kSendTimeout));
-
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, address_.data(), address_.size());
-  // Abstract names are exactly address_.size() bytes; a path carries its NUL.
-  const std::size_t path_length = address_.size() + (address_[0] == '\0' ? 0 : 1);
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path_length);
-
-  ssize_t sent = -1;
-  do {
-    sent = ::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL,
-                    reinterpret_cast<const sockaddr*>(&address), length);
-  } while (sent < 0 && errno == EINTR);
-  const int error_number = errno;
-  ::close(fd);
-  if (sent < 0) {
-    spdlog::debug("systemd: sending {:?} failed: {}", message, errno_text(error_number));
+  if (!enabled_) return false;
+  // Reads NOTIFY_SOCKET on every call: the daemon keeps it in its environment (exec
+  // handlers' children never get it: handlers/exec_environment.cpp withholds it).
+  const int sent = ::sd_notify(/*unset_environment=*/0, message.c_str());
+  if (sent <= 0) {
+    spdlog::debug("systemd: sending {:?} failed: {}", message,
+                  sent < 0 ? errno_text(-sent) : "NOTIFY_SOCKET is no longer set");
     return false;
   }
   return true;

@@ -1,6 +1,6 @@
 #pragma once
-// Tells systemd about the daemon's state and pings its watchdog (the sd_notify(3) datagram
-// protocol, implemented here without libsystemd).
+// Tells systemd about the daemon's state and pings its watchdog: what to say and when is
+// ours, libsystemd's sd_notify(3) speaks the protocol.
 //
 //   SystemdNotifier notifier;             // reads NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID
 //   ...connect, start...
@@ -27,7 +27,9 @@ namespace pgjobd {
 
 class SystemdNotifier {
  public:
-  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from the environment, once.
+  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from the environment and leaves
+  // them there: libsystemd reads NOTIFY_SOCKET again at every send, so the daemon must not
+  // unset it (exec handlers' children never get these: handlers/exec_environment.cpp).
   SystemdNotifier();
   ~SystemdNotifier();  // stops the watchdog thread
   SystemdNotifier(const SystemdNotifier&) = delete;
@@ -66,12 +68,6 @@ class SystemdNotifier {
   // The ping period, WATCHDOG_USEC/2; 0 when the watchdog is disabled.
   std::chrono::microseconds watchdog_interval() const;
 
-  // Removes NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from the environment so that
-  // child processes (exec handlers) do not inherit them, as sd_notify(unset_environment=1)
-  // does. Construct the notifier first. unsetenv is not thread-safe: call this only before
-  // any other thread starts.
-  static void unset_environment();
-
   // Longest value sent for STATUS=, in bytes (cut at a UTF-8 character boundary), so that a
   // message stays well below the 4 KiB systemd accepts.
   static constexpr std::size_t kMaxValueBytes = 2048;
@@ -82,11 +78,13 @@ class SystemdNotifier {
   static std::string sanitize_value(std::string_view value);
 
  private:
-  // Sends one datagram; false (logged at debug) on any error or when disabled.
+  // Sends one datagram; false (logged at debug) on any error or when disabled. libsystemd's
+  // send has no timeout: it blocks while systemd's queue is full (systemd not reading);
+  // after SIGTERM the daemon's exit bound (README "Signals") still ends it.
   bool send(const std::string& message) const;
   void watchdog_loop(const std::stop_token& stop, const std::function<bool()>& healthy);
 
-  std::string address_;  // sun_path bytes; a leading NUL for an abstract socket; empty = off
+  bool enabled_ = false;
   std::chrono::microseconds watchdog_interval_{0};
 
   std::mutex lifecycle_mutex_;               // serialises start_watchdog / stop_watchdog

@@ -1,4 +1,4 @@
-// UTF-8 validation with replacement.
+// UTF-8 validation with replacement, and cutting at character boundaries.
 
 #include "text/utf8.hpp"
 
@@ -6,14 +6,12 @@
 
 namespace pgjobd {
 
-namespace {
-// Length of the valid UTF-8 sequence starting at text[i], or 0 if it is invalid.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
+Utf8Character read_utf8_character(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
   std::size_t length;
-  std::uint32_t code;
-  if (lead < 0x80) return 1;
+  char32_t code;
+  if (lead < 0x80) return {1, lead};
   if ((lead & 0xE0) == 0xC0) {
     length = 2;
     code = lead & 0x1F;
@@ -24,24 +22,29 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
     length = 4;
     code = lead & 0x07;
   } else {
-    return 0;
+    return {};
   }
-  if (i + length > text.size()) return 0;
+  if (i + length > text.size()) return {};
   for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    if ((byte(i + k) & 0xC0) != 0x80) return {};
     code = (code << 6) | (byte(i + k) & 0x3F);
   }
+  // Overlong forms and surrogates too: readers (browsers, PostgreSQL) would otherwise take
+  // them differently from us.
   static constexpr std::uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kMinimum[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  return length;
+  if (code < kMinimum[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {};
+  return {length, code};
 }
-}  // namespace
+
+bool is_unicode_noncharacter(char32_t code) {
+  return (code >= 0xFDD0 && code <= 0xFDEF) || (code & 0xFFFE) == 0xFFFE;
+}
 
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = utf8_sequence_length(text, i);
+    const std::size_t length = read_utf8_character(text, i).length;
     if (length == 0) {
       out += "\xEF\xBF\xBD";
       ++i;
@@ -53,13 +56,18 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
-std::string truncate_utf8(std::string_view text, std::size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
+std::size_t utf8_cut(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
   std::size_t cut = max_bytes;
   // Back up over continuation bytes (10xxxxxx) to the start of the character cut through.
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "… (truncated: " + std::to_string(text.size()) +
-         " bytes in all)";
+  return cut;
+}
+
+std::string truncate_utf8(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return std::string(text.substr(0, utf8_cut(text, max_bytes))) +
+         "… (truncated: " + std::to_string(text.size()) + " bytes in all)";
 }
 
 }  // namespace pgjobd

@@ -6,38 +6,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "text/percent.hpp"
+#include "text/utf8.hpp"
+
 namespace pgjobd::ui {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// Length of the valid UTF-8 sequence starting at text[i], or 0 if it is not one. Overlong
-// forms and surrogates are invalid too: browsers would otherwise read them differently.
-std::size_t utf8_sequence(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  std::size_t length = 0;
-  unsigned char min_second = 0x80, max_second = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) min_second = 0xA0;
-    if (lead == 0xED) max_second = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) min_second = 0x90;
-    if (lead == 0xF4) max_second = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  if (byte(i + 1) < min_second || byte(i + 1) > max_second) return 0;
-  for (std::size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return length;
-}
 
 }  // namespace
 
@@ -48,7 +23,7 @@ std::string html_escape(std::string_view text) {
     const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      const std::size_t length = utf8_sequence(text, i);
+      const std::size_t length = read_utf8_character(text, i).length;
       if (length == 0) {
         out += kReplacement;
         ++i;
@@ -137,25 +112,9 @@ std::string url_encode(std::string_view text) {
 }
 
 std::string url_decode(std::string_view text) {
-  const auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      out += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 &&
-               hex(text[i + 2]) >= 0) {
-      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
+  std::string plus_as_space(text);
+  std::replace(plus_as_space.begin(), plus_as_space.end(), '+', ' ');
+  return percent_decode(plus_as_space);
 }
 
 std::map<std::string, std::vector<std::string>> parse_form(std::string_view text) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "text/utf8.hpp"
 #include "ui/html.hpp"
 
 namespace pgjobd::ui {
@@ -29,8 +30,7 @@ constexpr std::size_t kMaxListErrorShown = 100;
 std::string esc_short(const std::string& text, std::size_t limit) {
   std::string html = html_escape(text);
   if (html.size() <= limit) return html;
-  std::size_t end = limit;
-  while (end > 0 && (static_cast<unsigned char>(html[end]) & 0xC0) == 0x80) --end;
+  std::size_t end = utf8_cut(html, limit);
   const std::size_t amp = html.rfind('&', end);
   if (amp != std::string::npos && html.find(';', amp) >= end) end = amp;
   html.resize(end);

@@ -82,7 +82,7 @@ void emit_handler(YAML::Emitter& out, const HandlerConfig& handler) {
 
 // A schedule's payload is kept as JSON text. JSON is YAML, so yaml-cpp parses it back into
 // nodes: quoted strings stay quoted (tag "!"), and null, booleans and numbers are written
-// plain, as the loader reads a plain scalar (schedule_section.cpp's append_scalar).
+// plain, as the loader reads a plain scalar (schedule_section.cpp's scalar_to_json).
 void emit_payload(YAML::Emitter& out, const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Map:
