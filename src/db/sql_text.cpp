@@ -16,29 +16,36 @@ std::string quote_identifier(std::string_view name) {
   return out;
 }
 
-std::string text_array_literal(const std::vector<std::string>& values) {
+namespace {
+
+// {a,b,c}: `write` appends each element's text to the literal.
+template <typename T, typename Write>
+std::string array_literal(const std::vector<T>& values, Write write) {
   std::string out = "{";
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i) out += ',';
-    out += '"';
-    for (char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
+    write(out, values[i]);
   }
   out += '}';
   return out;
 }
 
+}  // namespace
+
+std::string text_array_literal(const std::vector<std::string>& values) {
+  return array_literal(values, [](std::string& out, const std::string& value) {
+    out += '"';
+    for (char c : value) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  });
+}
+
 std::string int_array_literal(const std::vector<std::int64_t>& values) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(values[i]);
-  }
-  out += '}';
-  return out;
+  return array_literal(values,
+                       [](std::string& out, std::int64_t value) { out += std::to_string(value); });
 }
 
 std::string sanitize_text(std::string_view text) {

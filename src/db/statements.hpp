@@ -16,9 +16,11 @@ inline constexpr const char* kClaim = "pgjobd_claim";
 // (columns 0..8; 9 is NULL) and, after a short claim with $9 given, one more row, its job
 // columns NULL, whose column 9 is kNextDue's first answer for $9 and $3.
 inline constexpr const char* kClaimWithDue = "pgjobd_claim_with_due";
-// The wait until the next job not yet due: $1 queues text[], $2 types text[]. Returns one
-// row: seconds (float8) until the earliest future run_at of a pending or failed job of
-// those queues (not paused) and types, at most a day; NULL when there is none.
+// The wait until the next job not yet due: $1 queues text[], $2 types text[], $3 look-back
+// in microseconds (bigint). Returns one row: seconds (float8) until the earliest future
+// run_at of a pending or failed job of those queues (not paused) and types, at most a day,
+// NULL when there is none; and seconds since the latest run_at already due within the
+// look-back, NULL when there is none.
 inline constexpr const char* kNextDue = "pgjobd_next_due";
 // Complete a batch: $1 done ids bigint[], $2 their attempts int[]; for failed, dead and
 // released (and cancelled) jobs the parallel arrays $3 ids, $4 attempts, $5 new status
@@ -116,6 +118,11 @@ inline constexpr const char* kScheduleSqlHeld = "pgjobd_schedule_sql_held";
 inline constexpr const char* kScheduleUpsertYaml = "pgjobd_schedule_upsert_yaml";
 // Reconcile: delete the YAML schedules not named in $1 (text[]). Returns their names.
 inline constexpr const char* kScheduleDeleteYaml = "pgjobd_schedule_delete_yaml";
+
+// `sql` with the placeholders {jobs}, {leader}, {queues}, {daemons}, {schedules}, {limits},
+// {limit_buckets} and {audit} naming the tables of `schema` (already quoted), and {schema}
+// the schema itself.
+std::string with_tables(std::string sql, const std::string& schema);
 
 struct Statement {
   const char* name;

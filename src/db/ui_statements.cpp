@@ -4,6 +4,7 @@
 #include "db/ui_statements.hpp"
 
 #include "db/sql_text.hpp"
+#include "db/statements.hpp"
 
 namespace pgjobd::stmt {
 namespace {
@@ -186,14 +187,7 @@ std::string summary_columns() {
 
 std::string expand(std::string sql, const std::string& schema) {
   replace_all(sql, "{summary}", summary_columns());
-  replace_all(sql, "{jobs}", schema + ".jobs");
-  replace_all(sql, "{queues}", schema + ".pgjobd_queues");
-  replace_all(sql, "{daemons}", schema + ".pgjobd_daemons");
-  replace_all(sql, "{leader}", schema + ".pgjobd_leader");
-  replace_all(sql, "{audit}", schema + ".pgjobd_audit");
-  replace_all(sql, "{schedules}", schema + ".pgjobd_schedules");
-  replace_all(sql, "{schema}", schema);
-  return sql;
+  return with_tables(std::move(sql), schema);
 }
 
 }  // namespace

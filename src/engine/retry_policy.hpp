@@ -1,5 +1,7 @@
 #pragma once
 // When a failed job runs again: min(base * 2^(attempt-1), max_delay) ± jitter.
+// The rescue of expired leases computes the same delay per row in SQL (src/db/statements.cpp,
+// retry_delay_ms): change both; tests/rescue_backoff_pgtest.cpp fails while they disagree.
 
 #include "pgjobd/config.hpp"
 
