@@ -1,6 +1,7 @@
-// Cancel and the history of attempts (sql/005_cancel_history.up.sql): pgjobd_cancel on
-// every status, what the daemon's statements (heartbeat, completion, rescue) make of a
-// cancel request, cancels racing completions, and attempt_log with pgjobd_job_attempts.
+// Cancel and the history of attempts (sql/005_cancel_history.up.sql,
+// sql/functions/pgjobd_cancel*.sql): pgjobd_cancel on every status, what the daemon's statements
+// (heartbeat, completion, rescue) make of a cancel request, cancels racing completions, and
+// attempt_log with pgjobd_job_attempts.
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Limits against PostgreSQL (sql/007_limits.up.sql, sql/009_limit_counts.up.sql,
-// sql/011_limited_claim.up.sql, README "Limits"): the definitions a daemon writes, the
+// sql/functions/pgjobd_claim_limited.sql, README "Limits"): the definitions a daemon writes, the
 // limited claim's counts and tokens under many concurrent claimers, a partition another
 // claimer is claiming in, what frees a place (completion, rescue, a deleted row) and what
 // does not (a stale owner), no head-of-line blocking, turns between partitions, hostile

@@ -1,4 +1,4 @@
-// The SQL interface (sql/004_sql_interface.up.sql): pgjobd_enqueue, pgjobd_enqueue_ex,
+// The SQL interface (sql/functions/): pgjobd_enqueue, pgjobd_enqueue_ex,
 // pgjobd_enqueue_many, pgjobd_retry, pgjobd_pause_queue and pgjobd_resume_queue, called as
 // an application would: schema-qualified, from a session whose search_path does not hold
 // the schema; the claim's obedience to a pause; and the producer and operator roles of

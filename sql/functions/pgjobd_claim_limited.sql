@@ -72,7 +72,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       p_room int[] := '{}';
       p_used int[] := '{}';
       p_tokens float8[] := '{}';
-      p_read_at float8[] := '{}';  -- v12: when each bucket was read (epoch seconds)
+      p_read_at float8[] := '{}';  -- when each bucket was read (epoch seconds)
       read_at timestamptz;
       p_rate float8[] := '{}';
       p_keyed boolean[] := '{}';
@@ -212,7 +212,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           END IF;
           -- The room of each: the limit less its running jobs (counted among the running
           -- rows, once for all fresh partitions), and no more than its whole tokens, read
-          -- as of one moment (v12: kept, the write refills from it).
+          -- as of one moment (kept: the write refills from it).
           read_at := clock_timestamp();
           WITH counted AS (
             SELECT r.pid, count(*)::int AS running FROM (
@@ -400,7 +400,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         capping := false;
       END LOOP;
 
-      -- Tokens taken (v12): what was left after the take at the read, refilled from the read
+      -- Tokens taken: what was left after the take at the read, refilled from the read
       -- up to now and only then capped at the burst. The claim has held the bucket's row
       -- lock since the read.
       IF rated THEN

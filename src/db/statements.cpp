@@ -636,7 +636,8 @@ SELECT name, coalesce(array_to_json(types)::text, '[]'), coalesce(array_to_json(
        coalesce(written_by, '')
 FROM {limits} ORDER BY name)";
 
-// A job counts against a limit while its row is running (sql/009_limit_counts.up.sql):
+// A job counts against a limit while its row is running
+// (sql/functions/pgjobd_claim_limited.sql):
 // the claim's own count, read among the running rows (the lease index), per limit and
 // with its busy partitions.
 constexpr const char* kLimitUsageSql = R"(

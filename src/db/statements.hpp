@@ -79,7 +79,7 @@ inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
 // Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
 // rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer), or one row
 // (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
-// (sql/013_limits_sync_lock.up.sql).
+// (sql/functions/pgjobd_limits_sync.sql).
 inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
 // Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
 // written_by ('' / 0 for none).
