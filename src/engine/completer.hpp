@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 #include "store/job_store.hpp"
 
 namespace pgjobd {

@@ -28,10 +28,10 @@
 
 #include "engine/claim_signal.hpp"
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 #include "store/job_store.hpp"
 
 namespace pgjobd {

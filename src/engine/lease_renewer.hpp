@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 #include "store/job_store.hpp"
 
 namespace pgjobd {

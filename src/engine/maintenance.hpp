@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 #include "store/job_store.hpp"
 
 namespace pgjobd {
