@@ -241,13 +241,15 @@ TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
   EXPECT_EQ(table_.resigned(), (std::vector<std::string>{engine.worker_id()}));
   auto roles = table_.opened_roles();
   std::sort(roles.begin(), roles.end());
-  EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "heartbeat", "maintenance"}));
+  EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "heartbeat", "maintenance",
+                                             "retention"}));
   // Only the claim's and the completions' sessions pin their plans (StatementSet).
   EXPECT_EQ(table_.opened_uses(),
             (std::map<std::string, StoreUse>{{"completer", StoreUse::kHotPath},
                                              {"fetcher", StoreUse::kHotPath},
                                              {"heartbeat", StoreUse::kOccasional},
-                                             {"maintenance", StoreUse::kOccasional}}));
+                                             {"maintenance", StoreUse::kOccasional},
+                                             {"retention", StoreUse::kOccasional}}));
   engine.drain();  // safe twice
 }
 

@@ -179,9 +179,7 @@ TEST_F(LeaseRenewerTest, HeartbeatsGoOnWhileTheMaintenanceLoopIsStuck) {
   table_.block(StoreMethod::kLeadAndRescue);
   Config config;
   config.lease.duration = Millis(300);
-  Maintenance maintenance(config, "worker-1",
-                          database_.open_store("maintenance", StoreUse::kOccasional), *pool_,
-                          metrics_, health_);
+  Maintenance maintenance(config, "worker-1", database_, *pool_, metrics_, health_, nullptr);
   maintenance.start();
   ASSERT_TRUE(table_.wait_held(StoreMethod::kLeadAndRescue));
   start_renewer();

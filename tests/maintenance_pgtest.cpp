@@ -1,4 +1,4 @@
-// Maintenance against PostgreSQL: its statistics round.
+// The maintenance services against PostgreSQL: the statistics round.
 
 #include "engine/maintenance.hpp"
 #include "support/metrics_text.hpp"
@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "db/pg_job_store.hpp"
+#include "db/pg_database.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
@@ -31,8 +31,8 @@ struct IdleMaintenance {
             config.worker, [](const Job&, const JobStop&) { return std::nullopt; },
             [](Completion) {}, [](int, bool) {}),
         metrics({"default"}, {"t"}),
-        maintenance(config, kWorker, std::make_unique<PgJobStore>(config.database, "test"), pool,
-                    metrics, health) {
+        database(config.database),
+        maintenance(config, kWorker, database, pool, metrics, health, nullptr) {
     pool.start();
     maintenance.start();
   }
@@ -40,6 +40,7 @@ struct IdleMaintenance {
   WorkerPool pool;
   Metrics metrics;
   Health health;
+  PgDatabase database;
   Maintenance maintenance;  // last: its thread uses the members above
 };
 

@@ -14,8 +14,8 @@ namespace pgjobd {
 
 using Clock = std::chrono::steady_clock;
 
-Completer::Completer(std::unique_ptr<JobStore> store, std::string worker_id, bool delete_done,
-                     Metrics& metrics, Health& health)
+Completer::Completer(std::unique_ptr<CompletionStore> store, std::string worker_id,
+                     bool delete_done, Metrics& metrics, Health& health)
     : store_(std::move(store)),
       worker_id_(std::move(worker_id)),
       metrics_(metrics),

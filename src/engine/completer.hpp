@@ -15,16 +15,16 @@
 #include <vector>
 
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "metrics/metrics.hpp"
-#include "store/job_store.hpp"
+#include "runtime/service.hpp"
+#include "store/completion_store.hpp"
 
 namespace pgjobd {
 
 class Completer final : public Service {
  public:
   // delete_done: retention.done is 0, so done jobs are deleted instead of kept.
-  Completer(std::unique_ptr<JobStore> store, std::string worker_id, bool delete_done,
+  Completer(std::unique_ptr<CompletionStore> store, std::string worker_id, bool delete_done,
             Metrics& metrics, Health& health);
   ~Completer() override;  // stop() with no time for retries
   Completer(const Completer&) = delete;
@@ -83,7 +83,7 @@ class Completer final : public Service {
   void write(const std::vector<Completion>& batch, std::size_t begin, std::size_t end,
              bool delete_done, Progress& progress);
 
-  const std::unique_ptr<JobStore> store_;
+  const std::unique_ptr<CompletionStore> store_;
   const std::string worker_id_;
   Metrics& metrics_;
   Health& health_;

@@ -262,7 +262,7 @@ void Engine::Impl::start() {
   // The claim session connects while the other parts are wired and started (their threads
   // take tens of milliseconds on a small VM): the first claim waited for all of that and
   // then for its own connection (bench/README, Peers: "Start-up").
-  std::unique_ptr<JobStore> claim_store = database_->open_store("fetcher", StoreUse::kHotPath);
+  std::unique_ptr<ClaimStore> claim_store = database_->open_store("fetcher", StoreUse::kHotPath);
   claim_store->connect_ahead();
 
   // Parts are wired first, then started so that whatever a part calls into runs before it
@@ -305,14 +305,12 @@ void Engine::Impl::start() {
     pool_ = std::move(pool);
     fetcher_ = std::move(fetcher);
   }
-  maintenance_ = std::make_unique<Maintenance>(
-      config_, worker_id_, database_->open_store("maintenance", StoreUse::kOccasional), *pool_,
-      *metrics_, health_);
+  maintenance_ = std::make_unique<Maintenance>(config_, worker_id_, *database_, *pool_, *metrics_,
+                                               health_, limits_.get());
   lease_renewer_ = std::make_unique<LeaseRenewer>(
       config_.lease.duration, worker_id_, database_->open_store("heartbeat", StoreUse::kOccasional),
       *pool_, *metrics_, health_,
       [completer = completer_.get()] { return completer->queued_jobs(); });
-  maintenance_->set_limits(limits_.get());
   // A daemon with a `limits:` section writes it before its first claim (README "Limits").
   // One without has nothing to write: its fetcher reads the definitions on the claim
   // session before its first claim, so that claim does not wait for another connection

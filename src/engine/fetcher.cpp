@@ -25,7 +25,7 @@ Clock::duration jittered(Millis interval) {
 }
 }  // namespace
 
-Fetcher::Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool,
+Fetcher::Fetcher(Options options, std::unique_ptr<ClaimStore> store, WorkerPool& pool,
                  ClaimSignal& signal, Metrics& metrics, Health& health)
     : worker_id_(std::move(options.worker_id)),
       lease_(options.lease),

@@ -7,7 +7,7 @@
 //
 // Jobs that are not due yet (a run_at in the future, a retry after its backoff) are woken
 // for at their due time, not found by the next poll: a claim that came back short also
-// says when the next job it could claim is due (JobStore::claim_with_due, in the same
+// says when the next job it could claim is due (ClaimStore::claim_with_due, in the same
 // round trip and snapshot), and the fetcher ends its wait then. A limited claim does not
 // say: after one the fetcher asks the store (next_due), only when what it knew may have
 // changed (a NOTIFY or other wake-up, a full batch, the awaited time reached, a reload of
@@ -28,11 +28,11 @@
 
 #include "engine/claim_signal.hpp"
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "limits/limit_registry.hpp"
 #include "metrics/metrics.hpp"
-#include "store/job_store.hpp"
+#include "runtime/service.hpp"
+#include "store/claim_store.hpp"
 
 namespace pgjobd {
 
@@ -64,7 +64,7 @@ class Fetcher final : public Service {
     Millis slow_claim{1000};
   };
 
-  Fetcher(Options options, std::unique_ptr<JobStore> store, WorkerPool& pool, ClaimSignal& signal,
+  Fetcher(Options options, std::unique_ptr<ClaimStore> store, WorkerPool& pool, ClaimSignal& signal,
           Metrics& metrics, Health& health);
   ~Fetcher() override;  // stop()
   Fetcher(const Fetcher&) = delete;
@@ -127,7 +127,7 @@ class Fetcher final : public Service {
   const Millis progress_slice_;
   const std::chrono::microseconds trailing_claim_delay_;
   const Millis slow_claim_;
-  const std::unique_ptr<JobStore> store_;
+  const std::unique_ptr<ClaimStore> store_;
   WorkerPool& pool_;
   ClaimSignal& signal_;
   Metrics& metrics_;
@@ -160,7 +160,7 @@ class Fetcher final : public Service {
   // When the last claim began: next_due looks past jobs due before then (see learn_next_due).
   std::chrono::steady_clock::time_point claim_began_{};
   // The last claim's own answer of when the next job is due, of the queues it was asked
-  // for, and when it came (JobStore::claim_with_due; nothing after a full or limited claim).
+  // for, and when it came (ClaimStore::claim_with_due; nothing after a full or limited claim).
   std::optional<DueTimes> claim_due_;
   std::vector<std::string> claim_due_queues_;
   std::chrono::steady_clock::time_point claim_answered_{};

@@ -7,9 +7,9 @@
 
 #include <chrono>
 
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 
 namespace pgjobd {
 

@@ -14,9 +14,9 @@ using Clock = std::chrono::steady_clock;
 
 Millis LeaseRenewer::interval_for(Millis lease) { return std::max<Millis>(lease / 3, Millis(100)); }
 
-LeaseRenewer::LeaseRenewer(Millis lease, std::string worker_id, std::unique_ptr<JobStore> store,
-                           WorkerPool& pool, Metrics& metrics, Health& health,
-                           AwaitingCompletion awaiting_completion)
+LeaseRenewer::LeaseRenewer(Millis lease, std::string worker_id,
+                           std::unique_ptr<HeartbeatStore> store, WorkerPool& pool,
+                           Metrics& metrics, Health& health, AwaitingCompletion awaiting_completion)
     : lease_(lease),
       interval_(interval_for(lease)),
       worker_id_(std::move(worker_id)),

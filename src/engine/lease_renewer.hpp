@@ -1,11 +1,11 @@
 #pragma once
 // The heartbeat: renews the leases of this daemon's jobs, three times per lease, on a
 // thread and a session of its own. Nothing else waits in front of it: retention, rescue,
-// statistics, limits and the daemon registry run on the maintenance loop, whose slowest
-// pass (a prune of millions of rows, a lock held by an application) once stopped renewals
-// long enough for running jobs to be rescued and run twice. Its statement skips a row
-// another session holds instead of waiting for it (PgJobStore::heartbeat): that job alone
-// misses the renewal, and LeaseGuard stops it if its own lease runs out.
+// statistics, limits and the daemon registry run on the maintenance loops (Maintenance),
+// whose slowest pass (a prune of millions of rows, a lock held by an application) once
+// stopped renewals long enough for running jobs to be rescued and run twice. Its statement
+// skips a row another session holds instead of waiting for it (PgJobStore::heartbeat): that
+// job alone misses the renewal, and LeaseGuard stops it if its own lease runs out.
 
 #include <chrono>
 #include <condition_variable>
@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "engine/health.hpp"
-#include "engine/service.hpp"
 #include "engine/worker_pool.hpp"
 #include "metrics/metrics.hpp"
-#include "store/job_store.hpp"
+#include "runtime/service.hpp"
+#include "store/heartbeat_store.hpp"
 
 namespace pgjobd {
 
@@ -31,7 +31,7 @@ class LeaseRenewer final : public Service {
   // completer writes that they finished.
   using AwaitingCompletion = std::function<std::vector<JobAttempt>()>;
 
-  LeaseRenewer(Millis lease, std::string worker_id, std::unique_ptr<JobStore> store,
+  LeaseRenewer(Millis lease, std::string worker_id, std::unique_ptr<HeartbeatStore> store,
                WorkerPool& pool, Metrics& metrics, Health& health,
                AwaitingCompletion awaiting_completion = {});
   ~LeaseRenewer() override;  // stop()
@@ -58,7 +58,7 @@ class LeaseRenewer final : public Service {
   const Millis lease_;
   const Millis interval_;
   const std::string worker_id_;
-  const std::unique_ptr<JobStore> store_;
+  const std::unique_ptr<HeartbeatStore> store_;
   WorkerPool& pool_;
   Metrics& metrics_;
   Health& health_;

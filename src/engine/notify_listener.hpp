@@ -6,8 +6,8 @@
 
 #include <functional>
 
-#include "engine/service.hpp"
 #include "metrics/metrics.hpp"
+#include "runtime/service.hpp"
 #include "store/database.hpp"
 
 namespace pgjobd {

@@ -25,9 +25,9 @@
 
 #include "engine/job_stop.hpp"
 #include "engine/prefetch_budget.hpp"
-#include "engine/service.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/job.hpp"
+#include "runtime/service.hpp"
 #include "store/job_attempt.hpp"
 #include "store/job_store.hpp"
 

@@ -27,7 +27,7 @@ class SqlHandler {
       : sql_(config.sql), timeout_(config.timeout), context_(std::move(context)) {}
 
   JobResult operator()(const Job& job, const std::stop_token& stop) {
-    std::unique_ptr<JobStore> store = acquire();
+    std::unique_ptr<SqlJobStore> store = acquire();
     JobResult result;
     try {
       const bool ours = store->run_and_complete(sql_, job, context_.worker_id, context_.delete_done,
@@ -54,7 +54,7 @@ class SqlHandler {
   }
 
  private:
-  std::unique_ptr<JobStore> acquire() {
+  std::unique_ptr<SqlJobStore> acquire() {
     {
       std::lock_guard lock(mutex_);
       if (!idle_.empty()) {
@@ -65,7 +65,7 @@ class SqlHandler {
     }
     return context_.database->open_store("sql handler", StoreUse::kOccasional);
   }
-  void release(std::unique_ptr<JobStore> store) {
+  void release(std::unique_ptr<SqlJobStore> store) {
     std::lock_guard lock(mutex_);
     idle_.push_back(std::move(store));  // a failed one reconnects on its next use
   }
@@ -74,7 +74,7 @@ class SqlHandler {
   const Millis timeout_;
   const SqlHandlerContext context_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<JobStore>> idle_;
+  std::vector<std::unique_ptr<SqlJobStore>> idle_;
 };
 
 }  // namespace

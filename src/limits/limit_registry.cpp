@@ -41,7 +41,7 @@ bool LimitRegistry::differs_from_configured(const std::vector<LimitDefinition>& 
   return false;
 }
 
-void LimitRegistry::sync(JobStore& store) {
+void LimitRegistry::sync(LimitStore& store) {
   std::optional<Limits> to_write;
   {
     std::lock_guard lock(mutex_);
@@ -91,7 +91,7 @@ void LimitRegistry::sync(JobStore& store) {
   load(store, read);
 }
 
-void LimitRegistry::read_before_first_claim(JobStore& store) {
+void LimitRegistry::read_before_first_claim(LimitReader& store) {
   std::uint64_t read = 0;
   {
     std::lock_guard lock(mutex_);
@@ -101,7 +101,7 @@ void LimitRegistry::read_before_first_claim(JobStore& store) {
   load(store, read);
 }
 
-void LimitRegistry::load(JobStore& store, std::uint64_t read) {
+void LimitRegistry::load(LimitReader& store, std::uint64_t read) {
   std::vector<LimitDefinition> loaded = store.load_limits();
   if (apply_loaded(std::move(loaded), read) && on_lifted_) on_lifted_();
 }

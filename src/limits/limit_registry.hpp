@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
-#include "store/job_store.hpp"
+#include "store/limit_store.hpp"
 
 namespace pgjobd {
 
@@ -38,15 +38,15 @@ class LimitRegistry {
   // Writes the configured limits when a write is pending (start, reload), then reads the
   // definitions back. Logs what changed, and warns when this daemon's section differs from
   // what the database holds. Throws DbError; a failed write stays pending. A write another
-  // session's lock kept out (JobStore::sync_limits, busy) stays pending too, logged once
+  // session's lock kept out (LimitStore::sync_limits, busy) stays pending too, logged once
   // with what holds the lock; active() stays true until it is written.
-  void sync(JobStore& store);
+  void sync(LimitStore& store);
   // The claim session's own read, before its first claim (Fetcher), unless a read was
   // applied already. Without it a daemon that has no `limits:` section claims with the
   // limited claim until the maintenance loop's first sync, on another connection: daemons
   // started together then read the same unlocked candidates and came back empty, for up
   // to a second each (bench/README "Through PgBouncer"). Throws DbError.
-  void read_before_first_claim(JobStore& store);
+  void read_before_first_claim(LimitReader& store);
   // Reload: the next sync() writes these.
   void set_configured(std::optional<Limits> configured);
   // Called (on the thread that read, after the read) when active() turns false: claims may
@@ -74,7 +74,7 @@ class LimitRegistry {
   // the last applied read is older than it, and dropped.
   bool apply_loaded(std::vector<LimitDefinition> loaded, std::uint64_t read);
   // Loads the definitions as read number `read` and applies them (on_lifted when lifted).
-  void load(JobStore& store, std::uint64_t read);
+  void load(LimitReader& store, std::uint64_t read);
   // Under mutex_: whether the database's definitions differ from the configured ones.
   bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
 

@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/service.hpp"
+#include "runtime/service.hpp"
 #include "schedule/tick_calculator.hpp"
 #include "store/schedule_store.hpp"
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/service.hpp"
+#include "runtime/service.hpp"
 
 namespace pgjobd {
 

@@ -1,6 +1,6 @@
-// ServiceThread: a std::jthread behind the engine's start/stop contract.
+// ServiceThread: a std::jthread behind the start/stop contract.
 
-#include "engine/service.hpp"
+#include "runtime/service.hpp"
 
 #include <stdexcept>
 

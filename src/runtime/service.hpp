@@ -1,5 +1,6 @@
 #pragma once
-// The start/stop contract of every engine part that owns threads:
+// The start/stop contract of every part that owns threads (the engine's, the scheduler, the
+// systemd watchdog):
 //   start()         launches them (never a constructor: a test wires a part up first);
 //   request_stop()  asks them to finish and returns at once;
 //   join()          waits until they have;

@@ -1,0 +1,58 @@
+#pragma once
+// The stores that write a finished attempt: the completer's batches (CompletionStore) and the
+// sql handler's statement with its completion in one transaction (SqlJobStore).
+
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "pgjobd/config.hpp"
+#include "pgjobd/job.hpp"
+#include "store/db_error.hpp"
+#include "store/job_attempt.hpp"
+
+namespace pgjobd {
+
+// A finished attempt, as the completer writes it.
+struct Completion {
+  JobAttempt job;
+  Outcome outcome = Outcome::kDone;
+  std::string error;      // retry / dead
+  Millis retry_delay{0};  // retry
+};
+
+struct CompletionReport {
+  int written = 0;
+  int stale = 0;  // fenced off: the job is no longer ours (rescued, re-claimed)
+  // Not written because another session holds the row's lock, and still ours (the same
+  // attempt, running, locked by this worker): to be sent again later. Neither written nor
+  // stale.
+  std::vector<JobAttempt> held;
+};
+
+class CompletionStore {
+ public:
+  virtual ~CompletionStore() = default;
+
+  // Writes a batch in one transaction, each fenced by worker and attempt, without waiting
+  // (beyond a few tens of milliseconds) for a row another session holds: such rows are
+  // left as they are and reported held.
+  // delete_done: remove done rows instead of keeping them (retention.done = 0).
+  virtual CompletionReport complete(const std::vector<Completion>& batch,
+                                    const std::string& worker_id, bool delete_done) = 0;
+};
+
+class SqlJobStore {
+ public:
+  virtual ~SqlJobStore() = default;
+
+  // The sql handler's exactly-once step: in one transaction, runs `sql` with $1 = the
+  // payload (jsonb) and $2 = the job id, then marks the job done (or deletes it) fenced by
+  // worker and attempt. Returns false, changing nothing, when the job is no longer ours.
+  // A request on `stop` cancels the running statement. `timeout` > 0 bounds the statement.
+  virtual bool run_and_complete(const std::string& sql, const Job& job,
+                                const std::string& worker_id, bool delete_done, Millis timeout,
+                                std::stop_token stop) = 0;
+};
+
+}  // namespace pgjobd

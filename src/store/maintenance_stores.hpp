@@ -1,0 +1,97 @@
+#pragma once
+// The maintenance services' stores (src/engine/maintenance_loop.hpp), one per service: the
+// leadership with the rescue, retention, the queue statistics, the daemons table.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pgjobd/config.hpp"
+#include "store/db_error.hpp"
+
+namespace pgjobd {
+
+struct RescueReport {
+  bool leader = false;  // this daemon holds the maintenance leadership
+  int failed = 0;       // back in the queue for another attempt
+  int dead = 0;         // attempts used up
+  int cancelled = 0;    // pgjobd_cancel had asked for them to stop
+};
+
+struct QueueStatsRow {
+  std::string queue;
+  std::string status;
+  double count = 0;
+  double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
+};
+
+// This daemon, as the dashboard's daemons table shows it (README "Dashboard").
+struct DaemonReport {
+  std::string id;  // the worker id
+  std::string host;
+  std::int64_t pid = 0;
+  std::string version;
+  int concurrency = 0;
+  int busy = 0;   // jobs running now
+  Millis ttl{0};  // the row stops being shown this long after the report (3 × lease)
+};
+
+class LeadershipStore {
+ public:
+  virtual ~LeadershipStore() = default;
+
+  // Takes or renews the maintenance leadership for `leadership_ttl` and, when leader,
+  // returns up to batch_size jobs whose lease expired to the queue (or, when a cancel was
+  // requested, ends them cancelled).
+  virtual RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,
+                                       const RetryConfig& retry, int batch_size) = 0;
+
+  // Hands leadership over at once (a clean shutdown).
+  virtual void resign(const std::string& worker_id) = 0;
+
+  // Deletes the rows of daemons whose ttl has passed (the leader's upkeep); returns how many.
+  virtual int expire_daemons() = 0;
+};
+
+class RetentionStore {
+ public:
+  virtual ~RetentionStore() = default;
+
+  // Deletes one batch of finished jobs past retention; returns how many. Successive calls
+  // continue where the last one stopped until one returns fewer than batch_size.
+  virtual int prune(const RetentionConfig& retention, int batch_size) = 0;
+
+  // Deletes up to batch_size bucket rows that say nothing any more: partitions of keyed
+  // rate limits idle for longer than `idle`. Returns how many.
+  virtual int collect_limit_garbage(Millis idle, int batch_size) = 0;
+};
+
+class StatisticsStore {
+ public:
+  virtual ~StatisticsStore() = default;
+
+  // Live (pending, failed, running) jobs of `queues` by queue and status; other queues'
+  // rows are neither returned nor counted.
+  virtual std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) = 0;
+
+  // Those of `queues` that are paused (pgjobd_pause_queue), for the pgjobd_queue_paused
+  // gauge. The claim itself skips paused queues; this only reports them.
+  virtual std::vector<std::string> paused_queues(const std::vector<std::string>& queues) = 0;
+
+  // Empty when the schema is current; else what is wrong (never throws for that).
+  virtual std::string schema_problem() = 0;
+};
+
+class DaemonRegistryStore {
+ public:
+  virtual ~DaemonRegistryStore() = default;
+
+  // Upserts this daemon's row in the daemons table: seen now, shown until report.ttl from
+  // now; started_at stays that of the first report.
+  virtual void report_daemon(const DaemonReport& report) = 0;
+
+  // Deletes the daemon's row (a clean exit).
+  virtual void remove_daemon(const std::string& worker_id) = 0;
+};
+
+}  // namespace pgjobd
