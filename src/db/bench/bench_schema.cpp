@@ -1,6 +1,6 @@
 // The SQL of the benchmark's scratch schema: DDL, bulk INSERTs and the end-of-run check.
 
-#include "db/bench_schema.hpp"
+#include "db/bench/bench_schema.hpp"
 
 #include <spdlog/spdlog.h>
 #include <pqxx/pqxx>

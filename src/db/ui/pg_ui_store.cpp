@@ -1,13 +1,13 @@
 // PgUiStore: the dashboard's reads (cached overview, keyset job pages, one job) and its
 // actions, each with its audit row.
 
-#include "db/pg_ui_store.hpp"
+#include "db/ui/pg_ui_store.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <pqxx/pqxx>
 
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 

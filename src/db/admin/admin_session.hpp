@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
 #include "db/migration_report.hpp"
 #include "pgjobd/config.hpp"
 

@@ -1,12 +1,12 @@
 // The SQL behind the CLI's migrate, enqueue, stats, retry, cancel, pause and resume.
 
-#include "db/admin_session.hpp"
+#include "db/admin/admin_session.hpp"
 
 #include <pqxx/pqxx>
 #include <stdexcept>
 
 #include "db/connection.hpp"
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
 #include "db/migrator.hpp"
 #include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"

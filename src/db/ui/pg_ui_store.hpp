@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "db/connection.hpp"
-#include "db/ui_statements.hpp"
+#include "db/ui/ui_statements.hpp"
 #include "pgjobd/config.hpp"
 #include "ui/ui_store.hpp"
 
