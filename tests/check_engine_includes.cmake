@@ -2,7 +2,7 @@
 # src/ outside the application's directories, but src/main.cpp) includes a header of those
 # directories. Run by CMakeLists.txt at configure time and by ctest (engine_includes) after
 # an edit, as `cmake -DPGJOBD_SOURCE_DIR=<tree> "-DPGJOBD_ABOVE_ENGINE=src/cli|src/ui|..."
-# -P check_engine_includes.cmake`; fails naming each file:line.
+# -P check_engine_includes.cmake`; fails naming each such file and its #include line.
 if(NOT PGJOBD_SOURCE_DIR OR NOT PGJOBD_ABOVE_ENGINE)
   message(FATAL_ERROR "check_engine_includes.cmake: set PGJOBD_SOURCE_DIR and PGJOBD_ABOVE_ENGINE")
 endif()
