@@ -1,6 +1,6 @@
 // AdminSession against PostgreSQL: the CLI's actions, and its failures as DbError.
 
-#include "db/admin_session.hpp"
+#include "db/admin/admin_session.hpp"
 
 #include <gtest/gtest.h>
 

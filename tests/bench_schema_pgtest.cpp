@@ -1,7 +1,7 @@
 // BenchSchema against PostgreSQL: the scratch schema's life cycle, and a role that may not
 // CHECKPOINT (the benchmark then runs on, reporting checkpointed: false).
 
-#include "db/bench_schema.hpp"
+#include "db/bench/bench_schema.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

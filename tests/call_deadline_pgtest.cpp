@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "db/connection.hpp"
-#include "db/guarded_call.hpp"
+#include "db/db_session.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd::testing {
@@ -16,22 +16,17 @@ namespace {
 
 using DeadlineClock = std::chrono::steady_clock;
 
-DatabaseConfig deadline_database(const std::string& url = test_database_url()) {
-  DatabaseConfig config;
-  config.url = url;
-  return config;
-}
-
-int sleep_on(ConnectionPtr& session, Millis bound, const char* seconds) {
-  return guarded_call(session, bound, "test call", [&] {
-    pqxx::nontransaction txn(*session);
+int sleep_on(DbSession& session, Millis bound, const char* seconds) {
+  session.connect();
+  return session.call("test call", bound, [&] {
+    pqxx::nontransaction txn(session.connection());
     txn.exec(std::string("SELECT pg_sleep(") + seconds + ")");
     return 1;
   });
 }
 
 TEST(CallDeadline, ACallLeftWithoutAnAnswerIsAbandonedAtItsDeadline) {
-  ConnectionPtr session = open_connection(deadline_database(), "deadline-test");
+  DbSession session(database_at(), "deadline-test");
   const auto started = DeadlineClock::now();
   try {
     sleep_on(session, Millis(300), "30");
@@ -45,28 +40,28 @@ TEST(CallDeadline, ACallLeftWithoutAnAnswerIsAbandonedAtItsDeadline) {
   }
   // Abandoned at the deadline, not when the server's sleep ends.
   EXPECT_LT(DeadlineClock::now() - started, std::chrono::seconds(10));
-  EXPECT_EQ(session, nullptr) << "the abandoned session must be dropped";
+  EXPECT_FALSE(session.connected()) << "the abandoned session must be dropped";
 }
 
 TEST(CallDeadline, ACallThatAnswersInTimeKeepsItsSession) {
-  ConnectionPtr session = open_connection(deadline_database(), "deadline-test");
+  DbSession session(database_at(), "deadline-test");
   for (int i = 0; i < 20; ++i) EXPECT_EQ(sleep_on(session, Millis(300), "0.001"), 1);
-  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session.connected());
   // Disarmed when they returned: past every deadline they had, the session still works.
   // (An absence cannot be awaited: the wait is the deadlines' length, twice.)
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  pqxx::nontransaction txn(*session);
+  pqxx::nontransaction txn(session.connection());
   EXPECT_EQ(txn.exec("SELECT 7")[0][0].as<int>(), 7);
 }
 
 TEST(CallDeadline, ZeroMeansNoDeadline) {
-  ConnectionPtr session = open_connection(deadline_database(), "deadline-test");
+  DbSession session(database_at(), "deadline-test");
   EXPECT_EQ(sleep_on(session, Millis(0), "0.5"), 1);
-  EXPECT_NE(session, nullptr);
+  EXPECT_TRUE(session.connected());
 }
 
 TEST(PeerSettings, EverySessionNoticesADeadPeerInSeconds) {
-  ConnectionPtr session = open_connection(deadline_database(), "peer-test");
+  ConnectionPtr session = open_connection(database_at(), "peer-test");
   EXPECT_EQ(connection_option(*session, "keepalives"), "1");
   EXPECT_EQ(connection_option(*session, "keepalives_idle"), "5");
   EXPECT_EQ(connection_option(*session, "keepalives_interval"), "2");
@@ -79,7 +74,7 @@ TEST(PeerSettings, TheUrlsOwnSettingsWin) {
   const std::string base = test_database_url();
   const std::string url = base + (base.find('?') == std::string::npos ? "?" : "&") +
                           "tcp_user_timeout=2500&keepalives_idle=30";
-  ConnectionPtr session = open_connection(deadline_database(url), "peer-test");
+  ConnectionPtr session = open_connection(database_at(url), "peer-test");
   EXPECT_EQ(connection_option(*session, "tcp_user_timeout"), "2500");
   EXPECT_EQ(connection_option(*session, "keepalives_idle"), "30");
   EXPECT_EQ(connection_option(*session, "keepalives_count"), "3");  // not set there: ours
@@ -88,12 +83,12 @@ TEST(PeerSettings, TheUrlsOwnSettingsWin) {
 TEST(PeerSettings, AKeyValueConninfoIsReadAsWell) {
   // The same server, written as key=value: the daemon's defaults and the user's settings
   // combine the same way.
-  ConnectionPtr probe = open_connection(deadline_database(), "peer-test");
+  ConnectionPtr probe = open_connection(database_at(), "peer-test");
   const std::string kv = "host=" + connection_option(*probe, "host") +
                          " port=" + connection_option(*probe, "port") +
                          " user=" + connection_option(*probe, "user") +
                          " dbname=" + connection_option(*probe, "dbname") + " keepalives_count=7";
-  ConnectionPtr session = open_connection(deadline_database(kv), "peer-test");
+  ConnectionPtr session = open_connection(database_at(kv), "peer-test");
   EXPECT_EQ(connection_option(*session, "keepalives_count"), "7");
   EXPECT_EQ(connection_option(*session, "tcp_user_timeout"), "10000");
 }

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 
-#include "db/pg_ui_store.hpp"
+#include "db/ui/pg_ui_store.hpp"
 #include "db/sql_text.hpp"
 #include "pgjobd/engine.hpp"
 #include "support/build_paths.hpp"

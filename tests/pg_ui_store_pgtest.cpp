@@ -2,7 +2,7 @@
 // daemons table, keyset job pages and filters, one job with its attempts, every action with
 // its audit row, and the statement_timeout. UiStoreBench (PGJOBD_UI_BENCH_ROWS) measures
 // the pages next to millions of done rows and checks their plans.
-#include "db/pg_ui_store.hpp"
+#include "db/ui/pg_ui_store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include "db/pg_job_store.hpp"
 #include "db/sql_text.hpp"
-#include "db/ui_statements.hpp"
+#include "db/ui/ui_statements.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "bench/bench.hpp"
-#include "db/bench_schema.hpp"
+#include "db/bench/bench_schema.hpp"
 #include "db/pg_job_store.hpp"
 #include "handlers/handler_factory.hpp"
 #include "pgjobd/engine.hpp"

@@ -11,7 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
-#include "db/admin_session.hpp"
+#include "db/admin/admin_session.hpp"
 #include "log/logging.hpp"
 #include "store/db_error.hpp"
 

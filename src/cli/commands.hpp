@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "db/admin_session.hpp"
+#include "db/admin/admin_session.hpp"
 #include "pgjobd/config.hpp"
 
 namespace pgjobd {

@@ -168,6 +168,11 @@ int connection_socket(pqxx::connection_base& conn) {
   return handle == nullptr ? -1 : PQsocket(handle);
 }
 
+bool connection_ok(pqxx::connection_base& conn) {
+  PGconn* handle = static_cast<Connection&>(conn).handle();
+  return handle != nullptr && PQstatus(handle) == CONNECTION_OK;
+}
+
 std::string connection_option(pqxx::connection_base& conn, const std::string& keyword) {
   PGconn* handle = static_cast<Connection&>(conn).handle();
   if (handle == nullptr) return "";

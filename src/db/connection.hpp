@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
-#include "store/reconnect_backoff.hpp"
 
 namespace pqxx {
 class connection_base;
@@ -35,6 +34,9 @@ void name_session(pqxx::connection_base& conn, const DatabaseConfig& config,
 
 // The session's socket descriptor (-1 when it is not open), for CallDeadline.
 int connection_socket(pqxx::connection_base& conn);
+// Whether libpq holds the session usable (CONNECTION_OK). libpqxx 6.4's is_open() says only
+// that it was opened once.
+bool connection_ok(pqxx::connection_base& conn);
 // The value libpq uses for connection option `keyword` on this session ("" if none).
 std::string connection_option(pqxx::connection_base& conn, const std::string& keyword);
 

@@ -12,9 +12,7 @@
 
 #include "db/connection.hpp"
 #include "db/field_values.hpp"
-#include "db/guarded_call.hpp"
 #include "db/migrator.hpp"
-#include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "log/logging.hpp"
@@ -49,82 +47,31 @@ void count_round_trip(std::uint64_t n = 1) {
 constexpr unsigned int kJsonbOid = 3802;
 constexpr unsigned int kInt8Oid = 20;
 
-// The session handed to the store, renamed for its role, or a new one if none was handed
-// over or the server closed it meanwhile (restart, pg_terminate_backend).
-ConnectionPtr adopt_or_open(ConnectionPtr handed, const DatabaseConfig& config,
-                            const std::string& role) {
-  if (handed) {
-    try {
-      handed->get_notifs();  // only reads the socket: a closed session shows here (connect())
-      name_session(*handed, config, role);
-      return handed;
-    } catch (const pqxx::broken_connection&) {
-      // Opened anew below.
-    }
-  }
-  return open_connection(config, role);
-}
-
 }  // namespace
 
 std::uint64_t PgJobStore::round_trips() { return g_round_trips.load(std::memory_order_relaxed); }
 
-// Every call runs under database.call_timeout (guarded_call.hpp).
+// Every call runs under database.call_timeout (DbSession::call).
 template <typename Fn>
 auto PgJobStore::guarded(const char* operation, Fn&& fn) {
-  return guarded_call(conn_, config_.call_timeout, operation, std::forward<Fn>(fn));
+  return session_.call(operation, std::forward<Fn>(fn));
 }
 
 PgJobStore::PgJobStore(DatabaseConfig config, std::string role, StoreUse use, ConnectionPtr session)
     : config_(std::move(config)),
-      role_(std::move(role)),
-      statements_(stmt::job_statements(quote_identifier(config_.schema)),
-                  config_.pooler == "transaction",
-                  use == StoreUse::kHotPath ? Planning::kPinned : Planning::kEachExecution),
-      handed_(std::move(session)) {}
+      session_(config_, std::move(role), stmt::job_statements(quote_identifier(config_.schema)),
+               use == StoreUse::kHotPath ? Planning::kPinned : Planning::kEachExecution,
+               std::move(session)) {}
 
 PgJobStore::~PgJobStore() = default;
 
-bool PgJobStore::connected() const { return conn_ && conn_->is_open(); }
+void PgJobStore::connect() { session_.connect(); }
 
-void PgJobStore::connect() {
-  if (connected()) {
-    // Notice a connection the server has closed (restart, pg_terminate_backend) before
-    // running a statement on it: libpqxx 6.4 leaks a result for each statement sent on a
-    // dead connection. get_notifs() only reads what is already on the socket.
-    try {
-      conn_->get_notifs();
-      return;
-    } catch (const pqxx::broken_connection&) {
-      conn_.reset();
-    }
-  }
-  guarded("connect", [&] {
-    if (ahead_.valid()) {
-      conn_ = ahead_.get();  // rethrows what opening it threw; the next connect() retries
-    } else {
-      conn_ = adopt_or_open(std::move(handed_), config_, role_);
-      statements_.prepare(*conn_);
-    }
-    return 0;
-  });
-}
-
-void PgJobStore::connect_ahead() {
-  if (conn_ || ahead_.valid()) return;
-  // The connection is only handed over through the future: nothing else touches it, and
-  // StatementSet::prepare() reads the set without changing it.
-  ahead_ = std::async(std::launch::async, [handed = std::move(handed_), config = config_,
-                                           role = role_, this]() mutable {
-    ConnectionPtr conn = adopt_or_open(std::move(handed), config, role);
-    statements_.prepare(*conn);
-    return conn;
-  });
-}
+void PgJobStore::connect_ahead() { session_.connect_ahead(); }
 
 template <typename... Args>
 pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, Args&&... args) {
-  return statements_.execute(txn, name, std::forward<Args>(args)...);
+  return session_.execute(txn, name, std::forward<Args>(args)...);
 }
 
 namespace {
@@ -174,7 +121,7 @@ pqxx::result PgJobStore::run_claim(const char* name, const ClaimRequest& request
     queues.push_back(s.queue);
     free.push_back(s.free);
   }
-  pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+  pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
   count_round_trip();
   return execute(txn, name, text_array_literal(queues), int_array_literal(free),
                  text_array_literal(request.types), request.limit, request.worker_id,
@@ -198,7 +145,7 @@ ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
                                         const std::vector<std::string>& due_queues) {
   // Behind a transaction pooler every statement is planned at each execution, and the
   // plain claim plans in half the time: the fetcher asks next_due when it needs to.
-  if (config_.pooler == "transaction") return {claim(request), std::nullopt};
+  if (session_.transaction_pooler()) return {claim(request), std::nullopt};
   connect();
   return guarded("claim", [&] {
     const pqxx::result rows =
@@ -257,7 +204,7 @@ LimitSync PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limi
           limit.rate_per_second > 0 ? nlohmann::json(limit.rate_per_second) : nlohmann::json();
       d["burst"] = limit.burst;
     }
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     LimitSync sync;
     for (const auto& row : execute(txn, stmt::kLimitsSync, definitions.dump(), writer)) {
@@ -274,7 +221,7 @@ LimitSync PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limi
 std::vector<LimitDefinition> PgJobStore::load_limits() {
   connect();
   return guarded("limits load", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     std::vector<LimitDefinition> out;
     for (const auto& row : execute(txn, stmt::kLimitsLoad)) {
@@ -296,7 +243,7 @@ std::vector<LimitDefinition> PgJobStore::load_limits() {
 std::vector<LimitUsage> PgJobStore::limit_usage() {
   connect();
   return guarded("limits usage", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     std::vector<LimitUsage> out;
     for (const auto& row : execute(txn, stmt::kLimitUsage)) {
@@ -309,7 +256,7 @@ std::vector<LimitUsage> PgJobStore::limit_usage() {
 int PgJobStore::collect_limit_garbage(Millis idle, int batch_size) {
   connect();
   return guarded("limits cleanup", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows =
         execute(txn, stmt::kLimitGarbage, static_cast<std::int64_t>(idle.count()), batch_size);
@@ -372,7 +319,7 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
     held_ids_.clear();
     if (!held_before) {
       try {
-        pqxx::nontransaction txn(*conn_);  // one statement: atomic on its own
+        pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
         count_round_trip();
         const auto rows =
             execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete, done_id_array,
@@ -385,7 +332,7 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
         if (e.sqlstate() != "55P03") throw;  // lock_not_available: nothing was written
       }
     }
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows =
         execute(txn, delete_done ? stmt::kCompleteDeleteDoneSkipLocked : stmt::kCompleteSkipLocked,
@@ -418,10 +365,10 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
   const Millis bound = timeout.count() > 0 && config_.call_timeout.count() > 0
                            ? timeout + config_.call_timeout
                            : Millis(0);
-  return guarded_call(
-      conn_, bound, "sql handler",
+  return session_.call(
+      "sql handler", bound,
       [&] {
-        pqxx::connection_base& conn = *conn_;
+        pqxx::connection_base& conn = session_.connection();
         // PQcancel is safe from another thread: a drain or a lost lease stops the statement.
         std::stop_callback cancel(stop, [&conn] { conn.cancel_query(); });
         pqxx::work txn(conn);
@@ -459,7 +406,7 @@ HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
       ids.push_back(job.id);
       attempts.push_back(job.attempt);
     }
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows =
         execute(txn, stmt::kHeartbeat, int_array_literal(ids), int_array_literal(attempts),
@@ -479,7 +426,7 @@ RescueReport PgJobStore::lead_and_rescue(const std::string& worker_id, Millis le
                                          const RetryConfig& retry, int batch_size) {
   connect();
   return guarded("rescue", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows = execute(
         txn, stmt::kLeadAndRescue, worker_id, static_cast<std::int64_t>(leadership_ttl.count()),
@@ -493,7 +440,7 @@ RescueReport PgJobStore::lead_and_rescue(const std::string& worker_id, Millis le
 void PgJobStore::resign(const std::string& worker_id) {
   connect();
   guarded("resign", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     execute(txn, stmt::kResign, worker_id);
     return 0;
@@ -503,7 +450,7 @@ void PgJobStore::resign(const std::string& worker_id) {
 int PgJobStore::prune(const RetentionConfig& retention, int batch_size) {
   connect();
   return guarded("prune", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows = execute(txn, stmt::kPrune, static_cast<std::int64_t>(retention.done.count()),
                               static_cast<std::int64_t>(retention.dead.count()), prune_done_from_,
@@ -526,7 +473,7 @@ DueTimes PgJobStore::next_due(const std::vector<std::string>& queues,
                               std::chrono::microseconds look_back) {
   connect();
   return guarded("next due", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     const auto rows =
         execute(txn, stmt::kNextDue, text_array_literal(queues), text_array_literal(types),
@@ -546,7 +493,7 @@ DueTimes PgJobStore::next_due(const std::vector<std::string>& queues,
 std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string>& queues) {
   connect();
   return guarded("stats", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     std::vector<QueueStatsRow> out;
     for (const auto& row : execute(txn, stmt::kQueueStats, text_array_literal(queues))) {
@@ -559,7 +506,7 @@ std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string
 std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string>& queues) {
   connect();
   return guarded("stats", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     std::vector<std::string> out;
     for (const auto& row : execute(txn, stmt::kPausedQueues, text_array_literal(queues))) {
@@ -572,7 +519,7 @@ std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string
 void PgJobStore::report_daemon(const DaemonReport& report) {
   connect();
   guarded("daemon report", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     execute(txn, stmt::kDaemonReport, report.id, report.host, report.pid, report.version,
             report.concurrency, report.busy, static_cast<std::int64_t>(report.ttl.count()));
@@ -583,7 +530,7 @@ void PgJobStore::report_daemon(const DaemonReport& report) {
 void PgJobStore::remove_daemon(const std::string& worker_id) {
   connect();
   guarded("daemon remove", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     execute(txn, stmt::kDaemonRemove, worker_id);
     return 0;
@@ -593,7 +540,7 @@ void PgJobStore::remove_daemon(const std::string& worker_id) {
 int PgJobStore::expire_daemons() {
   connect();
   return guarded("daemon expiry", [&] {
-    pqxx::nontransaction txn(*conn_);
+    pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     return execute(txn, stmt::kDaemonExpire)[0][0].as<int>();
   });
@@ -603,7 +550,7 @@ std::string PgJobStore::schema_problem() {
   connect();
   return guarded("schema check", [&] {
     count_round_trip(3);  // read-only transaction with two queries
-    return pgjobd::schema_problem(*conn_, config_.schema);
+    return pgjobd::schema_problem(session_.connection(), config_.schema);
   });
 }
 

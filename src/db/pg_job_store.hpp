@@ -1,16 +1,14 @@
 #pragma once
-// JobStore over one PostgreSQL connection: the prepared statements of statements.cpp.
-// Failures surface as DbError; the connection is dropped on error and reopened on the
-// next call.
+// JobStore over one PostgreSQL session (DbSession): the prepared statements of
+// statements.cpp. Failures surface as DbError; the connection is dropped on error and
+// reopened on the next call.
 
 #include <cstdint>
-#include <future>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "db/connection.hpp"
-#include "db/statement_set.hpp"
+#include "db/db_session.hpp"
 #include "store/database.hpp"
 #include "store/job_store.hpp"
 
@@ -73,7 +71,6 @@ class PgJobStore final : public JobStore {
   static std::uint64_t round_trips();
 
  private:
-  bool connected() const;
   template <typename Fn>
   auto guarded(const char* operation, Fn&& fn);
   CompletionReport write_completions(const std::vector<Completion>& batch,
@@ -86,10 +83,7 @@ class PgJobStore final : public JobStore {
   pqxx::result run_claim(const char* name, const ClaimRequest& request, More&&... more);
 
   DatabaseConfig config_;
-  std::string role_;
-  StatementSet statements_;
-  ConnectionPtr conn_;
-  ConnectionPtr handed_;  // the session given to the constructor, until first used
+  DbSession session_;
   // Where prune()'s next slice starts (finished_at as timestamptz text, per branch), so a
   // backlog is read once rather than once per slice; back to the start after a short one.
   static constexpr const char* kPruneFromStart = "-infinity";
@@ -97,9 +91,6 @@ class PgJobStore final : public JobStore {
   std::string prune_dead_from_ = kPruneFromStart;
   // The ids the last complete() found held by another session (write_completions).
   std::vector<std::int64_t> held_ids_;
-  // connect_ahead()'s work, until connect() takes its connection. Declared after conn_:
-  // destroyed first, it waits for that work to end.
-  std::future<ConnectionPtr> ahead_;
 };
 
 }  // namespace pgjobd

@@ -28,38 +28,52 @@ class PgNotifications::Receiver final : public pqxx::notification_receiver {
   const NotifyChannel kind_;
 };
 
-PgNotifications::PgNotifications(const DatabaseConfig& config)
-    : schema_(config.schema), call_timeout_(config.call_timeout) {
-  try {
-    // LISTEN holds a session: past a transaction pooler when database.listen_url says where.
-    DatabaseConfig session = config;
-    if (!config.listen_url.empty()) {
-      session.url = config.listen_url;
-      session.pooler = "none";
-    }
-    conn_ = open_connection(session, "listener");
-    // The three LISTENs under the call deadline, like every other call: a server that
-    // stopped answering must not hold the listener (and its reconnects) forever.
-    const CallDeadline deadline(*conn_, config.call_timeout);
-    jobs_receiver_ =
-        std::make_unique<Receiver>(*conn_, *this, kNotifyChannel, NotifyChannel::kJobs);
-    cancel_receiver_ =
-        std::make_unique<Receiver>(*conn_, *this, kCancelChannel, NotifyChannel::kCancel);
-    limits_receiver_ =
-        std::make_unique<Receiver>(*conn_, *this, kLimitsChannel, NotifyChannel::kLimits);
-    // add_receiver swallows a broken connection during LISTEN: check it took.
-    if (!conn_->is_open() || deadline.expired()) {
-      throw pqxx::broken_connection(deadline.expired() ? "no answer to LISTEN within " +
-                                                             format_duration(config.call_timeout)
-                                                       : "connection closed during LISTEN");
-    }
-  } catch (...) {
-    limits_receiver_.reset();
-    cancel_receiver_.reset();
-    jobs_receiver_.reset();
-    conn_.reset();
-    rethrow_as_db_error("listen");
+namespace {
+
+// LISTEN holds a session: past a transaction pooler when database.listen_url says where.
+DatabaseConfig listen_session(const DatabaseConfig& config) {
+  DatabaseConfig session = config;
+  if (!config.listen_url.empty()) {
+    session.url = config.listen_url;
+    session.pooler = "none";
   }
+  return session;
+}
+
+}  // namespace
+
+PgNotifications::PgNotifications(const DatabaseConfig& config)
+    : schema_(config.schema), session_(listen_session(config), "listener") {
+  session_.connect("listen");
+  // The three LISTENs under the call deadline, like every other call: a server that
+  // stopped answering must not hold the listener (and its reconnects) forever. Armed here
+  // rather than by call(): add_receiver swallows the broken connection a deadline leaves,
+  // so the deadline's expiry is seen only through it.
+  session_.call("listen", Millis(0), [&] {
+    pqxx::connection_base& conn = session_.connection();
+    try {
+      const Millis bound = session_.config().call_timeout;
+      const CallDeadline deadline(conn, bound);
+      jobs_receiver_ =
+          std::make_unique<Receiver>(conn, *this, kNotifyChannel, NotifyChannel::kJobs);
+      cancel_receiver_ =
+          std::make_unique<Receiver>(conn, *this, kCancelChannel, NotifyChannel::kCancel);
+      limits_receiver_ =
+          std::make_unique<Receiver>(conn, *this, kLimitsChannel, NotifyChannel::kLimits);
+      // add_receiver swallows a broken connection during LISTEN: check it took.
+      if (!conn.is_open() || deadline.expired()) {
+        throw pqxx::broken_connection(deadline.expired()
+                                          ? "no answer to LISTEN within " + format_duration(bound)
+                                          : "connection closed during LISTEN");
+      }
+    } catch (...) {
+      limits_receiver_.reset();  // before their connection, which call() drops
+      cancel_receiver_.reset();
+      jobs_receiver_.reset();
+      throw;
+    }
+    return 0;
+  });
 }
 
 PgNotifications::~PgNotifications() {
@@ -67,18 +81,20 @@ PgNotifications::~PgNotifications() {
   // that waited forever, and held a drain with it. libpqxx reports the failure of an
   // UNLISTEN the deadline cut as a notice, not an exception.
   std::optional<CallDeadline> deadline;
-  if (conn_) deadline.emplace(*conn_, call_timeout_);
+  if (session_.connected()) deadline.emplace(session_.connection(), session_.config().call_timeout);
   limits_receiver_.reset();  // before their connection
   cancel_receiver_.reset();
   jobs_receiver_.reset();
 }
 
-int PgNotifications::socket() const { return conn_->sock(); }
+int PgNotifications::socket() const { return session_.socket(); }
 
 void PgNotifications::consume(const std::function<void(NotifyChannel)>& on_notify) {
   on_notify_ = &on_notify;
+  // Not through call(), which drops the connection on an error: the receivers hold it, so
+  // it goes with them (the listener replaces this object after an error).
   try {
-    conn_->get_notifs();  // runs Receiver for each notification
+    session_.connection().get_notifs();  // runs Receiver for each notification
   } catch (...) {
     on_notify_ = nullptr;
     rethrow_as_db_error("listen");

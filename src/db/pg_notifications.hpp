@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "db/connection.hpp"
+#include "db/db_session.hpp"
 #include "pgjobd/config.hpp"
 #include "store/database.hpp"
 
@@ -30,8 +30,7 @@ class PgNotifications final : public Notifications {
  private:
   class Receiver;
   const std::string schema_;
-  const Millis call_timeout_;  // the UNLISTENs on the way out are bounded too
-  ConnectionPtr conn_;
+  DbSession session_;
   std::unique_ptr<Receiver> jobs_receiver_;
   std::unique_ptr<Receiver> cancel_receiver_;
   std::unique_ptr<Receiver> limits_receiver_;

@@ -6,8 +6,6 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "db/guarded_call.hpp"
-#include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 
@@ -25,37 +23,21 @@ std::int64_t epoch_seconds(TickTime t) { return t.time_since_epoch().count(); }
 }  // namespace
 
 PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
-    : config_(std::move(config)),
-      role_(std::move(role)),
-      statements_(stmt::schedule_statements(quote_identifier(config_.schema)),
-                  config_.pooler == "transaction", Planning::kEachExecution) {}
+    : session_(config, std::move(role), stmt::schedule_statements(quote_identifier(config.schema)),
+               Planning::kEachExecution) {}
 
 template <typename... Args>
 pqxx::result PgScheduleStore::execute(pqxx::transaction_base& txn, const char* name,
                                       Args&&... args) {
-  return statements_.execute(txn, name, std::forward<Args>(args)...);
+  return session_.execute(txn, name, std::forward<Args>(args)...);
 }
 
 PgScheduleStore::~PgScheduleStore() = default;
 
-template <typename Fn>
-auto PgScheduleStore::guarded(const char* operation, Fn&& fn) {
-  return guarded_call(conn_, config_.call_timeout, operation, std::forward<Fn>(fn));
-}
-
-void PgScheduleStore::connect() {
-  if (conn_ && conn_->is_open()) return;
-  guarded("connect", [&] {
-    conn_ = open_connection(config_, role_);
-    statements_.prepare(*conn_);
-    return 0;
-  });
-}
-
 std::vector<ScheduleRow> PgScheduleStore::load_schedules() {
-  connect();
-  return guarded("load schedules", [&] {
-    pqxx::nontransaction txn(*conn_);
+  session_.connect();
+  return session_.call("load schedules", [&] {
+    pqxx::nontransaction txn(session_.connection());
     const pqxx::result rows = execute(txn, stmt::kScheduleLoad);
     std::vector<ScheduleRow> out;
     out.reserve(rows.size());
@@ -84,9 +66,9 @@ std::vector<ScheduleRow> PgScheduleStore::load_schedules() {
 }
 
 FireResult PgScheduleStore::fire(const FireRequest& request) {
-  connect();
-  return guarded("fire schedule", [&] {
-    pqxx::work txn(*conn_);
+  session_.connect();
+  return session_.call("fire schedule", [&] {
+    pqxx::work txn(session_.connection());
     pqxx::result locked;
     try {
       locked = execute(txn, stmt::kScheduleLock, request.name,
@@ -117,9 +99,9 @@ FireResult PgScheduleStore::fire(const FireRequest& request) {
 }
 
 std::optional<int> PgScheduleStore::row_holder(const std::string& name) {
-  connect();
-  return guarded("schedule row holder", [&]() -> std::optional<int> {
-    pqxx::nontransaction txn(*conn_);
+  session_.connect();
+  return session_.call("schedule row holder", [&]() -> std::optional<int> {
+    pqxx::nontransaction txn(session_.connection());
     const pqxx::result rows = execute(txn, stmt::kScheduleHolder, name);
     if (rows.empty()) return std::nullopt;
     return rows[0][0].as<int>();
@@ -127,13 +109,13 @@ std::optional<int> PgScheduleStore::row_holder(const std::string& name) {
 }
 
 ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleConfig>& schedules) {
-  connect();
-  return guarded("reconcile schedules", [&] {
+  session_.connect();
+  return session_.call("reconcile schedules", [&] {
     ReconcileReport report;
     std::vector<std::string> names;
     names.reserve(schedules.size());
     for (const auto& entry : schedules) names.push_back(entry.first);
-    pqxx::work txn(*conn_);
+    pqxx::work txn(session_.connection());
     execute(txn, stmt::kScheduleLockTimeout,
             std::to_string(ScheduleStore::kReconcileLockWait.count()) + "ms");
     for (const auto& row : execute(txn, stmt::kScheduleSqlHeld, text_array_literal(names))) {

@@ -1,13 +1,12 @@
 #pragma once
-// ScheduleStore over one PostgreSQL connection: the schedule statements of statements.cpp.
-// The connection is dropped on error and reopened on the next call.
+// ScheduleStore over one PostgreSQL session (DbSession): the schedule statements of
+// statements.cpp. The connection is dropped on error and reopened on the next call.
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "db/connection.hpp"
-#include "db/statement_set.hpp"
+#include "db/db_session.hpp"
 #include "store/schedule_store.hpp"
 
 namespace pqxx {
@@ -30,16 +29,10 @@ class PgScheduleStore final : public ScheduleStore {
   ReconcileReport reconcile(const std::map<std::string, ScheduleConfig>& schedules) override;
 
  private:
-  void connect();
-  template <typename Fn>
-  auto guarded(const char* operation, Fn&& fn);
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
 
-  DatabaseConfig config_;
-  std::string role_;
-  StatementSet statements_;
-  ConnectionPtr conn_;
+  DbSession session_;
 };
 
 }  // namespace pgjobd

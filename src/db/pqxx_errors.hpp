@@ -17,14 +17,4 @@ namespace pgjobd {
 // Throws the DbError of a call abandoned at its deadline (timed_out() and connection_lost()).
 [[noreturn]] void throw_call_timed_out(const std::string& operation, Millis bound);
 
-// Runs `fn` and returns its result, with libpqxx exceptions turned into DbError.
-template <typename Fn>
-auto translating_db_errors(Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (...) {
-    rethrow_as_db_error();
-  }
-}
-
 }  // namespace pgjobd

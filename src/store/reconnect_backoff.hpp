@@ -10,10 +10,15 @@ namespace pgjobd {
 class ReconnectBackoff {
  public:
   std::chrono::milliseconds next();  // the wait before the next attempt
+  // The shortest wait next() can draw now: a gate that a loop waiting next() never meets.
+  std::chrono::milliseconds shortest() const;
   void reset() { failures_ = 0; }
   int failures() const { return failures_; }
 
  private:
+  double base() const;  // the wait before jitter, in ms
+  static constexpr double kJitter = 0.2;
+
   int failures_ = 0;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// What the dashboard (README "Dashboard") reads and does, as one seam: src/db/pg_ui_store
+// What the dashboard (README "Dashboard") reads and does, as one seam: src/db/ui/pg_ui_store
 // implements it over PostgreSQL; tests/support has a fake so the web layer (src/ui/) is
 // unit-tested without a server. Every read runs under a short statement_timeout; every
 // action goes through the SQL interface's functions (pgjobd_retry_many, pgjobd_cancel_many,

@@ -1,6 +1,6 @@
 #pragma once
 // How the application gets the dashboard's store without depending on its implementation:
-// src/db/pg_ui_store_factory.cpp defines this over PostgreSQL (PgUiStore).
+// src/db/ui/pg_ui_store_factory.cpp defines this over PostgreSQL (PgUiStore).
 
 #include <memory>
 

@@ -30,10 +30,15 @@ std::string test_database_url_for_role(const std::string& role) {
   return url.substr(0, user_at) + role + url.substr(url.find('@', user_at));
 }
 
+DatabaseConfig database_at(const std::string& url) {
+  DatabaseConfig config;
+  config.url = url;
+  return config;
+}
+
 namespace {
 DatabaseConfig database_config(const std::string& schema) {
-  DatabaseConfig db;
-  db.url = test_database_url();
+  DatabaseConfig db = database_at();
   db.schema = schema;
   return db;
 }

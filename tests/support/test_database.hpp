@@ -18,6 +18,8 @@ namespace pgjobd::testing {
 std::string test_database_url();
 // The same server as another role (the test cluster trusts local connections).
 std::string test_database_url_for_role(const std::string& role);
+// Database settings for the server at `url`, every other key at its default.
+DatabaseConfig database_at(const std::string& url = test_database_url());
 
 class TestSchema {
  public:

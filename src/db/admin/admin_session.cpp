@@ -1,14 +1,13 @@
 // The SQL behind the CLI's migrate, enqueue, stats, retry, cancel, pause and resume.
 
-#include "db/admin_session.hpp"
+#include "db/admin/admin_session.hpp"
 
 #include <pqxx/pqxx>
 #include <stdexcept>
 
-#include "db/connection.hpp"
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
+#include "db/db_session.hpp"
 #include "db/migrator.hpp"
-#include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 
 namespace pgjobd {
@@ -23,34 +22,35 @@ std::string function(const std::string& schema, const char* name) {
 
 }  // namespace
 
-struct AdminSession::Connection {
-  ConnectionPtr conn;
-};
-
 AdminSession::AdminSession(const DatabaseConfig& config, const std::string& role)
-    : schema_(config.schema), conn_(translating_db_errors([&] {
-        auto conn = open_connection(config, role);
-        // The functions' errors are meant for the operator as they are; without this,
-        // libpq appends the PL/pgSQL CONTEXT lines to every message.
-        conn->set_verbosity(pqxx::connection_base::terse);
-        return std::make_unique<Connection>(Connection{std::move(conn)});
-      })) {}
+    : schema_(config.schema), session_(std::make_unique<DbSession>(config, role)) {
+  // The functions' errors are meant for the operator as they are; without this, libpq
+  // appends the PL/pgSQL CONTEXT lines to every message.
+  session_->on_open(
+      [](pqxx::connection_base& conn) { conn.set_verbosity(pqxx::connection_base::terse); });
+  session_->connect("");
+}
 
 AdminSession::~AdminSession() = default;
 
+template <typename Fn>
+auto AdminSession::run(Fn&& fn) {
+  return session_->connect_and_call("", Millis(0), std::forward<Fn>(fn));
+}
+
 MigrationReport AdminSession::migrate() {
-  return translating_db_errors([&] { return pgjobd::migrate(*conn_->conn, schema_); });
+  return run([&] { return pgjobd::migrate(session_->connection(), schema_); });
 }
 
 int AdminSession::schema_version() {
-  return translating_db_errors([&] { return pgjobd::schema_version(*conn_->conn, schema_); });
+  return run([&] { return pgjobd::schema_version(session_->connection(), schema_); });
 }
 
 // The SQL interface's functions (sql/004_sql_interface.up.sql), so the command line
 // follows exactly the rules an application's SQL call does.
 EnqueueResult AdminSession::enqueue(const EnqueueRequest& request) {
-  return translating_db_errors([&] {
-    pqxx::work txn(*conn_->conn);
+  return run([&] {
+    pqxx::work txn(session_->connection());
     const char* run_at = request.run_at ? request.run_at->c_str() : nullptr;
     const char* unique_key = request.unique_key ? request.unique_key->c_str() : nullptr;
     const auto row =
@@ -69,8 +69,8 @@ EnqueueResult AdminSession::enqueue(const EnqueueRequest& request) {
 }
 
 std::vector<StatsRow> AdminSession::stats() {
-  return translating_db_errors([&] {
-    pqxx::read_transaction txn(*conn_->conn);
+  return run([&] {
+    pqxx::read_transaction txn(session_->connection());
     std::vector<StatsRow> rows;
     for (const auto& row : txn.exec("SELECT queue, status, count(*) FROM " + table(schema_) +
                                     " GROUP BY queue, status ORDER BY queue, status")) {
@@ -81,15 +81,15 @@ std::vector<StatsRow> AdminSession::stats() {
 }
 
 std::vector<LimitStatsRow> AdminSession::limit_stats() {
-  return translating_db_errors([&] {
-    pqxx::read_transaction txn(*conn_->conn);
+  return run([&] {
+    pqxx::read_transaction txn(session_->connection());
     return read_limit_stats(txn, schema_);
   });
 }
 
 std::string AdminSession::retry(std::int64_t id) {
-  return translating_db_errors([&] {
-    pqxx::work txn(*conn_->conn);
+  return run([&] {
+    pqxx::work txn(session_->connection());
     const auto row = txn.exec_params1("SELECT " + function(schema_, "pgjobd_retry") + "($1)", id);
     txn.commit();
     return "job " + std::to_string(id) + " is pending again (was " + row[0].c_str() + ")";
@@ -97,8 +97,8 @@ std::string AdminSession::retry(std::int64_t id) {
 }
 
 std::string AdminSession::pause_queue(const std::string& queue) {
-  return translating_db_errors([&] {
-    pqxx::work txn(*conn_->conn);
+  return run([&] {
+    pqxx::work txn(session_->connection());
     txn.exec_params("SELECT " + function(schema_, "pgjobd_pause_queue") + "($1)", queue);
     txn.commit();
     return "queue " + queue + " paused: no job of it starts until it is resumed";
@@ -106,8 +106,8 @@ std::string AdminSession::pause_queue(const std::string& queue) {
 }
 
 std::string AdminSession::resume_queue(const std::string& queue) {
-  return translating_db_errors([&] {
-    pqxx::work txn(*conn_->conn);
+  return run([&] {
+    pqxx::work txn(session_->connection());
     txn.exec_params("SELECT " + function(schema_, "pgjobd_resume_queue") + "($1)", queue);
     txn.commit();
     return "queue " + queue + " resumed";
@@ -115,8 +115,8 @@ std::string AdminSession::resume_queue(const std::string& queue) {
 }
 
 std::string AdminSession::cancel(std::int64_t id, const std::optional<std::string>& reason) {
-  return translating_db_errors([&] {
-    pqxx::work txn(*conn_->conn);
+  return run([&] {
+    pqxx::work txn(session_->connection());
     const char* reason_text = reason ? reason->c_str() : nullptr;  // nullptr: SQL NULL
     const auto row = txn.exec_params1("SELECT " + function(schema_, "pgjobd_cancel") + "($1, $2)",
                                       id, reason_text);

@@ -1,6 +1,6 @@
 // read_limit_stats: the limits and their use, as operators see them.
 
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
 
 #include <cstdio>
 #include <map>

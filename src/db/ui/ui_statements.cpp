@@ -1,7 +1,7 @@
 // The dashboard's SQL. Plans measured next to 5,000,000 done rows (tests/
 // pg_ui_store_pgtest.cpp checks them; bench/README.md "Dashboard" has the timings).
 
-#include "db/ui_statements.hpp"
+#include "db/ui/ui_statements.hpp"
 
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"

@@ -3,7 +3,7 @@
 // daemon from starting.
 #include <chrono>
 
-#include "db/pg_ui_store.hpp"
+#include "db/ui/pg_ui_store.hpp"
 #include "ui/ui_store_factory.hpp"
 
 namespace pgjobd::ui {

@@ -10,6 +10,8 @@
 
 namespace pgjobd {
 
+class DbSession;
+
 class BenchSchema {
  public:
   // Connects as "pgjobd bench" to work on config.schema, whose jobs all get `job_type`.
@@ -40,13 +42,16 @@ class BenchSchema {
   bool settle();
 
  private:
-  struct Connection;  // the libpqxx connection, kept out of this header
+  // fn() on the session (reopened if an earlier call lost it), with no deadline: a bulk
+  // load or VACUUM takes as long as it takes.
+  template <typename Fn>
+  auto run(Fn&& fn);
   void exec(const std::string& sql);
 
   std::string schema_;
   std::string table_;  // the quoted schema.jobs
   std::string job_type_;
-  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<DbSession> session_;  // a pointer: its header brings libpqxx
   bool may_checkpoint_ = true;
 };
 

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "db/limit_stats.hpp"
+#include "db/admin/limit_stats.hpp"
 #include "db/migration_report.hpp"
 #include "pgjobd/config.hpp"
 
 namespace pgjobd {
+
+class DbSession;
 
 struct EnqueueRequest {
   std::string type;
@@ -72,9 +74,13 @@ class AdminSession {
   std::string resume_queue(const std::string& queue);
 
  private:
-  struct Connection;  // the libpqxx connection, kept out of this header
+  // fn() on the session (reopened if an earlier call lost it), with no deadline: a
+  // migration may take as long as it takes.
+  template <typename Fn>
+  auto run(Fn&& fn);
+
   std::string schema_;
-  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<DbSession> session_;  // a pointer: its header brings libpqxx
 };
 
 }  // namespace pgjobd

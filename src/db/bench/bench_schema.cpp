@@ -1,42 +1,42 @@
 // The SQL of the benchmark's scratch schema: DDL, bulk INSERTs and the end-of-run check.
 
-#include "db/bench_schema.hpp"
+#include "db/bench/bench_schema.hpp"
 
 #include <spdlog/spdlog.h>
 #include <pqxx/pqxx>
 #include <utility>
 
-#include "db/connection.hpp"
+#include "db/db_session.hpp"
 #include "db/migrator.hpp"
-#include "db/pqxx_errors.hpp"
 #include "db/sql_text.hpp"
 
 namespace pgjobd {
-
-struct BenchSchema::Connection {
-  ConnectionPtr conn;
-};
 
 BenchSchema::BenchSchema(const DatabaseConfig& config, std::string job_type)
     : schema_(config.schema),
       table_(quote_identifier(config.schema) + ".jobs"),
       job_type_(std::move(job_type)),
-      conn_(translating_db_errors([&] {
-        return std::make_unique<Connection>(Connection{open_connection(config, "bench")});
-      })) {}
+      session_(std::make_unique<DbSession>(config, "bench")) {
+  session_->connect("");
+}
 
 BenchSchema::~BenchSchema() = default;
 
+template <typename Fn>
+auto BenchSchema::run(Fn&& fn) {
+  return session_->connect_and_call("", Millis(0), std::forward<Fn>(fn));
+}
+
 void BenchSchema::exec(const std::string& sql) {
-  translating_db_errors([&] {
-    pqxx::nontransaction txn(*conn_->conn);
+  run([&] {
+    pqxx::nontransaction txn(session_->connection());
     txn.exec(sql);
   });
 }
 
 void BenchSchema::recreate() {
   drop();
-  translating_db_errors([&] { migrate(*conn_->conn, schema_); });
+  run([&] { migrate(session_->connection(), schema_); });
 }
 
 void BenchSchema::drop() {
@@ -51,8 +51,8 @@ void BenchSchema::set_notify_trigger(bool enabled) {
 }
 
 void BenchSchema::insert_pending(int n) {
-  translating_db_errors([&] {
-    pqxx::nontransaction txn(*conn_->conn);
+  run([&] {
+    pqxx::nontransaction txn(session_->connection());
     txn.exec_params("INSERT INTO " + table_ +
                         " (type, payload) SELECT $1, jsonb_build_object('n', g)"
                         " FROM generate_series(1, $2) g",
@@ -61,8 +61,8 @@ void BenchSchema::insert_pending(int n) {
 }
 
 void BenchSchema::insert_finished(long long n) {
-  translating_db_errors([&] {
-    pqxx::nontransaction txn(*conn_->conn);
+  run([&] {
+    pqxx::nontransaction txn(session_->connection());
     txn.exec_params("INSERT INTO " + table_ +
                         " (type, status, attempts, started_at, finished_at)"
                         " SELECT $1, 'done', 1, now(), now() FROM generate_series(1, $2)",
@@ -71,8 +71,8 @@ void BenchSchema::insert_finished(long long n) {
 }
 
 std::int64_t BenchSchema::insert_one() {
-  return translating_db_errors([&] {
-    pqxx::nontransaction txn(*conn_->conn);
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
     return txn
         .exec_params("INSERT INTO " + table_ + " (type) VALUES ($1) RETURNING id", job_type_)[0][0]
         .as<std::int64_t>();
@@ -83,8 +83,8 @@ std::int64_t BenchSchema::insert_one() {
 // `status IN (pending, failed, running)` matches no index and scanned every finished row
 // too (0.4 s at 5M done rows, inside the timing).
 bool BenchSchema::any_unfinished() {
-  return translating_db_errors([&] {
-    pqxx::nontransaction txn(*conn_->conn);
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
     return txn
         .exec("SELECT EXISTS (SELECT 1 FROM " + table_ +
               " WHERE status IN ('pending', 'failed'))"

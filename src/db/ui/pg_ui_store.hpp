@@ -10,7 +10,8 @@
 // overview next to 5M rows). Every action calls the SQL interface's function and inserts
 // its audit row in one transaction. Statements are sent unnamed (ui_statements.hpp says
 // why), which also suits a transaction pooler (database.pooler). The connection is dropped
-// on error and reopened on the next call.
+// on error and reopened on the next call, not sooner than a backoff after a failed connect
+// (DbSession::back_off_reconnects): page loads are not paced by a loop.
 
 #include <chrono>
 #include <cstdint>
@@ -20,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "db/connection.hpp"
-#include "db/ui_statements.hpp"
+#include "db/db_session.hpp"
+#include "db/ui/ui_statements.hpp"
 #include "pgjobd/config.hpp"
 #include "ui/ui_store.hpp"
 
@@ -85,12 +86,11 @@ class PgUiStore final : public ui::UiStore {
   ui::ActionResult schedule_action(const std::string& name, bool pause, const ui::Actor& actor);
   std::vector<ui::MinuteBucket> last_hour(pqxx::transaction_base& txn);
 
-  const DatabaseConfig config_;
   const UiStoreOptions options_;
   const stmt::UiStatements sql_;
 
   mutable std::mutex mutex_;  // guards everything below
-  ConnectionPtr conn_;
+  DbSession session_;
   std::uint64_t sent_ = 0;
   std::optional<ui::Overview> cached_;
   std::chrono::steady_clock::time_point cached_at_;

@@ -1,14 +1,13 @@
 // PgUiStore: the dashboard's reads (cached overview, keyset job pages, one job) and its
 // actions, each with its audit row.
 
-#include "db/pg_ui_store.hpp"
+#include "db/ui/pg_ui_store.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <pqxx/pqxx>
 
-#include "db/limit_stats.hpp"
-#include "db/pqxx_errors.hpp"
+#include "db/admin/limit_stats.hpp"
 #include "db/sql_text.hpp"
 
 namespace pgjobd {
@@ -54,9 +53,11 @@ std::string plural(int n, const char* one, const char* many) {
 }  // namespace
 
 PgUiStore::PgUiStore(DatabaseConfig config, UiStoreOptions options)
-    : config_(std::move(config)),
-      options_(options),
-      sql_(stmt::ui_statements(quote_identifier(config_.schema))) {}
+    : options_(options),
+      sql_(stmt::ui_statements(quote_identifier(config.schema))),
+      session_(std::move(config), "ui") {
+  session_.back_off_reconnects();
+}
 
 PgUiStore::~PgUiStore() = default;
 
@@ -65,12 +66,12 @@ std::uint64_t PgUiStore::statements_sent() const {
   return sent_;
 }
 
+// No call deadline of the session's: statement_timeout bounds each statement.
 template <typename Txn, typename Fn>
 auto PgUiStore::run(const char* operation, Fn&& fn) {
   std::lock_guard lock(mutex_);
-  try {
-    if (!conn_ || !conn_->is_open()) conn_ = open_connection(config_, "ui");
-    Txn txn(*conn_);
+  return session_.connect_and_call(operation, Millis(0), [&] {
+    Txn txn(session_.connection());
     // SET LOCAL: ends with the transaction, so nothing stays on a session that a pooler
     // hands to another client.
     txn.exec_params(sql_.set_local, "statement_timeout",
@@ -80,13 +81,7 @@ auto PgUiStore::run(const char* operation, Fn&& fn) {
     auto result = fn(txn);
     txn.commit();
     return result;
-  } catch (const DbError&) {
-    conn_.reset();
-    throw;
-  } catch (...) {
-    conn_.reset();  // reopened on next use; a failed session's state is unknown
-    rethrow_as_db_error(operation);
-  }
+  });
 }
 
 template <typename Fn>
@@ -264,7 +259,7 @@ std::vector<ui::LimitInfo> PgUiStore::limits() {
   return read("dashboard limits", [&](pqxx::transaction_base& txn) {
     sent_ += 2;
     std::vector<ui::LimitInfo> out;
-    for (LimitStatsRow& row : read_limit_stats(txn, config_.schema)) {
+    for (LimitStatsRow& row : read_limit_stats(txn, session_.config().schema)) {
       out.push_back({std::move(row.name), std::move(row.definition), row.running, row.partitions});
     }
     return out;
