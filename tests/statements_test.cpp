@@ -1,4 +1,4 @@
-// The text of the prepared statements (src/db/statements.cpp, ui_statements.cpp): each
+// The text of the prepared statements (src/db/statements.cpp, ui/ui_statements.cpp): each
 // binds the parameters its header documents, no more and no fewer, every fragment filled
 // in with parameters of the type the statement gives them.
 
@@ -12,7 +12,7 @@
 
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
-#include "db/ui_statements.hpp"
+#include "db/ui/ui_statements.hpp"
 
 namespace pgjobd {
 namespace {
