@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <pqxx/pqxx>
 
-#include "db/ui/pg_ui_store.hpp"
 #include "db/sql_text.hpp"
+#include "db/ui/pg_ui_store.hpp"
 #include "pgjobd/engine.hpp"
 #include "support/build_paths.hpp"
 #include "support/test_database.hpp"

@@ -39,6 +39,24 @@ ui::JobSummary summary_of(const pqxx::row& row, int at = 0) {
 }
 constexpr int kSummaryColumns = 11;
 
+// Pausing or resuming one queue or schedule: counted and said the same way for both.
+ui::ActionResult pause_result(const std::string& what, bool pause, bool was_paused) {
+  ui::ActionResult r;
+  ++(was_paused != pause ? r.changed : r.unchanged);
+  r.message = what + (pause ? " paused" : " resumed");
+  if (r.unchanged > 0) r.message += pause ? " (it already was)" : " (it was not paused)";
+  return r;
+}
+
+// One row of the audit trail ($1 user .. $6 detail, ui_statements.hpp), in the action's
+// transaction.
+void write_audit(pqxx::transaction_base& txn, const std::string& audit_insert,
+                 const ui::Actor& actor, const char* action, const std::string& target,
+                 const std::string& ids, const std::string& detail) {
+  txn.exec_params(audit_insert, sanitize_text(actor.user), sanitize_text(actor.remote_address),
+                  action, target, ids, detail);
+}
+
 // "every 5m", "every 90s": the schedule's interval as its YAML would say it.
 std::string every_text(std::int64_t seconds) {
   if (seconds % 3600 == 0) return "every " + std::to_string(seconds / 3600) + "h";
@@ -326,9 +344,8 @@ ui::ActionResult PgUiStore::retry(const std::vector<std::int64_t>& ids, const ui
                    " left as they were (not failed, dead or cancelled, gone, or a live job "
                    "holds their unique key)";
     }
-    txn.exec_params(
-        sql_.audit_insert, sanitize_text(actor.user), sanitize_text(actor.remote_address), "retry",
-        ids.size() == 1 ? std::to_string(ids[0]) : "", int_array_literal(ids), r.message);
+    write_audit(txn, sql_.audit_insert, actor, "retry",
+                ids.size() == 1 ? std::to_string(ids[0]) : "", int_array_literal(ids), r.message);
     return r;
   });
   std::lock_guard lock(mutex_);
@@ -367,10 +384,9 @@ ui::ActionResult PgUiStore::cancel(const std::vector<std::int64_t>& ids, const s
     if (r.unchanged > 0) {
       r.message += "; " + std::to_string(r.unchanged) + " already finished or gone";
     }
-    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
-                    sanitize_text(actor.remote_address), "cancel",
-                    ids.size() == 1 ? std::to_string(ids[0]) : "", id_array,
-                    reason.empty() ? r.message : r.message + "; reason: " + sanitize_text(reason));
+    write_audit(txn, sql_.audit_insert, actor, "cancel",
+                ids.size() == 1 ? std::to_string(ids[0]) : "", id_array,
+                reason.empty() ? r.message : r.message + "; reason: " + sanitize_text(reason));
     return r;
   });
   std::lock_guard lock(mutex_);
@@ -382,15 +398,11 @@ ui::ActionResult PgUiStore::queue_action(const std::string& queue, bool pause,
                                          const ui::Actor& actor) {
   const char* action = pause ? "pause_queue" : "resume_queue";
   ui::ActionResult result = write(action, [&](pqxx::transaction_base& txn) {
-    ui::ActionResult r;
     const pqxx::result was = txn.exec_params(sql_.queue_paused, queue);
     const bool paused = !was.empty() && was[0][0].as<bool>();
     txn.exec_params(pause ? sql_.pause_queue : sql_.resume_queue, queue);
-    ++(paused != pause ? r.changed : r.unchanged);
-    r.message = "Queue " + queue + (pause ? " paused" : " resumed");
-    if (r.unchanged > 0) r.message += pause ? " (it already was)" : " (it was not paused)";
-    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
-                    sanitize_text(actor.remote_address), action, queue, "{}", r.message);
+    ui::ActionResult r = pause_result("Queue " + queue, pause, paused);
+    write_audit(txn, sql_.audit_insert, actor, action, queue, "{}", r.message);
     sent_ += 3;
     return r;
   });
@@ -422,11 +434,8 @@ ui::ActionResult PgUiStore::schedule_action(const std::string& name, bool pause,
       return r;
     }
     txn.exec_params(pause ? sql_.pause_schedule : sql_.resume_schedule, name);
-    ++(was[0][0].as<bool>() != pause ? r.changed : r.unchanged);
-    r.message = "Schedule " + name + (pause ? " paused" : " resumed");
-    if (r.unchanged > 0) r.message += pause ? " (it already was)" : " (it was not paused)";
-    txn.exec_params(sql_.audit_insert, sanitize_text(actor.user),
-                    sanitize_text(actor.remote_address), action, name, "{}", r.message);
+    r = pause_result("Schedule " + name, pause, was[0][0].as<bool>());
+    write_audit(txn, sql_.audit_insert, actor, action, name, "{}", r.message);
     sent_ += 2;
     return r;
   });
