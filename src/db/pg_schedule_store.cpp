@@ -22,7 +22,7 @@ std::int64_t epoch_seconds(TickTime t) { return t.time_since_epoch().count(); }
 
 }  // namespace
 
-PgScheduleStore::PgScheduleStore(DatabaseConfig config, std::string role)
+PgScheduleStore::PgScheduleStore(const DatabaseConfig& config, std::string role)
     : session_(config, std::move(role), stmt::schedule_statements(quote_identifier(config.schema)),
                Planning::kEachExecution) {}
 

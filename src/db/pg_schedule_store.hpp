@@ -18,7 +18,7 @@ namespace pgjobd {
 
 class PgScheduleStore final : public ScheduleStore {
  public:
-  PgScheduleStore(DatabaseConfig config, std::string role);
+  PgScheduleStore(const DatabaseConfig& config, std::string role);
   ~PgScheduleStore() override;
   PgScheduleStore(const PgScheduleStore&) = delete;
   PgScheduleStore& operator=(const PgScheduleStore&) = delete;

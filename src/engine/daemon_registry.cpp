@@ -27,7 +27,7 @@ DaemonReport daemon_identity(const std::string& worker_id, const Config& config)
 }
 }  // namespace
 
-DaemonRegistry::DaemonRegistry(const Config& config, std::string worker_id,
+DaemonRegistry::DaemonRegistry(const Config& config, const std::string& worker_id,
                                std::shared_ptr<DaemonRegistryStore> store, const WorkerPool& pool)
     : store_(std::move(store)),
       pool_(pool),

@@ -17,7 +17,7 @@ namespace pgjobd {
 
 class DaemonRegistry final : public MaintenanceTask {
  public:
-  DaemonRegistry(const Config& config, std::string worker_id,
+  DaemonRegistry(const Config& config, const std::string& worker_id,
                  std::shared_ptr<DaemonRegistryStore> store, const WorkerPool& pool);
 
   void begin(Clock::time_point now) override;

@@ -70,7 +70,7 @@ void MaintenanceLoop::run(const std::stop_token& stop) {
   }
   lock.unlock();
   if (calls_.last_failed()) return;
-  for (auto task = tasks_.rbegin(); task != tasks_.rend(); ++task) (*task)->finish(calls_);
+  std::for_each(tasks_.rbegin(), tasks_.rend(), [this](const auto& task) { task->finish(calls_); });
 }
 
 }  // namespace pgjobd

@@ -65,7 +65,7 @@ struct LimitedClaim {
 // Every method throws DbError on failure; the store reconnects by itself on its next call.
 class ClaimStore : public virtual LimitReader {
  public:
-  virtual ~ClaimStore() = default;
+  ~ClaimStore() override = default;
 
   // Starts setting up the session in the background, so that the first statement does not
   // wait for all of it; a failure shows at that first statement, as it would have without.

@@ -55,7 +55,7 @@ class LimitReader {
 // The limits sync's session (LimitsSync): writes this daemon's section, reads everyone's.
 class LimitStore : public virtual LimitReader {
  public:
-  virtual ~LimitStore() = default;
+  ~LimitStore() override = default;
 
   // Makes the database's limits exactly `limits` (a daemon's `limits:` section), marking
   // them written by `writer`; returns what changed, or that another session's lock kept it
