@@ -19,13 +19,7 @@ BEGIN
     RAISE EXCEPTION '%: payload must not be NULL (''{}'' is the empty payload)', context
       USING ERRCODE = 'null_value_not_allowed';
   END IF;
-  IF queue IS NULL THEN
-    RAISE EXCEPTION '%: queue must not be NULL', context USING ERRCODE = 'null_value_not_allowed';
-  END IF;
-  IF char_length(queue) NOT BETWEEN 1 AND 200 THEN
-    RAISE EXCEPTION '%: queue must be 1..200 characters long, not %', context,
-      char_length(queue) USING ERRCODE = 'invalid_parameter_value';
-  END IF;
+  PERFORM @schema@.pgjobd_check_queue(context, queue);
   IF priority IS NULL THEN
     RAISE EXCEPTION '%: priority must not be NULL', context
       USING ERRCODE = 'null_value_not_allowed';

@@ -1,4 +1,5 @@
--- A queue name as pgjobd_pause_queue and pgjobd_resume_queue accept it.
+-- A queue name as every function that takes one accepts it: pgjobd_pause_queue,
+-- pgjobd_resume_queue, and each job's queue (pgjobd_check_job).
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_check_queue(context text, queue text)
   RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

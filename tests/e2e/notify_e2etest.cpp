@@ -26,7 +26,7 @@ TEST(NotifyE2E, InsertWakesAnIdleDaemonWithinMilliseconds) {
   TestSchema schema;
   TempDir dir;
   DaemonYaml yaml(schema.name());
-  // Polling every 5 s: only the NOTIFY can explain a pickup within 100 ms.
+  // Polling every 5 s: only the NOTIFY can explain ten pickups within a second each.
   yaml.set("poll", "{min_interval: 5s, max_interval: 5s, listen_notify: true}")
       .shell_handler("stamp", "date +%s%N > " + shell_quote(dir.path()) +
                                   "/$PGJOBD_JOB_ID.tmp && mv " + shell_quote(dir.path()) +
@@ -69,8 +69,13 @@ TEST(NotifyE2E, InsertWakesAnIdleDaemonWithinMilliseconds) {
   RecordProperty("notify_latency_median_ms", std::to_string(median));
   RecordProperty("notify_latency_max_ms", std::to_string(max));
   EXPECT_EQ(latencies_ms.size(), static_cast<std::size_t>(kTrials));
+  // The median says how fast a wake-up is; one trial may meet a loaded machine (a
+  // sanitizer build beside other builds took 110 ms once, median 21 ms). Every trial still
+  // has to beat the poll: a poll every 5 s would start a job within 1 s of its INSERT with
+  // a chance of 1 in 5, all ten with one in ten million.
+  EXPECT_LT(median, 100.0);
   for (std::size_t trial = 0; trial < latencies_ms.size(); ++trial) {
-    EXPECT_LT(latencies_ms[trial], 100.0) << "trial " << trial;
+    EXPECT_LT(latencies_ms[trial], 1000.0) << "trial " << trial;
   }
 }
 
