@@ -367,6 +367,37 @@ TEST(Limits, AKeyedLimitGivesEachValueItsOwnPartitionAndNoHeadOfLineBlocking) {
   EXPECT_EQ(usage[0].partitions, 3);
 }
 
+// A partition is busy while a job of it runs: none when nothing runs (the LEFT JOIN's row
+// of NULLs is no partition, though pgjobd_limit_part(NULL, key) is ''), one per key value
+// running, and for an unkeyed limit one for all.
+TEST(Limits, UsageCountsOnlyPartitionsWithARunningJob) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"sync"}, 1, "user")},
+                     {"partner", concurrency_limit({"call"}, 2)},
+                     {"mail", rate_limit({"mail"}, 1, 1)}},
+                    "test");
+  const auto usage_of = [&] {
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> out;
+    for (const LimitUsage& use : store.limit_usage()) out[use.name] = {use.running, use.partitions};
+    return out;
+  };
+  using Use = std::pair<std::int64_t, std::int64_t>;
+  auto idle = usage_of();
+  EXPECT_EQ(idle["per_user"], Use(0, 0));
+  EXPECT_EQ(idle["partner"], Use(0, 0));
+  EXPECT_EQ(idle["mail"], Use(0, 0));
+
+  insert_keyed(schema, "sync", "a", 2);
+  insert_keyed(schema, "sync", "b", 2);
+  schema.insert_jobs("call", 1);
+  ASSERT_EQ(store.claim_limited(claim_of(10, {"sync", "call"})).jobs.size(), 3U);
+  auto busy = usage_of();
+  EXPECT_EQ(busy["per_user"], Use(2, 2));
+  EXPECT_EQ(busy["partner"], Use(1, 1));
+  EXPECT_EQ(busy["mail"], Use(0, 0));
+}
+
 TEST(Limits, PartitionsTakeTurns) {
   TestSchema schema;
   PgJobStore store(schema.config().database, "test");

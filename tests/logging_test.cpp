@@ -69,7 +69,7 @@ TEST(Logging, JsonLinesCarryStructuredFields) {
   std::getline(lines, first);
   std::getline(lines, second);
   const auto a = nlohmann::json::parse(first);
-  EXPECT_EQ(a["level"], "warning");
+  EXPECT_EQ(a["level"], "warn");  // as log.level spells it
   EXPECT_EQ(a["msg"], "job 42 failed");
   EXPECT_EQ(a["job_id"], 42);
   EXPECT_EQ(a["type"], "mail");
@@ -88,7 +88,7 @@ TEST(Logging, TextLinesUseLogfmtFields) {
     spdlog::warn("job failed");
   }
   const std::string line = log.text();
-  EXPECT_NE(line.find(" warning job failed job_id=7 error=\"two words\"\n"), std::string::npos)
+  EXPECT_NE(line.find(" warn  job failed job_id=7 error=\"two words\"\n"), std::string::npos)
       << line;
 }
 

@@ -517,8 +517,9 @@ TEST(UiStore, LimitsShowTheirDefinitionAndUse) {
   const auto limits = store.limits();
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[0].name, "mail");
-  EXPECT_EQ(limits[0].definition, "queues [mail], key user, rate 10/s burst 20");
+  EXPECT_EQ(limits[0].definition, "queues [mail], key user, rate 10/s, burst 20");
   EXPECT_EQ(limits[0].running, 0);
+  EXPECT_EQ(limits[0].partitions, 0) << "no job of it runs";
   EXPECT_EQ(limits[1].name, "partner");
   EXPECT_EQ(limits[1].definition, "types [call_partner], concurrency 3");
   EXPECT_EQ(limits[1].running, 3);

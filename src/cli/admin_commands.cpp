@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
+#include "cli/error_output.hpp"
 #include "db/admin/admin_session.hpp"
 #include "log/logging.hpp"
 #include "store/db_error.hpp"
@@ -29,17 +30,15 @@ int with_database(const std::string& config_path, const char* role, Action&& act
     AdminSession session(config->database, role);
     return action(*config, session);
   } catch (const DbError& e) {
-    if (e.connection_lost()) {
-      std::cerr << "error: cannot connect to " << mask_password(config->database.url) << ": "
-                << mask_password(e.what()) << "\n";
-    } else {
-      std::cerr << "error: " << e.what() << "\n";
-    }
+    return print_db_error(e, config->database, kExitFailure);
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    return print_error(e.what(), kExitFailure);
   }
-  return kExitFailure;
 }
+
+// A value the SQL interface refuses (SQLSTATE class 22, data exception) came from the
+// command line: a usage error, like bad JSON or a bad --priority.
+bool bad_input(const DbError& e) { return e.sqlstate().rfind("22", 0) == 0; }
 
 }  // namespace
 
@@ -57,30 +56,31 @@ int run_migrate(const std::string& config_path) {
   });
 }
 
-int run_check_config(const std::string& config_path) {
-  const auto config = load_config_or_report(config_path);
+int run_check_config(const std::string& config_path, ConfigUse for_use) {
+  const auto config = load_config_or_report(config_path, for_use);
   if (!config) return kExitUsage;
-  std::cout << config_path << ": ok (" << config->handlers.size() << " handler(s), "
-            << config->worker.queues.size() << " queue(s), database "
-            << mask_password(config->database.url) << ")\n";
+  std::cout << config_path << ": ok";
+  if (for_use == ConfigUse::kDashboard) {
+    std::cout << " for the dashboard alone (ui.listen " << config->ui.listen << ", ";
+  } else {
+    std::cout << " (" << config->handlers.size() << " handler(s), " << config->worker.queues.size()
+              << " queue(s), ";
+  }
+  std::cout << "database " << mask_password(config->database.url) << ")\n";
   return kExitOk;
 }
 
 int run_enqueue(const std::string& config_path, const EnqueueRequest& request) {
   if (!nlohmann::json::accept(request.payload)) {
-    std::cerr << "error: payload is not valid JSON: " << request.payload << "\n";
-    return kExitUsage;
+    return print_error("payload is not valid JSON: " + request.payload, kExitUsage);
   }
   return with_database(config_path, "enqueue", [&](const Config&, AdminSession& session) {
     EnqueueResult result;
     try {
       result = session.enqueue(request);
     } catch (const DbError& e) {
-      // A bad value from the command line (an unparseable --run-at, SQLSTATE class 22):
-      // a usage error, like bad JSON.
-      if (e.sqlstate().rfind("22", 0) != 0) throw;
-      std::cerr << "error: invalid job: " << e.what();
-      return kExitUsage;
+      if (!bad_input(e)) throw;  // an unparseable --run-at, a queue name too long, ...
+      return print_error(std::string("invalid job: ") + e.what(), kExitUsage);
     }
     if (result.created) {
       std::cout << result.id << "\n";
@@ -144,8 +144,7 @@ int run_cancel(const std::string& config_path, std::int64_t id,
   });
 }
 
-// A queue name the functions refuse (empty, over 200 characters) is bad input on the
-// command line: a usage error, like a bad --priority.
+// A queue name the functions refuse (empty, over 200 characters) is bad input.
 template <typename Action>
 int queue_action(const std::string& config_path, const char* role, const std::string& queue,
                  Action&& action) {
@@ -153,9 +152,8 @@ int queue_action(const std::string& config_path, const char* role, const std::st
     try {
       std::cout << action(session, queue) << "\n";
     } catch (const DbError& e) {
-      if (e.sqlstate().rfind("22", 0) != 0) throw;
-      std::cerr << "error: " << e.what();
-      return kExitUsage;
+      if (!bad_input(e)) throw;
+      return print_error(e.what(), kExitUsage);
     }
     return kExitOk;
   });

@@ -30,6 +30,12 @@ int cli_main(int argc, char** argv) {
   add_config(migrate);
   auto* check = app.add_subcommand("check-config", "Validate the config file and exit");
   add_config(check);
+  std::string check_for = "run";
+  check
+      ->add_option("--for", check_for,
+                   "The subcommand the file is for: run (default; needs a handler) or ui "
+                   "(needs ui.listen)")
+      ->check(CLI::IsMember({"run", "ui"}));
 
   EnqueueRequest request;
   std::string run_at, unique_key;
@@ -121,7 +127,10 @@ int cli_main(int argc, char** argv) {
   }
 
   if (*migrate) return run_migrate(config_path);
-  if (*check) return run_check_config(config_path);
+  if (*check) {
+    return run_check_config(config_path,
+                            check_for == "ui" ? ConfigUse::kDashboard : ConfigUse::kDaemon);
+  }
   if (*enqueue) {
     if (!run_at.empty()) request.run_at = run_at;
     if (!unique_key.empty()) request.unique_key = unique_key;

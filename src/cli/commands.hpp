@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/config_loading.hpp"
 #include "db/admin/admin_session.hpp"
 #include "pgjobd/config.hpp"
 
@@ -27,7 +28,8 @@ inline constexpr int kExitUnwrittenCap = 99;
 
 int run_daemon(const std::string& config_path);
 int run_migrate(const std::string& config_path);
-int run_check_config(const std::string& config_path);
+// `for_use`: the subcommand whose rules apply besides the file's own (ConfigUse).
+int run_check_config(const std::string& config_path, ConfigUse for_use);
 int run_enqueue(const std::string& config_path, const EnqueueRequest& request);
 int run_stats(const std::string& config_path, bool json);
 int run_retry(const std::string& config_path, std::int64_t id);

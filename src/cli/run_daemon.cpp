@@ -192,7 +192,7 @@ std::string reload_config(const std::string& path, Engine& engine,
 }  // namespace
 
 int run_daemon(const std::string& config_path) {
-  const auto config = load_config_or_report(config_path);
+  const auto config = load_config_or_report(config_path, ConfigUse::kDaemon);
   if (!config) return kExitUsage;
   setup_logging(config->log);
 

@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
+#include "cli/error_output.hpp"
 #include "db/pg_database.hpp"
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
@@ -76,9 +77,8 @@ int run_schedules(const std::string& config_path, int next_count, const std::str
       auto it = std::find_if(rows.begin(), rows.end(),
                              [&](const ScheduleRow& row) { return row.name == name; });
       if (it == rows.end()) {
-        std::cerr << "error: no schedule " << name << " in " << config_path
-                  << " or in the database\n";
-        return kExitFailure;
+        return print_error("no schedule " + name + " in " + config_path + " or in the database",
+                           kExitFailure);
       }
       return print_next(it->timing, next_count, from);
     }
@@ -101,13 +101,10 @@ int run_schedules(const std::string& config_path, int next_count, const std::str
     }
     return kExitOk;
   } catch (const DbError& e) {
-    std::cerr << "error: " << (e.connection_lost() ? "cannot connect to " : "")
-              << (e.connection_lost() ? mask_password(config->database.url) + ": " : "")
-              << mask_password(e.what()) << "\n";
+    return print_db_error(e, config->database, kExitFailure);
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    return print_error(e.what(), kExitFailure);
   }
-  return kExitFailure;
 }
 
 }  // namespace pgjobd

@@ -2,6 +2,7 @@
 
 #include "db/pqxx_errors.hpp"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <string>
 #include <utility>
@@ -20,7 +21,40 @@ namespace {
   throw DbError(scrub_process_secrets(what), std::move(sqlstate), connection_lost);
 }
 
+// How libpq begins each line of a server's message: the severity, a colon, two spaces.
+constexpr std::string_view kSeverityPrefixes[] = {
+    "PANIC:  ", "FATAL:  ", "ERROR:  ", "WARNING:  ", "NOTICE:  "};
+
+std::string_view trimmed_view(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
 }  // namespace
+
+std::string one_line_message(std::string_view message) {
+  std::string text;
+  std::size_t start = 0;
+  while (start < message.size()) {
+    const std::size_t end = std::min(message.find('\n', start), message.size());
+    const std::string_view raw = message.substr(start, end - start);
+    start = end + 1;
+    std::string line(trimmed_view(raw));
+    // After a prefix of ours ("connection lost: ") too: wherever libpq's form appears.
+    for (const std::string_view prefix : kSeverityPrefixes) {
+      for (auto at = line.find(prefix); at != std::string::npos; at = line.find(prefix, at)) {
+        line.erase(at, prefix.size());
+      }
+    }
+    if (line.empty()) continue;
+    // A tab-indented line continues the sentence above it; another line is a message of
+    // its own (libpq reports each host or SSL attempt it made).
+    if (!text.empty()) text += raw.starts_with('\t') ? " " : "; ";
+    text += line;
+  }
+  return text;
+}
 
 void throw_call_timed_out(const std::string& operation, Millis bound) {
   throw DbError(operation + ": no answer from the database within " + format_duration(bound) +

@@ -3,6 +3,7 @@
 // src/db catch DbError only and never need libpqxx headers.
 
 #include <string>
+#include <string_view>
 
 #include "pgjobd/duration.hpp"
 #include "store/db_error.hpp"
@@ -16,5 +17,10 @@ namespace pgjobd {
 
 // Throws the DbError of a call abandoned at its deadline (timed_out() and connection_lost()).
 [[noreturn]] void throw_call_timed_out(const std::string& operation, Millis bound);
+
+// A libpq message (a DbError's what()) as one line for an operator: without the server's
+// severity prefixes ("ERROR:  ", "FATAL:  "), the trailing newline and the continuation
+// lines' tabs ("could not connect ...\n\tIs the server running ...").
+std::string one_line_message(std::string_view message);
 
 }  // namespace pgjobd

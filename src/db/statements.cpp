@@ -639,10 +639,13 @@ FROM {limits} ORDER BY name)";
 // A job counts against a limit while its row is running
 // (sql/functions/pgjobd_claim_limited.sql):
 // the claim's own count, read among the running rows (the lease index), per limit and
-// with its busy partitions.
+// with its busy partitions. A limit with no running job joins one row of NULLs, and
+// pgjobd_limit_part(NULL, key) is '' (the partition of jobs without the field), not NULL:
+// only rows with a job count.
 constexpr const char* kLimitUsageSql = R"(
 SELECT l.name, count(j.id)::bigint,
-       count(DISTINCT {schema}.pgjobd_limit_part(j.payload, l.key))::bigint
+       count(DISTINCT {schema}.pgjobd_limit_part(j.payload, l.key))
+         FILTER (WHERE j.id IS NOT NULL)::bigint
 FROM {limits} l LEFT JOIN {jobs} j
   ON j.status = 'running' AND l.concurrency IS NOT NULL
  AND (l.types IS NULL OR j.type = ANY (l.types)) AND (l.queues IS NULL OR j.queue = ANY (l.queues))

@@ -13,7 +13,7 @@ namespace pgjobd {
 
 struct LogRecord {
   std::chrono::system_clock::time_point time;  // spdlog's log_clock
-  std::string_view level;                      // "info", "warning", ...
+  std::string_view level;                      // "info", "warn", ... (as log.level spells it)
   std::string_view message;                    // any bytes
   std::span<const LogField> fields;            // keys and values: any bytes
 };

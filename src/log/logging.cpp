@@ -20,15 +20,23 @@ namespace {
 // Hands spdlog's record to log_line.cpp with the thread's structured fields, the
 // process's secrets (the database password in any spelling) scrubbed from the message and
 // every text value: a library's error can quote a connection string.
+// The level as log.level spells it: spdlog names warn "warning", and a line should read
+// as the config that selects it (and as most tools spell it).
+std::string_view level_name(spdlog::level::level_enum level) {
+  if (level == spdlog::level::warn) return "warn";
+  const auto name = spdlog::level::to_string_view(level);
+  return {name.data(), name.size()};
+}
+
 std::string scrubbed_line(const spdlog::details::log_msg& msg,
                           std::string (*format)(const LogRecord&)) {
-  const auto level = spdlog::level::to_string_view(msg.level);
+  const std::string_view level = level_name(msg.level);
   const std::string message = scrub_process_secrets({msg.payload.data(), msg.payload.size()});
   std::vector<LogField> fields = current_log_fields();
   for (LogField& field : fields) {
     if (!field.numeric) field.value = scrub_process_secrets(field.value);
   }
-  return format({msg.time, std::string_view(level.data(), level.size()), message, fields});
+  return format({msg.time, level, message, fields});
 }
 
 // Writes each record as one line of log_line.cpp's format_json_line or format_text_line:

@@ -339,8 +339,7 @@ int Chaos::run() {
       std::printf("---- d%zu log (warnings and errors) ----\n", i);
       std::istringstream lines(daemons_[i]->log());
       for (std::string line; std::getline(lines, line);) {
-        if (line.find(" warning ") != std::string::npos ||
-            line.find(" error ") != std::string::npos) {
+        if (line.find(" warn ") != std::string::npos || line.find(" error ") != std::string::npos) {
           std::printf("%s\n", line.c_str());
         }
       }

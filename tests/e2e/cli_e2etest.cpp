@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -120,6 +121,32 @@ TEST(CliE2E, ValidConfigPassesCheckConfig) {
   // The shipped example config is valid too.
   const CliResult example = run_cli({"check-config", "-c", source_path("config/pgjobd.yaml")});
   EXPECT_EQ(example.exit_code, 0) << example.err;
+}
+
+// check-config applies run's rules: a file without a handler, which `run` refuses, is
+// refused with the same words; `--for ui` checks it for the dashboard alone, which needs
+// ui.listen and no handler.
+TEST(CliE2E, CheckConfigRefusesWhatRunRefuses) {
+  TempDir dir;
+  std::string text = block_config("cli_unused");
+  text.erase(text.find("handlers:\n"));
+  const std::string file = dir.write("no-handlers.yaml", text);
+  const CliResult check = run_cli({"check-config", "-c", file});
+  const CliResult run = run_cli({"run", "-c", file});
+  EXPECT_EQ(check.exit_code, 2) << check.out << check.err;
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_TRUE(contains(check.err, "error: " + file + ": no handlers configured")) << check.err;
+  EXPECT_EQ(check.err, run.err);
+  EXPECT_EQ(check.out, "");
+
+  const CliResult for_ui = run_cli({"check-config", "--for", "ui", "-c", file});
+  EXPECT_EQ(for_ui.exit_code, 2) << for_ui.err;
+  EXPECT_TRUE(contains(for_ui.err, "ui.listen is empty")) << for_ui.err;
+  const std::string dashboard = dir.write("dashboard.yaml", text + "ui:\n  listen: 127.0.0.1:0\n");
+  const CliResult ui_ok = run_cli({"check-config", "--for", "ui", "-c", dashboard});
+  EXPECT_EQ(ui_ok.exit_code, 0) << ui_ok.err;
+  EXPECT_TRUE(contains(ui_ok.out, "ok")) << ui_ok.out;
+  EXPECT_EQ(run_cli({"check-config", "--for", "workers", "-c", dashboard}).exit_code, 2);
 }
 
 TEST(CliE2E, UsageErrorsExitTwo) {
@@ -306,6 +333,60 @@ TEST_F(CliJobsE2E, CancelAPendingJobButNotADoneOne) {
   // A cancelled job can be retried.
   EXPECT_EQ(cli({"retry", pending}).exit_code, 0);
   EXPECT_EQ(row(pending, "status"), "pending");
+}
+
+// Every subcommand's error has one shape: "error: ", the text without the server's
+// "ERROR:  " prefix or libpq's trailing newline, and one newline; bad input exits 2, an
+// unknown id or a job in the wrong state 1.
+TEST_F(CliJobsE2E, ErrorsHaveOneShape) {
+  const std::string done = schema_.query(
+      "INSERT INTO {jobs} (type, status, attempts, finished_at) VALUES ('ping', 'done', 1, "
+      "now()) RETURNING id");
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"enqueue", "ping", "{}", "--run-at", "soon"},
+            2,
+            "error: invalid job: invalid input syntax for type timestamp with time zone: "
+            "\"soon\"\n"},
+           {{"enqueue", "ping", "{"}, 2, "error: payload is not valid JSON: {\n"},
+           {{"retry", "987654321"}, 1, "error: pgjobd_retry: job 987654321 does not exist\n"},
+           {{"retry", done}, 1, ""},
+           {{"cancel", "987654321"}, 1, "error: pgjobd_cancel: job 987654321 does not exist\n"},
+           {{"cancel", done},
+            1,
+            "error: job " + done + " is done: a finished job cannot be cancelled\n"},
+           {{"pause", ""},
+            2,
+            "error: pgjobd_pause_queue: queue must be 1..200 characters long, not 0\n"},
+           {{"resume", ""},
+            2,
+            "error: pgjobd_resume_queue: queue must be 1..200 characters long, not 0\n"}}) {
+    SCOPED_TRACE(c.args[0] + " " + c.args[1]);
+    const CliResult result = cli(c.args);
+    EXPECT_EQ(result.exit_code, c.exit_code) << result.err;
+    EXPECT_EQ(result.out, "");
+    if (!c.err.empty()) {
+      EXPECT_EQ(result.err, c.err);
+    }
+    EXPECT_TRUE(result.err.starts_with("error: ")) << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_FALSE(contains(result.err, "ERROR:")) << result.err;
+  }
+
+  // An unreachable server: one line too, naming the URL.
+  const std::string unreachable =
+      dir_.write("unreachable.yaml",
+                 "database: {url: \"postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=2\"}\n"
+                 "handlers: {ping: {builtin: noop}}\n");
+  const CliResult lost = run_cli({"retry", "-c", unreachable, "1"});
+  EXPECT_EQ(lost.exit_code, 1) << lost.err;
+  EXPECT_TRUE(lost.err.starts_with("error: cannot connect to postgresql://nobody@127.0.0.1:1/"))
+      << lost.err;
+  EXPECT_EQ(std::count(lost.err.begin(), lost.err.end(), '\n'), 1) << lost.err;
 }
 
 // pause and resume go through pgjobd_pause_queue / pgjobd_resume_queue: idempotent, fine

@@ -388,7 +388,7 @@ TEST(HostileInputRowsE2E, ControlCharactersInTypeAndQueueCannotForgeLogLines) {
   // Every line is one whole record: timestamp, level, message. The names are in there,
   // escaped, not as lines of their own.
   const std::regex record(
-      R"(^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (trace|debug|info|warning|error|critical) +\S.*$)");
+      R"(^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (trace|debug|info|warn|error|critical) +\S.*$)");
   const std::string log = daemon.log();
   std::istringstream lines(log);
   int checked = 0;

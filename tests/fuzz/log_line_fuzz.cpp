@@ -24,9 +24,9 @@ using pgjobd::LogRecord;
 using pgjobd::ScopedLogFields;
 using pgjobd::valid_utf8;
 
-// spdlog's level names and the field keys the daemon writes: realistic records, while
-// arbitrary keys still get their turn.
-constexpr std::array<const char*, 7> kLevels{"trace", "debug",    "info", "warning",
+// The level names the daemon writes (log.level's spelling) and the field keys it writes:
+// realistic records, while arbitrary keys still get their turn.
+constexpr std::array<const char*, 7> kLevels{"trace", "debug",    "info", "warn",
                                              "error", "critical", "off"};
 constexpr std::array<const char*, 7> kKeys{"job_id", "type",        "queue", "attempt",
                                            "error",  "duration_ms", "worker"};

@@ -2,9 +2,11 @@
 
 #include "db/admin/limit_stats.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <tuple>
 
@@ -12,6 +14,35 @@
 #include "db/statement_set.hpp"
 
 namespace pgjobd {
+
+namespace {
+
+// `count` when it is a whole number (within the rounding of a division by 60 or 3600).
+std::optional<long long> whole(double count) {
+  const double rounded = std::round(count);
+  if (rounded < 1 || std::abs(count - rounded) > 1e-9 * rounded) return std::nullopt;
+  return static_cast<long long>(rounded);
+}
+
+}  // namespace
+
+std::string describe_limit_rate(double per_second, int burst) {
+  // The database keeps starts per second only, so 60/m and 1/s are the same number: the
+  // per-minute form is the one the README's examples use.
+  std::string rate;
+  if (const auto n = whole(per_second); n && *n > 1) {
+    rate = std::to_string(*n) + "/s";
+  } else if (const auto m = whole(per_second * 60)) {
+    rate = std::to_string(*m) + "/m";
+  } else if (const auto h = whole(per_second * 3600)) {
+    rate = std::to_string(*h) + "/h";
+  } else {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g/s", per_second);
+    rate = text;
+  }
+  return "rate " + rate + (burst == 1 ? "" : ", burst " + std::to_string(burst));
+}
 
 std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
                                             const std::string& schema) {
@@ -39,11 +70,8 @@ std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
     if (std::string(row[2].c_str()) != "[]") parts.push_back("queues " + list(row[2].c_str()));
     if (!std::string(row[3].c_str()).empty()) parts.push_back(std::string("key ") + row[3].c_str());
     if (row[4].as<int>() > 0) parts.push_back("concurrency " + std::to_string(row[4].as<int>()));
-    if (row[5].as<double>() > 0) {
-      char rate[64];
-      std::snprintf(rate, sizeof rate, "rate %g/s burst %d", row[5].as<double>(), row[6].as<int>());
-      parts.emplace_back(rate);
-    }
+    if (row[5].as<double>() > 0)
+      parts.push_back(describe_limit_rate(row[5].as<double>(), row[6].as<int>()));
     for (const auto& part : parts) out.definition += (out.definition.empty() ? "" : ", ") + part;
     const auto use = usage.find(out.name);
     if (use != usage.end()) std::tie(out.running, out.partitions) = use->second;
