@@ -7,7 +7,7 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
+#include <system_error>
 
 namespace pgjobd {
 
@@ -32,19 +32,20 @@ std::string bind_failure(const std::string& listen) {
       error != 0) {
     return gai_strerror(error);
   }
-  std::string why;
   const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-  if (fd < 0) {
-    why = std::strerror(errno);
-  } else {
+  int failed = fd < 0 ? errno : 0;
+  if (fd >= 0) {
     const int on = 1;
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) why = std::strerror(errno);
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) failed = errno;
     close(fd);
   }
   freeaddrinfo(found);
-  // strerror's "Address already in use" reads as the middle of our sentence.
-  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  if (failed == 0) return "";
+  // Not strerror, which is not thread-safe. "Address already in use" reads as the middle of
+  // our sentence: lower case.
+  std::string why = std::error_code(failed, std::generic_category()).message();
+  why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
   return why;
 }
 
