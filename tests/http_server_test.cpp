@@ -7,12 +7,14 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "http/listener_stop.hpp"
 #include "metrics/metrics.hpp"
+#include "support/metrics_text.hpp"
 
 namespace pgjobd {
 namespace {
@@ -93,6 +95,19 @@ TEST_F(HttpServerTest, ServesMetrics) {
             std::string::npos);
 }
 
+// prometheus-cpp's own series about /metrics are listed in the README's table too.
+TEST_F(HttpServerTest, ExposerSeriesAreInTheReadme) {
+  const std::set<std::string> documented = testing::readme_metric_names();
+  const Response response = get(server_->port(), "/metrics");
+  int exposer = 0;
+  for (const std::string& family : testing::families_in(response.body)) {
+    if (!family.starts_with("exposer_")) continue;
+    ++exposer;
+    EXPECT_TRUE(documented.contains(family)) << family << " is not in README.md's metrics table";
+  }
+  EXPECT_GT(exposer, 0) << response.body;
+}
+
 // Liveness is not readiness: a database that is unreachable leaves the daemon alive.
 TEST_F(HttpServerTest, HealthzIgnoresTheReadinessProbe) {
   probe_->set("database unreachable");
@@ -153,7 +168,10 @@ TEST_F(HttpServerTest, OccupiedPortThrowsNamingTheAddress) {
     HttpServer second(address, metrics_->collectable(), [] { return std::string(); });
     FAIL() << "bound an occupied port";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot listen on " + address), std::string::npos)
+    // Which address and why, not civetweb's "null context when constructing CivetServer".
+    EXPECT_NE(
+        std::string(e.what()).find("cannot listen on " + address + ": address already in use"),
+        std::string::npos)
         << e.what();
   }
   // The first server is unaffected.

@@ -6,6 +6,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,68 @@ int series_count(const std::string& text, const std::string& family) {
     ++n;
   }
   return n;
+}
+
+// Prometheus' advice for counters with known labels: there at 0 before the first event, so
+// rate() and alerts on them work before the first failure. db errors appeared only at the
+// first error.
+TEST(MetricsTest, CountersWithKnownLabelsShowAtZeroFromTheStart) {
+  Metrics metrics({"default"}, {"a"});
+  const std::string text = scrape(metrics);
+  for (const char* operation : {"claim", "complete", "connect", "heartbeat", "listen", "prune",
+                                "rescue", "resign", "stats", "schema check", "schedule", "limits",
+                                "daemon report", "daemon remove", "daemon expiry", "(other)"}) {
+    const std::string labels = std::string("{operation=\"") + operation + "\"} 0";
+    EXPECT_TRUE(has_line(text, "pgjobd_db_errors_total" + labels)) << operation << "\n" << text;
+    EXPECT_TRUE(has_line(text, "pgjobd_db_call_timeouts_total" + labels)) << operation;
+  }
+  EXPECT_TRUE(has_line(text, R"(pgjobd_loop_errors_total{loop="claim"} 0)"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_config_reloads_total{result="rejected"} 0)"));
+  EXPECT_TRUE(has_line(text, "pgjobd_lease_renewals_held_total 0"));
+  EXPECT_TRUE(has_line(text, R"(pgjobd_jobs_total{outcome="dead",queue="default",type="a"} 0)"));
+
+  // An error counts in its own series, a timeout in both families.
+  metrics.db_error("claim", true);
+  metrics.db_error("claim");
+  const std::string after = scrape(metrics);
+  EXPECT_TRUE(has_line(after, R"(pgjobd_db_errors_total{operation="claim"} 2)")) << after;
+  EXPECT_TRUE(has_line(after, R"(pgjobd_db_call_timeouts_total{operation="claim"} 1)"));
+  EXPECT_TRUE(has_line(after, R"(pgjobd_db_errors_total{operation="complete"} 0)"));
+}
+
+// The limits in force get their throttled series at 0, one per reason the limit has; a
+// later read of the limits never resets a count.
+TEST(MetricsTest, LimitsInForceShowTheirThrottledSeriesAtZero) {
+  Metrics metrics({"default"}, {"a"});
+  metrics.set_limits({{"partner_api", "concurrency"}, {"mail", "rate"}});
+  std::string text = scrape(metrics);
+  EXPECT_TRUE(
+      has_line(text, R"(pgjobd_limit_throttled_total{limit="partner_api",reason="concurrency"} 0)"))
+      << text;
+  EXPECT_TRUE(has_line(text, R"(pgjobd_limit_throttled_total{limit="mail",reason="rate"} 0)"));
+  EXPECT_EQ(text.find(R"(limit="mail",reason="concurrency")"), std::string::npos);
+  metrics.limit_throttled("mail", "rate");
+  metrics.set_limits({{"mail", "rate"}});
+  text = scrape(metrics);
+  EXPECT_TRUE(has_line(text, R"(pgjobd_limit_throttled_total{limit="mail",reason="rate"} 1)"))
+      << text;
+}
+
+// The README's metrics table and the families a scrape shows are the same set (the
+// exposer's own series, served by the HTTP server, are checked in http_server_test).
+TEST(MetricsTest, ReadmeTableListsExactlyTheFamilies) {
+  Metrics metrics({"default"}, {"a"});
+  // Every family with a series: those whose series start with their first value.
+  metrics.set_queue_depth({{"default", "pending", 1}});
+  metrics.schedule_fires("nightly", "fired", 1);
+  metrics.limit_throttled("mail", "rate");
+  metrics.set_limit_running({{"mail", 1}});
+  std::set<std::string> scraped = testing::families_in(scrape(metrics));
+  std::set<std::string> documented;
+  for (const std::string& name : testing::readme_metric_names()) {
+    if (name.starts_with("pgjobd_")) documented.insert(name);
+  }
+  EXPECT_EQ(scraped, documented);
 }
 
 // An application inserting 1,000 queue names, and jobs of them reaching the daemon anyway

@@ -74,6 +74,17 @@ void insert_rows(TestSchema& schema, const std::string& queue, const std::string
       std::to_string(n) + ")");
 }
 
+// The dashboard's /readyz: the database answers and holds the schema, else DbError.
+TEST(UiStore, PingAnswersOnlyWhereTheSchemaIs) {
+  TestSchema schema;
+  PgUiStore store(schema.config().database);
+  EXPECT_NO_THROW(store.ping());
+  DatabaseConfig elsewhere = schema.config().database;
+  elsewhere.schema = schema.name() + "_missing";
+  PgUiStore missing(elsewhere);
+  EXPECT_THROW(missing.ping(), DbError);
+}
+
 TEST(UiStore, OverviewCountsEveryQueueAndStatusUpToTheBound) {
   TestSchema schema;
   insert_rows(schema, "default", "pending", 3);

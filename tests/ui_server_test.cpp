@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -374,6 +375,37 @@ TEST_F(UiServerTest, NotFoundBadRequestAndDatabaseDown) {
   }
   const std::string token = csrf_of(get("/", session).body);
   EXPECT_EQ(post("/jobs/3/retry", "csrf=" + token, session).status, 503);
+}
+
+// `pgjobd ui` alone has nothing else to probe: /healthz and /readyz answer without a login
+// (and without a loopback Host), /readyz 503 with the reason while the store cannot reach
+// the database.
+TEST_F(UiServerTest, HealthAndReadinessAnswerWithoutALogin) {
+  HttpResult health = get("/healthz");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(health.body, "ok\n");
+  HttpResult ready = request("GET", "/readyz", "", {"Host: dashboard.example"});
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(ready.body, "ready\n");
+
+  fake_->fail = true;
+  ready = get("/readyz");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ready.body, "database: connection refused (fake)\n");
+  EXPECT_EQ(get("/healthz").status, 200);  // the process still serves
+}
+
+// An occupied port: the address and why, not civetweb's silence.
+TEST_F(UiServerTest, OccupiedPortNamesTheAddressAndWhy) {
+  start();
+  config_.listen = "127.0.0.1:" + std::to_string(server_->port());
+  try {
+    UiServer second(config_, std::make_unique<FakeUiStore>());
+    FAIL() << "bound an occupied port";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "dashboard: cannot listen on " + config_.listen + ": address already in use");
+  }
 }
 
 // civetweb waits for a connection up to 2 s at a time and checks for a stop only between

@@ -56,11 +56,15 @@ void LimitsSync::sync() {
     return;
   }
   std::vector<std::string> unkeyed;
+  std::vector<std::pair<std::string, std::string>> throttles;
   for (const LimitDefinition& definition : limits_.definitions()) {
+    if (definition.limit.concurrency > 0) throttles.emplace_back(definition.name, "concurrency");
+    if (definition.limit.rate_per_second > 0) throttles.emplace_back(definition.name, "rate");
     if (definition.limit.key.empty() && definition.limit.concurrency > 0) {
       unkeyed.push_back(definition.name);
     }
   }
+  metrics_.set_limits(throttles);
   std::vector<std::pair<std::string, double>> running;
   for (const LimitUsage& usage : store_->limit_usage()) {
     if (std::find(unkeyed.begin(), unkeyed.end(), usage.name) != unkeyed.end()) {

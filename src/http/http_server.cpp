@@ -6,7 +6,6 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 
-#include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -14,16 +13,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "http/listen_address.hpp"
 #include "http/listener_stop.hpp"
-#include "log/secrets.hpp"
+#include "http/probes.hpp"
 
 namespace pgjobd {
-
-// What the hook asks a server (see ProbeRegistry).
-struct Probes {
-  ReadinessProbe readiness;
-  ReadinessProbe liveness;
-};
 
 namespace {
 
@@ -38,39 +32,15 @@ struct ProbeRegistry {
   std::map<int, std::shared_ptr<const Probes>> by_port;
 };
 
-// What `probe` says: "" when fine, else why not; `unknown` before the server registered.
-std::string ask(const ReadinessProbe* probe, const char* unknown) {
-  if (probe == nullptr) return unknown;
-  try {
-    return *probe ? (*probe)() : std::string();
-  } catch (const std::exception& e) {
-    return std::string("probe failed: ") + e.what();
-  }
-}
-
 ProbeRegistry& probe_registry() {
   static ProbeRegistry registry;
   return registry;
 }
 
-void send_text(mg_connection* conn, int status, const std::string& body) {
-  mg_response_header_start(conn, status);
-  mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
-  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-  mg_response_header_add(conn, "Content-Length", std::to_string(body.size()).c_str(), -1);
-  mg_response_header_send(conn);
-  const mg_request_info* info = mg_get_request_info(conn);
-  if (std::strcmp(info->request_method, "HEAD") != 0) mg_write(conn, body.data(), body.size());
-}
-
-// Answers /healthz and /readyz; returns 0 for anything else so civetweb routes it (/metrics
-// to the Exposer, the rest to its 404).
+// Answers /healthz and /readyz (http/probes.hpp); returns 0 for anything else so civetweb
+// routes it (/metrics to the Exposer, the rest to its 404).
 int begin_request(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
-  const char* uri = info->local_uri != nullptr ? info->local_uri : "";
-  const bool health = std::strcmp(uri, "/healthz") == 0;
-  if (!health && std::strcmp(uri, "/readyz") != 0) return 0;
-
   std::shared_ptr<const Probes> probes;
   {
     ProbeRegistry& registry = probe_registry();
@@ -80,15 +50,7 @@ int begin_request(mg_connection* conn) {
     }
   }
   // A request can beat the registration in the constructor: alive, not yet ready.
-  const std::string reason = health ? ask(probes ? &probes->liveness : nullptr, "")
-                                    : ask(probes ? &probes->readiness : nullptr, "starting");
-  if (reason.empty()) {
-    send_text(conn, 200, health ? "ok\n" : "ready\n");
-    return 200;
-  }
-  // The reasons quote database errors: the last line of defence for the password.
-  send_text(conn, 503, scrub_process_secrets(reason) + "\n");
-  return 503;
+  return answer_probe(conn, probes.get());
 }
 
 }  // namespace
@@ -113,7 +75,8 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Co
   try {
     state_->exposer.emplace(listen, 2, &callbacks);
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot listen on " + listen + ": " + e.what());
+    const std::string why = bind_failure(listen);
+    throw std::runtime_error("cannot listen on " + listen + ": " + (why.empty() ? e.what() : why));
   }
   const std::vector<int> ports = state_->exposer->GetListeningPorts();
   if (ports.empty()) {

@@ -4,9 +4,10 @@
 // with the reason) and /readyz (200 when the database is reachable and answering and the
 // schema current, else 503 with the reason).
 
-#include <functional>
 #include <memory>
 #include <string>
+
+#include "http/probes.hpp"
 
 namespace prometheus {
 class Collectable;
@@ -14,13 +15,11 @@ class Collectable;
 
 namespace pgjobd {
 
-// Returns an empty string when ready, else why not (shown in the 503 body).
-using ReadinessProbe = std::function<std::string()>;
-
 class HttpServer {
  public:
   // listen: "host:port" ("127.0.0.1:0" picks a free port). Throws std::runtime_error
-  // naming the address when it cannot bind.
+  // naming the address and why when it cannot bind ("cannot listen on 127.0.0.1:9464:
+  // address already in use").
   // `liveness` answers like a readiness probe: empty when alive; none: always alive.
   HttpServer(const std::string& listen, std::shared_ptr<prometheus::Collectable> metrics,
              ReadinessProbe readiness, ReadinessProbe liveness = {});

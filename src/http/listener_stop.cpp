@@ -13,6 +13,8 @@
 #include <system_error>
 #include <thread>
 
+#include "http/listen_address.hpp"
+
 namespace pgjobd {
 namespace {
 
@@ -73,9 +75,7 @@ void end_accepted_reads(int port) {
 }  // namespace
 
 std::string knock_address(const std::string& listen) {
-  const std::size_t colon = listen.rfind(':');
-  std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const std::string host = listen_host(listen);
   if (host.empty() || host == "0.0.0.0" || host == "localhost") return "127.0.0.1";
   if (host == "::") return "::1";
   return host;

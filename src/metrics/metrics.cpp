@@ -274,8 +274,9 @@ struct Metrics::State {
   std::set<std::string, std::less<>> configured_types;
   std::map<std::pair<std::string, std::string>, JobChildren> overflow_jobs;
   std::map<std::string, prometheus::Histogram*> overflow_queue_wait;
-  std::map<std::string, prometheus::Counter*> db_error_children;
-  std::map<std::string, prometheus::Counter*> call_timeout_children;
+  // Per operation: pgjobd_db_errors_total's and pgjobd_db_call_timeouts_total's series.
+  std::map<std::string, std::pair<prometheus::Counter*, prometheus::Counter*>, std::less<>>
+      db_error_children;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> schedule_fire_children;
   std::set<std::string, std::less<>> schedule_labels;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> limit_throttled_children;
@@ -289,6 +290,31 @@ struct Metrics::State {
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> depth_children;
   std::map<std::string, prometheus::Gauge*> oldest_due_children;
   std::map<std::string, prometheus::Gauge*> paused_children;
+
+  // Caller holds labels_mutex.
+  std::pair<prometheus::Counter*, prometheus::Counter*>& db_error_children_of(
+      const std::string& label) {
+    auto& children = db_error_children[label];
+    if (children.first == nullptr) {
+      children = {&db_errors.Add({{"operation", label}}),
+                  &call_timeouts.Add({{"operation", label}})};
+    }
+    return children;
+  }
+
+  // Caller holds labels_mutex: the series of (limit, reason), or none past the bound.
+  prometheus::Counter* limit_throttled_child(const std::string& limit, const std::string& reason) {
+    auto& children = limit_throttled_children;
+    auto it = children.find({limit, reason});
+    if (it == children.end()) {
+      if (children.size() >= kMaxLimitLabels * 2) return nullptr;  // two reasons per limit
+      it = children
+               .emplace(std::make_pair(limit, reason),
+                        &limit_throttled.Add({{"limit", limit}, {"reason", reason}}))
+               .first;
+    }
+    return it->second;
+  }
 
   JobChildren add_job_children(const std::string& queue, const std::string& type) {
     JobChildren children;
@@ -413,6 +439,13 @@ Metrics::Metrics(const std::vector<std::string>& queues, const std::vector<std::
     state_->loop_error_children[loop] = &state_->loop_errors.Add({{"loop", loop}});
   }
   state_->loop_error_children[kOther] = &state_->loop_errors.Add({{"loop", kOther}});
+  // Every documented operation shows at 0 from the start, so rate() and alerts on them
+  // work before the first failure.
+  {
+    std::lock_guard lock(state_->labels_mutex);
+    for (const std::string& operation : kDbOperations) state_->db_error_children_of(operation);
+    state_->db_error_children_of(kOther);
+  }
   state_->build_info.Add({{"version", kVersion}}).Set(1);
 }
 
@@ -523,13 +556,9 @@ void Metrics::db_error(const std::string& operation, bool timed_out) {
   // Rare (an error path), so a mutex-guarded lookup is fine here.
   const std::string& label = kDbOperations.contains(operation) ? operation : kOther;
   std::lock_guard lock(state_->labels_mutex);
-  auto& child = state_->db_error_children[label];
-  if (child == nullptr) child = &state_->db_errors.Add({{"operation", label}});
-  child->Increment();
-  if (!timed_out) return;
-  auto& timeouts = state_->call_timeout_children[label];
-  if (timeouts == nullptr) timeouts = &state_->call_timeouts.Add({{"operation", label}});
-  timeouts->Increment();
+  const auto& [errors, timeouts] = state_->db_error_children_of(label);
+  errors->Increment();
+  if (timed_out) timeouts->Increment();
 }
 
 void Metrics::loop_error(std::string_view loop) {
@@ -556,16 +585,14 @@ void Metrics::set_schedule_overdue(double seconds) { state_->schedule_overdue.Se
 
 void Metrics::limit_throttled(const std::string& limit, const std::string& reason) {
   std::lock_guard lock(state_->labels_mutex);
-  auto& children = state_->limit_throttled_children;
-  auto it = children.find({limit, reason});
-  if (it == children.end()) {
-    if (children.size() >= kMaxLimitLabels * 2) return;  // bounded (two reasons per limit)
-    it = children
-             .emplace(std::make_pair(limit, reason),
-                      &state_->limit_throttled.Add({{"limit", limit}, {"reason", reason}}))
-             .first;
+  if (prometheus::Counter* child = state_->limit_throttled_child(limit, reason)) {
+    child->Increment();
   }
-  it->second->Increment();
+}
+
+void Metrics::set_limits(const std::vector<std::pair<std::string, std::string>>& limit_reasons) {
+  std::lock_guard lock(state_->labels_mutex);
+  for (const auto& [limit, reason] : limit_reasons) state_->limit_throttled_child(limit, reason);
 }
 
 void Metrics::set_limit_running(const std::vector<std::pair<std::string, double>>& running) {

@@ -78,7 +78,8 @@ class Metrics {
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
   // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
-  // kOtherLabel. A call abandoned at its deadline (DbError::timed_out) also counts in
+  // kOtherLabel. Every listed operation (and kOtherLabel) shows at 0 from the start, in
+  // both families. A call abandoned at its deadline (DbError::timed_out) also counts in
   // pgjobd_db_call_timeouts_total{operation}.
   void db_error(const std::string& operation, bool timed_out = false);
   // pgjobd_loop_errors_total{loop}: an exception other than a database error caught at a
@@ -100,6 +101,10 @@ class Metrics {
   // config, but another daemon's may differ: at most kMaxLimitLabels series each.
   static constexpr std::size_t kMaxLimitLabels = 200;
   void limit_throttled(const std::string& limit, const std::string& reason);
+  // The limits in force and the reasons each can throttle for ("concurrency" when it has
+  // one, "rate" when it has one): their pgjobd_limit_throttled_total series show at 0 from
+  // now on. Series of limits removed since stay (counters never reset).
+  void set_limits(const std::vector<std::pair<std::string, std::string>>& limit_reasons);
   void set_limit_running(const std::vector<std::pair<std::string, double>>& running);
 
  private:

@@ -308,6 +308,16 @@ Response Dashboard::handle(const Request& request) {
   return response;
 }
 
+std::string Dashboard::database_problem() {
+  try {
+    std::lock_guard lock(store_mutex_);
+    store_->ping();
+    return "";
+  } catch (const DbError& e) {
+    return std::string("database: ") + e.what();
+  }
+}
+
 Response Dashboard::login(const Request& request, const UiConfig& config) {
   if (!request_from_own_origin(request.origin ? request.origin->c_str() : nullptr,
                                request.referer ? request.referer->c_str() : nullptr,

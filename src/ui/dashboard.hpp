@@ -42,6 +42,9 @@ class Dashboard {
   Dashboard(const UiConfig& config, std::unique_ptr<UiStore> store);
 
   Response handle(const Request& request);
+  // The dashboard's readiness (its /readyz): "" when the database answers the store, else
+  // "database: " and why not.
+  std::string database_problem();
   void apply(const UiConfig& config);
 
   // Largest form body accepted: a bulk action over a full page of ids fits many times over.

@@ -10,15 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "http/listen_address.hpp"
 #include "http/listener_stop.hpp"
+#include "http/probes.hpp"
 #include "ui/dashboard.hpp"
 
 namespace pgjobd::ui {
 
 struct UiServer::State {
   explicit State(const UiConfig& config, std::unique_ptr<UiStore> store)
-      : dashboard(config, std::move(store)) {}
+      : dashboard(config, std::move(store)),
+        probes{[this] { return dashboard.database_problem(); }, {}} {}
   Dashboard dashboard;
+  // /healthz: the process serves; /readyz: the database answers the dashboard's store.
+  Probes probes;
   mg_context* context = nullptr;
   int port = 0;
   std::string knock_host;  // see http/listener_stop.hpp
@@ -71,6 +76,8 @@ bool read_body(mg_connection* conn, std::string& body) {
 
 int begin_request(mg_connection* conn) {
   auto* state = static_cast<UiServer::State*>(mg_get_user_data(mg_get_context(conn)));
+  // Before the login and the Host check: a load balancer or kubelet probes without either.
+  if (const int status = answer_probe(conn, &state->probes)) return status;
   const mg_request_info* info = mg_get_request_info(conn);
   Request request;
   request.method = info->request_method != nullptr ? info->request_method : "";
@@ -139,7 +146,9 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
   state_->context = mg_start(&callbacks, state_.get(), options);
   if (state_->context == nullptr) {
     mg_exit_library();
-    throw std::runtime_error("dashboard: cannot listen on " + config.listen);
+    const std::string why = bind_failure(ports);
+    throw std::runtime_error("dashboard: cannot listen on " + config.listen +
+                             (why.empty() ? "" : ": " + why));
   }
   mg_server_port listening[4];
   const int count = mg_get_server_ports(state_->context, 4, listening);

@@ -153,6 +153,9 @@ class UiStore {
  public:
   virtual ~UiStore() = default;
 
+  // Returns when the database answers and holds the dashboard's tables (the dashboard's
+  // /readyz), else throws DbError.
+  virtual void ping() = 0;
   virtual Overview overview() = 0;
   virtual JobPage jobs(const JobFilter& filter) = 0;
   // with_payload false: payload_json stays empty (ui.show_payloads: false).

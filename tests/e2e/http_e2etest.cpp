@@ -50,6 +50,10 @@ TEST(HttpE2E, MetricsCountJobsAndProbesAnswer) {
             25.0);
   EXPECT_EQ(metric_value(metrics.body, "pgjobd_build_info", {{"version", kVersion}}), 1.0);
   EXPECT_EQ(metric_value(metrics.body, "pgjobd_workers_max"), 4.0);
+  // Counters with known labels are there before their first event (README "Metrics").
+  EXPECT_EQ(metric_value(metrics.body, "pgjobd_db_errors_total", {{"operation", "claim"}}), 0.0);
+  EXPECT_EQ(metric_value(metrics.body, "pgjobd_db_call_timeouts_total", {{"operation", "claim"}}),
+            0.0);
   EXPECT_EQ(metric_value(metrics.body, "pgjobd_queue_wait_seconds_count", {{"queue", "default"}}),
             27.0);
 

@@ -360,6 +360,10 @@ TEST(LimitsE2E, RateLimitNeverExceedsBurstPlusRateInAnyWindow) {
   std::vector<int> ports;
   for (auto& daemon : daemons) ports.push_back(daemon->metrics_port());
   for (const int port : ports) ASSERT_GT(port, 0);
+  // The limit's series is there at 0 before its first throttled claim (README "Metrics").
+  EXPECT_EQ(metric_value(http_get(ports[0], "/metrics").body, "pgjobd_limit_throttled_total",
+                         {{"limit", "mail"}, {"reason", "rate"}}),
+            0.0);
 
   const auto started = Clock::now();
   schema.insert_jobs("send_email", kJobs);

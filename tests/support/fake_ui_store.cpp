@@ -11,6 +11,8 @@ void FakeUiStore::maybe_fail() {
   if (fail) throw DbError("connection refused (fake)", "", true);
 }
 
+void FakeUiStore::ping() { maybe_fail(); }
+
 ui::Overview FakeUiStore::overview() {
   maybe_fail();
   return overview_data;

@@ -30,6 +30,7 @@ class FakeUiStore : public ui::UiStore {
   std::vector<ui::AuditEntry> audit_data;
   bool fail = false;  // every method throws DbError
 
+  void ping() override;
   ui::Overview overview() override;
   ui::JobPage jobs(const ui::JobFilter& filter) override;
   std::optional<ui::JobDetail> job(std::int64_t id, bool with_payload) override;

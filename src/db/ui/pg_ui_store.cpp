@@ -112,6 +112,13 @@ auto PgUiStore::write(const char* operation, Fn&& fn) {
   return run<pqxx::work>(operation, std::forward<Fn>(fn));
 }
 
+void PgUiStore::ping() {
+  read("dashboard ping", [&](pqxx::transaction_base& txn) {
+    ++sent_;
+    return txn.exec(sql_.ping).size();
+  });
+}
+
 ui::Overview PgUiStore::overview() {
   {
     std::lock_guard lock(mutex_);

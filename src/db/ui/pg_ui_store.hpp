@@ -54,6 +54,7 @@ class PgUiStore final : public ui::UiStore {
   PgUiStore(const PgUiStore&) = delete;
   PgUiStore& operator=(const PgUiStore&) = delete;
 
+  void ping() override;
   ui::Overview overview() override;
   ui::JobPage jobs(const ui::JobFilter& filter) override;
   std::optional<ui::JobDetail> job(std::int64_t id, bool with_payload) override;

@@ -234,6 +234,7 @@ UiStatements ui_statements(const std::string& schema) {
                         " FROM known k LEFT JOIN {queues} p ON p.queue = k.queue "
                         "ORDER BY k.queue",
                     schema);
+  s.ping = expand("SELECT 1 FROM {jobs} LIMIT 0", schema);
   s.schedules = expand(
       "SELECT s.name, coalesce(s.cron, ''), coalesce(s.every_seconds, 0), "
       "s.timezone, s.type, s.queue, s.enabled, s.paused, " +

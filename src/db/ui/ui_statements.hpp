@@ -36,6 +36,7 @@ struct UiStatements {
   std::string job_attempts;
   std::string queues;  // $1 as for overview_counts
   std::string schedules;
+  std::string ping;             // no row: the database answers and the jobs table is there
   std::string audit;            // $1 limit
   std::string audit_insert;     // $1 user, $2 address, $3 action, $4 target, $5 ids, $6 detail
   std::string job_statuses;     // $1 ids bigint[]: id, status
