@@ -84,14 +84,8 @@ int run_ui_passwd(bool password_stdin) {
 }
 
 int run_ui(const std::string& config_path) {
-  const auto config = load_config_or_report(config_path);
+  const auto config = load_config_or_report(config_path, ConfigUse::kDashboard);
   if (!config) return kExitUsage;
-  if (config->ui.listen.empty()) {
-    std::cerr << "error: " << config_path
-              << ": ui.listen is empty, so there is no dashboard to serve (set it, e.g. "
-                 "127.0.0.1:9465)\n";
-    return kExitUsage;
-  }
   setup_logging(config->log);
 
   // As in `run`: one thread takes the signals; every other thread has them blocked.
