@@ -22,13 +22,13 @@ schedules:
   fast:           {cron: "*/5 * * * * *", type: ping}      # 6 fields: with seconds
 )",
                                "t.yaml");
-  ASSERT_EQ(config.schedules.size(), 3u);
-  const ScheduleConfig& nightly = config.schedules.at("nightly_report");
+  ASSERT_EQ(config.schedules->size(), 3u);
+  const ScheduleConfig& nightly = config.schedules->at("nightly_report");
   EXPECT_EQ(nightly.cron, "30 2 * * *");
   EXPECT_EQ(nightly.timezone, "Europe/Berlin");
   EXPECT_EQ(nightly.type, "report");
   EXPECT_EQ(nightly.payload, R"({"kind":"nightly"})");
-  const ScheduleConfig& heartbeat = config.schedules.at("heartbeat");
+  const ScheduleConfig& heartbeat = config.schedules->at("heartbeat");
   EXPECT_EQ(heartbeat.every, Millis(30'000));
   EXPECT_EQ(heartbeat.queue, "ops");
   EXPECT_EQ(heartbeat.timezone, "UTC");
@@ -36,7 +36,16 @@ schedules:
   EXPECT_EQ(heartbeat.misfire, "skip");
   EXPECT_EQ(heartbeat.overlap, "allow");
   EXPECT_TRUE(heartbeat.enabled);
-  EXPECT_EQ(config.schedules.at("fast").cron, "*/5 * * * * *");
+  EXPECT_EQ(config.schedules->at("fast").cron, "*/5 * * * * *");
+}
+
+// Absent and empty differ (README "Recurring jobs"): only a config with the key
+// reconciles the table's YAML schedules, and `schedules: {}` removes them all.
+TEST(ConfigSchedulesTest, AnAbsentSectionDiffersFromAnEmptyOne) {
+  EXPECT_FALSE(parse_config("handlers: {t: {builtin: noop}}\n", "t.yaml").schedules.has_value());
+  const Config empty = parse_config("schedules: {}\n", "t.yaml");
+  ASSERT_TRUE(empty.schedules.has_value());
+  EXPECT_TRUE(empty.schedules->empty());
 }
 
 TEST(ConfigSchedulesTest, PayloadBecomesJsonWithYamlCoreTypes) {
@@ -55,7 +64,7 @@ schedules:
       list: [a, 2, {b: "q\"uote\n"}]
 )",
                                "t.yaml");
-  EXPECT_EQ(config.schedules.at("s").payload,
+  EXPECT_EQ(config.schedules->at("s").payload,
             R"({"n":12,"x":-1500.0,"yes_word":"yes","quoted":"12","flag":true,"none":null,)"
             R"("list":["a",2,{"b":"q\"uote\n"}]})");
 }
@@ -64,7 +73,7 @@ std::string payload_of(const std::string& payload_yaml) {
   return parse_config(
              "schedules:\n  s:\n    every: 1m\n    type: t\n    payload: " + payload_yaml + "\n",
              "t.yaml")
-      .schedules.at("s")
+      .schedules->at("s")
       .payload;
 }
 
@@ -122,7 +131,7 @@ schedules:
       overlap: skip, misfire: all, misfire_grace: 5m}
 )",
                                "t.yaml");
-  const ScheduleConfig& s = config.schedules.at("s");
+  const ScheduleConfig& s = config.schedules->at("s");
   EXPECT_EQ(s.priority, -3);
   EXPECT_EQ(s.max_attempts, 2);
   EXPECT_FALSE(s.enabled);

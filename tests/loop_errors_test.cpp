@@ -98,7 +98,7 @@ TEST(LoopErrorsTest, SchedulePassSurvivesAnExceptionThatIsNoDbError) {
   ScheduleConfig beat;
   beat.every = Millis(10000);
   beat.type = "ping";
-  scheduler.set_yaml({{"beat", beat}});
+  scheduler.set_yaml(std::map<std::string, ScheduleConfig>{{"beat", beat}});
   table->set_throwing(true);
   const schedule::WallClock::time_point now = schedule::WallClock::now();
   schedule::WallClock::time_point next;

@@ -19,6 +19,7 @@ namespace {
 using pgjobd::testing::FakeScheduleStore;
 using pgjobd::testing::FakeScheduleTable;
 using std::chrono::milliseconds;
+using Schedules = std::map<std::string, ScheduleConfig>;
 
 ScheduleConfig every(int seconds, const std::string& misfire = "skip") {
   ScheduleConfig s;
@@ -43,7 +44,7 @@ struct Daemon {
 TEST(SchedulerTest, SleepsUntilTheNextTickAndFiresIt) {
   auto table = std::make_shared<FakeScheduleTable>();
   Daemon daemon(table);
-  daemon.scheduler.set_yaml({{"beat", every(10)}});
+  daemon.scheduler.set_yaml(Schedules{{"beat", every(10)}});
   daemon.scheduler.run_once(WallClock::now());
   ASSERT_EQ(table->rows().size(), 1u);
   const WallClock::time_point t0 = reconciled_at(*table);
@@ -63,7 +64,7 @@ TEST(SchedulerTest, ThreeDaemonsRacingEveryTickCreateExactlyOneJobPerTick) {
   Daemon a(table);
   Daemon b(table);
   Daemon c(table);
-  for (Daemon* d : {&a, &b, &c}) d->scheduler.set_yaml({{"beat", every(1)}});
+  for (Daemon* d : {&a, &b, &c}) d->scheduler.set_yaml(Schedules{{"beat", every(1)}});
   a.scheduler.run_once(WallClock::now());
   const WallClock::time_point t0 = reconciled_at(*table);
   for (Daemon* d : {&b, &c}) d->scheduler.run_once(t0);
@@ -85,12 +86,12 @@ TEST(SchedulerTest, ThreeDaemonsRacingEveryTickCreateExactlyOneJobPerTick) {
 TEST(SchedulerTest, ARemovedScheduleStopsFiring) {
   auto table = std::make_shared<FakeScheduleTable>();
   Daemon daemon(table);
-  daemon.scheduler.set_yaml({{"beat", every(1)}, {"other", every(1)}});
+  daemon.scheduler.set_yaml(Schedules{{"beat", every(1)}, {"other", every(1)}});
   daemon.scheduler.run_once(WallClock::now());
   const WallClock::time_point t0 = reconciled_at(*table);
   daemon.scheduler.run_once(t0 + Seconds(1));
   EXPECT_EQ(table->jobs().size(), 2u);
-  daemon.scheduler.set_yaml({{"other", every(1)}});
+  daemon.scheduler.set_yaml(Schedules{{"other", every(1)}});
   daemon.scheduler.run_once(t0 + Seconds(2));
   daemon.scheduler.run_once(t0 + Seconds(3));
   int beats = 0;
@@ -102,7 +103,7 @@ TEST(SchedulerTest, ARemovedScheduleStopsFiring) {
 TEST(SchedulerTest, ADatabaseErrorWaitsAndTheNextPassCatchesUpByPolicy) {
   auto table = std::make_shared<FakeScheduleTable>();
   Daemon daemon(table);
-  daemon.scheduler.set_yaml({{"skip", every(1)}, {"all", every(1, "all")}});
+  daemon.scheduler.set_yaml(Schedules{{"skip", every(1)}, {"all", every(1, "all")}});
   daemon.scheduler.run_once(WallClock::now());
   const WallClock::time_point t0 = reconciled_at(*table);
   table->set_failing(true);
@@ -124,7 +125,7 @@ TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFire
   auto table = std::make_shared<FakeScheduleTable>();
   Metrics metrics({"default"}, {"ping"});
   Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), &metrics, SchedulerSettings{});
-  scheduler.set_yaml({{"x", every(1)}, {"y", every(1)}});
+  scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
   scheduler.run_once(WallClock::now());
   const WallClock::time_point t0 = reconciled_at(*table);
   const auto jobs_of = [&](const std::string& name) {
@@ -164,12 +165,12 @@ TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFire
 TEST(SchedulerTest, AReloadThatMustChangeAHeldRowKeepsTheOthersFiringAndAppliesLater) {
   auto table = std::make_shared<FakeScheduleTable>();
   Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), nullptr, SchedulerSettings{});
-  scheduler.set_yaml({{"x", every(1)}, {"y", every(1)}});
+  scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
   scheduler.run_once(WallClock::now());
   const WallClock::time_point t0 = reconciled_at(*table);
   pgjobd::testing::LogCapture log;
   table->set_held("x", true);
-  scheduler.set_yaml({{"x", every(2)}, {"y", every(1)}});
+  scheduler.set_yaml(Schedules{{"x", every(2)}, {"y", every(1)}});
   for (int i = 1; i <= 3; ++i) {
     const WallClock::time_point now = t0 + Seconds(i);
     const WallClock::time_point next = scheduler.run_once(now);
@@ -183,6 +184,95 @@ TEST(SchedulerTest, AReloadThatMustChangeAHeldRowKeepsTheOthersFiringAndAppliesL
   table->set_held("x", false);
   scheduler.run_once(t0 + Seconds(4));
   EXPECT_EQ(table->rows().at(0).timing.every_seconds, 2) << log.all();
+}
+
+// README "Recurring jobs": only a daemon whose config has a `schedules:` section reconciles
+// the table's YAML schedules; one without it (a worker-only host, an old config) leaves
+// them and fires them. Before, the engine passed an empty section for an absent one, and
+// the daemon logged "0 added, 0 changed, 3 removed".
+TEST(SchedulerTest, ADaemonWithoutTheSectionLeavesTheYamlSchedulesAndFiresThem) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon writer(table);
+  writer.scheduler.set_yaml(Schedules{{"a", every(1)}, {"b", every(1)}, {"c", every(1)}});
+  writer.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  pgjobd::testing::LogCapture log;
+  Daemon worker(table);
+  worker.scheduler.set_yaml(std::nullopt);
+  worker.scheduler.run_once(t0 + Seconds(1));
+  EXPECT_EQ(table->rows().size(), 3u) << log.all();
+  EXPECT_EQ(table->jobs().size(), 3u) << "the worker fires the table's schedules";
+  EXPECT_FALSE(log.contains("removed")) << log.all();
+  EXPECT_FALSE(log.contains("differs")) << log.all();
+}
+
+TEST(SchedulerTest, AnEmptySectionRemovesEveryYamlSchedule) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon daemon(table);
+  daemon.scheduler.set_yaml(Schedules{{"a", every(1)}, {"b", every(1)}});
+  daemon.scheduler.run_once(WallClock::now());
+  ASSERT_EQ(table->rows().size(), 2u);
+  daemon.scheduler.set_yaml(Schedules{});
+  daemon.scheduler.run_once(reconciled_at(*table));
+  EXPECT_TRUE(table->rows().empty());
+}
+
+// A reload that removes the key stops reconciling: the schedules stay as the last
+// reconciliation left them, and a reload that brings the key back reconciles again.
+TEST(SchedulerTest, AReloadWithoutTheSectionLeavesTheTableAndStopsComparingWithIt) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon a(table);
+  Daemon b(table);
+  a.scheduler.set_yaml(Schedules{{"x", every(1)}});
+  a.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  pgjobd::testing::LogCapture log;
+  a.scheduler.set_yaml(std::nullopt);
+  a.scheduler.run_once(t0);
+  EXPECT_EQ(table->rows().size(), 1u);
+  EXPECT_TRUE(log.contains("no schedules: section any more")) << log.all();
+  b.scheduler.set_yaml(Schedules{{"y", every(1)}});
+  b.scheduler.run_once(t0);
+  a.scheduler.run_once(t0 + SchedulerSettings{}.refresh);  // reads the table again
+  EXPECT_FALSE(log.contains("differs")) << "a has no section to differ: " << log.all();
+  a.scheduler.set_yaml(Schedules{{"x", every(1)}});
+  a.scheduler.run_once(t0 + SchedulerSettings{}.refresh);
+  ASSERT_EQ(table->rows().size(), 1u);
+  EXPECT_EQ(table->rows()[0].name, "x");
+}
+
+// Two daemons with different sections: the one whose section the table no longer matches
+// says so at its next read of the table, once per difference, and again only for a new one.
+TEST(SchedulerTest, ADaemonWhoseSectionAnotherDaemonOverwroteWarnsOncePerDifference) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Daemon a(table);
+  Daemon b(table);
+  a.scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
+  a.scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  pgjobd::testing::LogCapture log;
+  ScheduleConfig x_elsewhere = every(1);
+  x_elsewhere.payload = R"({"from": "b"})";
+  b.scheduler.set_yaml(Schedules{{"x", x_elsewhere}, {"z", every(1)}});
+  b.scheduler.run_once(t0);
+  EXPECT_FALSE(log.contains("differs")) << "b's own reconciliation: " << log.all();
+  const Millis refresh = SchedulerSettings{}.refresh;
+  a.scheduler.run_once(t0 + refresh);
+  a.scheduler.run_once(t0 + 2 * refresh);
+  EXPECT_EQ(log.count("differs from this one's"), 3) << log.all();
+  EXPECT_EQ(log.count("schedule x has another definition"), 1) << log.all();
+  EXPECT_EQ(log.count("schedule y of this daemon's section is not in the table"), 1) << log.all();
+  EXPECT_EQ(log.count("schedule z is in the table but not in this daemon's section"), 1)
+      << log.all();
+  // The same section again: no difference, and a later one is said again.
+  b.scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
+  b.scheduler.run_once(t0 + 2 * refresh);
+  a.scheduler.run_once(t0 + 3 * refresh);
+  EXPECT_EQ(log.count("differs from this one's"), 3) << log.all();
+  b.scheduler.set_yaml(Schedules{{"x", every(1)}});
+  b.scheduler.run_once(t0 + 3 * refresh);
+  a.scheduler.run_once(t0 + 4 * refresh);
+  EXPECT_EQ(log.count("schedule y of this daemon's section is not in the table"), 2) << log.all();
 }
 
 TEST(SchedulerTest, AnIdleDaemonWithAHundredSchedulesReadsTheTableOncePerRefresh) {

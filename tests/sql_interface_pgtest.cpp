@@ -429,6 +429,47 @@ TEST(SqlInterface, PauseAndResumeNotifyTheSchemasDaemons) {
   }
 }
 
+// pgjobd_retry and pgjobd_retry_many make a job due now: they wake the schema's daemons on
+// the INSERT trigger's channel, through its 2 ms clock, once per call however many jobs
+// it retried, so an idle daemon claims at once rather than at its next poll
+// (tests/e2e/notify_e2etest.cpp times that). A call that retried nothing wakes no one.
+TEST(SqlInterface, RetryAndRetryManyWakeTheSchemasDaemonsOncePerCall) {
+  TestSchema schema;
+  std::vector<std::string> dead;
+  for (int i = 0; i < 4; ++i) {
+    dead.push_back(
+        schema.query("INSERT INTO {jobs} (type, status, attempts, max_attempts, finished_at) "
+                     "VALUES ('a', 'dead', 1, 1, now()) RETURNING id"));
+  }
+  Session listener(schema);
+  testing::SchemaNotifications receiver(listener.connection(), "pgjobd_jobs", schema.name());
+  // Notifications arrive in commit order: once the sentinel sent after a call is in, so is
+  // every notification of the call.
+  testing::SchemaNotifications sentinel(listener.connection(), "pgjobd_test_sentinel",
+                                        schema.name());
+  listener.query("SELECT 1");  // the LISTENs are sent with the next statement
+  Session app(schema);
+  const auto notifications_of = [&](const std::string& call) {
+    // The last NOTIFY's time set back past the 2 ms window, so the call's own is not skipped.
+    schema.query("SELECT setval('" + schema.qualified("pgjobd_notify_clock") + "', 0)");
+    receiver.reset();
+    sentinel.reset();
+    app.query(call);
+    app.query("SELECT pg_notify('pgjobd_test_sentinel', '" + schema.name() + "')");
+    sentinel.await_first();
+    return receiver.count();
+  };
+  EXPECT_EQ(notifications_of("SELECT {s}.pgjobd_retry(" + dead[0] + ")"), 1);
+  EXPECT_EQ(notifications_of("SELECT count(*) FROM {s}.pgjobd_retry_many(ARRAY[" + dead[1] + ", " +
+                             dead[2] + ", " + dead[3] + "]::bigint[])"),
+            1);
+  EXPECT_EQ(schema.count("status = 'pending'"), 4);
+  EXPECT_EQ(notifications_of("SELECT count(*) FROM {s}.pgjobd_retry_many(ARRAY[" + dead[0] +
+                             "]::bigint[])"),
+            0)
+      << "a pending job is not retried";
+}
+
 // The pause check adds an anti-join over the few `slots` rows; the per-queue scan of jobs
 // stays on the claim index. (By hand, EXPLAIN of the claim before and after this check
 // differs only in the Hash Anti Join of `slots` with pgjobd_queues.)

@@ -197,8 +197,11 @@ struct Config {
   MetricsConfig metrics;
   LogConfig log;
   UiConfig ui;
-  std::map<std::string, HandlerConfig> handlers;    // job type → handler
-  std::map<std::string, ScheduleConfig> schedules;  // schedule name → schedule
+  std::map<std::string, HandlerConfig> handlers;  // job type → handler
+  // schedule name → schedule. Absent (no `schedules:` section): this daemon writes no
+  // schedules and fires those in the database; present, even empty, it reconciles the
+  // YAML schedules to it at start and reload.
+  std::optional<std::map<std::string, ScheduleConfig>> schedules;
   // limit name → limit. Absent (no `limits:` section): this daemon writes no definitions
   // and applies those in the database; present, even empty, it writes its own at start
   // and reload.

@@ -19,22 +19,35 @@
 -- after the previous) or, at the latest, by the poll every woken daemon makes
 -- poll.min_interval after a wake-up.
 --
--- SECURITY DEFINER: producers need INSERT on jobs only, not UPDATE on the sequence; it
--- runs as the schema's owner with a fixed search_path, so a pg_notify planted in a schema
--- the inserting session searches first is never called.
-CREATE OR REPLACE FUNCTION @schema@.pgjobd_notify_insert() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- pgjobd_notify_jobs sends it, for the trigger and for every function that makes a job due
+-- now without an INSERT (pgjobd_retry, pgjobd_retry_many): one wake-up, one clock. It is
+-- called only by SECURITY DEFINER functions, so it runs as the schema's owner and needs no
+-- grant.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_notify_jobs() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  clock constant regclass := format('%I.pgjobd_notify_clock', TG_TABLE_SCHEMA)::regclass;
+  clock constant regclass := format('%I.pgjobd_notify_clock', @schema_name@)::regclass;
   now_ms constant bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 BEGIN
   -- Not "last > now - 2": after the system clock is set back, that would hold until the
   -- clock caught up again, and no NOTIFY would go out meanwhile.
   IF coalesce(pg_sequence_last_value(clock), 0) BETWEEN now_ms - 1 AND now_ms + 1 THEN
-    RETURN NULL;  -- a NOTIFY went out under 2 ms ago
+    RETURN;  -- a NOTIFY went out under 2 ms ago
   END IF;
   PERFORM setval(clock, now_ms);
-  PERFORM pg_notify('pgjobd_jobs', TG_TABLE_SCHEMA);
+  PERFORM pg_notify('pgjobd_jobs', @schema_name@);
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_notify_jobs() FROM PUBLIC;
+
+-- SECURITY DEFINER: producers need INSERT on jobs only, not UPDATE on the sequence; it
+-- runs as the schema's owner with a fixed search_path, so a pg_notify planted in a schema
+-- the inserting session searches first is never called.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_notify_insert() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM @schema@.pgjobd_notify_jobs();
   RETURN NULL;
 END
 $$;

@@ -1,39 +1,55 @@
 -- The rules of `pgjobd retry` (before schema v4 in AdminSession::retry): only a failed,
 -- dead or cancelled job; it becomes pending and due now; a dead job gets one more attempt
--- and keeps its error history. Returns the status it had.
-CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry(id bigint)
-  RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+-- and keeps its error history. Returns the status it had. pgjobd_retry_job applies them
+-- without waking the daemons, so that pgjobd_retry_many wakes them once per call; only
+-- SECURITY DEFINER functions call it, so it needs no grant.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry_job(id bigint)
+  RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $body$
     #variable_conflict use_column
     DECLARE
       was text;
       holder bigint;
     BEGIN
-      IF pgjobd_retry.id IS NULL THEN
+      IF pgjobd_retry_job.id IS NULL THEN
         RAISE EXCEPTION 'pgjobd_retry: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
       END IF;
-      SELECT j.status INTO was FROM @schema@.jobs j WHERE j.id = pgjobd_retry.id FOR UPDATE;
+      SELECT j.status INTO was FROM @schema@.jobs j WHERE j.id = pgjobd_retry_job.id FOR UPDATE;
       IF NOT FOUND THEN
-        RAISE EXCEPTION 'pgjobd_retry: job % does not exist', pgjobd_retry.id
+        RAISE EXCEPTION 'pgjobd_retry: job % does not exist', pgjobd_retry_job.id
           USING ERRCODE = 'no_data_found';
       END IF;
       IF was NOT IN ('failed', 'dead', 'cancelled') THEN
         RAISE EXCEPTION 'pgjobd_retry: job % is %: only failed, dead or cancelled jobs can be retried',
-          pgjobd_retry.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
+          pgjobd_retry_job.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
       END IF;
       BEGIN
         UPDATE @schema@.jobs j
         SET status = 'pending', run_at = now(), finished_at = NULL,
             max_attempts = greatest(j.max_attempts, j.attempts + 1), updated_at = now()
-        WHERE j.id = pgjobd_retry.id;
+        WHERE j.id = pgjobd_retry_job.id;
       EXCEPTION WHEN unique_violation THEN
         -- A dead or cancelled job's unique_key may have been taken by a newer live job.
         SELECT l.id INTO holder FROM @schema@.jobs o JOIN @schema@.jobs l
           ON l.type = o.type AND l.unique_key = o.unique_key
          AND l.status IN ('pending', 'running', 'failed')
-        WHERE o.id = pgjobd_retry.id;
+        WHERE o.id = pgjobd_retry_job.id;
         RAISE EXCEPTION 'pgjobd_retry: job % cannot be retried: live job % holds its unique_key',
-          pgjobd_retry.id, holder USING ERRCODE = 'unique_violation';
+          pgjobd_retry_job.id, holder USING ERRCODE = 'unique_violation';
       END;
+      RETURN was;
+    END
+    $body$;
+
+REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_retry_job(bigint) FROM PUBLIC;
+
+-- The job is due now: the daemons are woken as by an INSERT (pgjobd_notify_insert.sql), so
+-- it is claimed in milliseconds, not at their next poll.
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry(id bigint)
+  RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    DECLARE
+      was constant text := @schema@.pgjobd_retry_job(pgjobd_retry.id);
+    BEGIN
+      PERFORM @schema@.pgjobd_notify_jobs();
       RETURN was;
     END
     $body$;

@@ -66,8 +66,8 @@ int run_schedules(const std::string& config_path, int next_count, const std::str
   if (!config) return kExitUsage;
   setup_logging(config->log);
   try {
-    if (next_count > 0) {
-      if (auto it = config->schedules.find(name); it != config->schedules.end()) {
+    if (next_count > 0 && config->schedules) {
+      if (auto it = config->schedules->find(name); it != config->schedules->end()) {
         return print_next(timing_of(it->second), next_count, from);
       }
     }

@@ -380,8 +380,8 @@ void check_config(const Config& config, Diagnostics& diag) {
   for (const auto& [type, handler] : config.handlers) {
     check_handler(type, handler, rules);
   }
-  for (const auto& [name, schedule] : config.schedules) {
-    check_schedule(name, schedule, rules);
+  if (config.schedules) {
+    for (const auto& [name, schedule] : *config.schedules) check_schedule(name, schedule, rules);
   }
   if (config.limits) {
     for (const auto& [name, limit] : *config.limits) check_limit(name, limit, rules);

@@ -142,10 +142,12 @@ void read_payload(YamlSection& schedule, std::string& out) {
 }  // namespace
 
 void read_schedules(YamlSection& schedules, std::string_view /*key: NAME*/, Config& config) {
+  if (!schedules.present()) return;  // no section: the table's YAML schedules stay as they are
+  config.schedules.emplace();
   for (const YamlSection::Entry& entry : schedules.entries()) {
     YamlSection section(entry.value, schedules.path_of(entry.key), entry.key_line,
                         schedules.diag());
-    ScheduleConfig& schedule = config.schedules[entry.key];
+    ScheduleConfig& schedule = (*config.schedules)[entry.key];
     section.read("cron", schedule.cron);
     section.read("every", schedule.every);
     section.read("timezone", schedule.timezone);

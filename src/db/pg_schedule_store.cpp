@@ -12,12 +12,6 @@
 namespace pgjobd {
 namespace {
 
-MisfirePolicy misfire_of(const std::string& text) {
-  if (text == "all") return MisfirePolicy::kAll;
-  if (text == "none") return MisfirePolicy::kNone;
-  return MisfirePolicy::kSkip;
-}
-
 std::int64_t epoch_seconds(TickTime t) { return t.time_since_epoch().count(); }
 
 }  // namespace
@@ -53,12 +47,15 @@ std::vector<ScheduleRow> PgScheduleStore::load_schedules() {
       s.enabled = row[7].as<bool>();
       s.paused = row[8].as<bool>();
       s.overlap_skip = std::string(row[9].c_str()) == "skip";
-      s.misfire = misfire_of(row[10].c_str());
+      s.misfire = misfire_policy(row[10].c_str());
       s.misfire_grace = std::chrono::seconds(row[11].as<std::int64_t>());
       s.last_tick = TickTime(std::chrono::seconds(row[12].as<std::int64_t>()));
       if (!row[13].is_null()) {
         s.next_tick = TickTime(std::chrono::seconds(row[13].as<std::int64_t>()));
       }
+      s.priority = row[14].as<int>();
+      s.max_attempts = row[15].as<int>();
+      s.payload = row[16].c_str();
       out.push_back(std::move(s));
     }
     return out;
@@ -126,11 +123,11 @@ ReconcileReport PgScheduleStore::reconcile(const std::map<std::string, ScheduleC
           report.held_by_sql.end()) {
         continue;
       }
-      const std::int64_t every = s.every.count() / 1000;
-      const std::int64_t grace = (s.misfire_grace.count() + 999) / 1000;
-      const pqxx::result changed =
-          execute(txn, stmt::kScheduleUpsertYaml, name, s.cron, every, s.timezone, s.type, s.queue,
-                  s.priority, s.max_attempts, s.payload, s.overlap, s.misfire, grace, s.enabled);
+      const ScheduleRow row = yaml_schedule_row(name, s);
+      const pqxx::result changed = execute(
+          txn, stmt::kScheduleUpsertYaml, name, row.timing.cron, row.timing.every_seconds,
+          row.timing.timezone, row.type, row.queue, row.priority, row.max_attempts, row.payload,
+          s.overlap, s.misfire, static_cast<std::int64_t>(row.misfire_grace.count()), row.enabled);
       if (!changed.empty()) ++(changed[0][0].as<bool>() ? report.added : report.changed);
     }
     report.removed =

@@ -521,7 +521,7 @@ constexpr const char* kScheduleLoadSql = R"(
 SELECT name, coalesce(cron, ''), coalesce(every_seconds, 0), timezone, type, queue, source,
        enabled, paused, overlap, misfire, misfire_grace_seconds,
        floor(extract(epoch FROM last_tick))::bigint,
-       floor(extract(epoch FROM next_tick))::bigint
+       floor(extract(epoch FROM next_tick))::bigint, priority, max_attempts, payload::text
 FROM {schedules} ORDER BY name)";
 
 // kScheduleLock, the compare-and-set. NOWAIT: a row another session holds (a daemon firing

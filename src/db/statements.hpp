@@ -92,7 +92,8 @@ inline constexpr const char* kLimitGarbage = "pgjobd_limit_garbage";
 
 // Schedules (README "Recurring jobs"). Times travel as whole seconds since the epoch.
 // Load every schedule: name, cron, every_seconds, timezone, type, queue, source, enabled,
-// paused, overlap, misfire, misfire_grace_seconds, last_tick, next_tick (NULL or seconds).
+// paused, overlap, misfire, misfire_grace_seconds, last_tick, next_tick (NULL or seconds),
+// priority, max_attempts, payload (JSON text).
 inline constexpr const char* kScheduleLoad = "pgjobd_schedule_load";
 // Fire, step 1, the compare-and-set's lock: $1 name, $2 expected last_tick, $3 tick,
 // $4 cron ('' = none), $5 every_seconds (0 = none), $6 timezone. One row (true when the

@@ -27,10 +27,11 @@ Scheduler::Scheduler(std::unique_ptr<ScheduleStore> store, Metrics* metrics,
 
 Scheduler::~Scheduler() { thread_.stop(); }
 
-void Scheduler::set_yaml(std::map<std::string, ScheduleConfig> schedules) {
+void Scheduler::set_yaml(std::optional<std::map<std::string, ScheduleConfig>> schedules) {
   {
     std::lock_guard lock(mutex_);
-    pending_yaml_ = std::move(schedules);
+    yaml_ = std::move(schedules);
+    yaml_pending_ = true;
     woken_ = true;
   }
   wake_.notify_all();
@@ -53,6 +54,105 @@ void Scheduler::loop(const std::stop_token& stop) {
   }
 }
 
+void Scheduler::reconcile() {
+  std::optional<std::map<std::string, ScheduleConfig>> yaml;
+  {
+    std::lock_guard lock(mutex_);
+    if (!yaml_pending_) return;
+    yaml = yaml_;
+  }
+  if (!yaml) {
+    // No section: the YAML schedules in the table are another daemon's to write (README
+    // "Recurring jobs"); this one fires them as they are.
+    {
+      std::lock_guard lock(mutex_);
+      if (!yaml_) yaml_pending_ = false;  // else a section came meanwhile
+    }
+    if (reconciled_ || reconcile_held_) {
+      spdlog::info(
+          "schedules from the config: the config has no schedules: section any more; the "
+          "YAML schedules in the table stay as they are and keep firing");
+    }
+    reconciled_.reset();
+    differing_.clear();
+    reconcile_held_ = false;
+    return;
+  }
+  std::optional<ReconcileReport> reconciled;
+  try {
+    reconciled = store_->reconcile(*yaml);
+  } catch (const DbError& e) {
+    if (e.sqlstate() != ScheduleStore::kLockNotAvailable) throw;
+    // A row the reconciliation must change is held: the YAML stays pending, the table's
+    // schedules fire as they are.
+    if (!reconcile_held_) {
+      spdlog::warn(
+          "schedules from the config: not applied yet: a schedule row they change is "
+          "locked by another session (an open transaction); trying again every {}ms",
+          settings_.held_retry.count());
+    }
+    reconcile_held_ = true;
+  }
+  if (!reconciled) return;
+  if (reconcile_held_) spdlog::info("schedules from the config: applied");
+  reconcile_held_ = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (yaml_ == yaml) yaml_pending_ = false;  // else a newer one came meanwhile
+  }
+  const ReconcileReport& report = *reconciled;
+  if (report.added + report.changed + report.removed > 0) {
+    spdlog::info("schedules from the config: {} added, {} changed, {} removed", report.added,
+                 report.changed, report.removed);
+  }
+  for (const std::string& name : report.held_by_sql) {
+    spdlog::warn(
+        "schedule {} in the config is ignored: a schedule of that name was made "
+        "with SQL (pgjobd_schedule_upsert)",
+        name);
+  }
+  reconciled_ = std::move(yaml);
+  differing_.clear();  // this daemon's section is the table's now
+  stale_ = true;
+}
+
+// Another daemon with another section reconciled since this one did: the table's YAML rows no
+// longer match this daemon's section. Every daemon fires what the table holds, so this is said, not
+// undone: said once per schedule until it matches again.
+void Scheduler::warn_if_section_differs() {
+  if (!reconciled_ || reconcile_held_) return;
+  std::map<std::string, const char*> differing;  // name → how
+  std::set<std::string> in_table;
+  for (const Entry& entry : entries_) {
+    const ScheduleRow& row = entry.row;
+    in_table.insert(row.name);
+    if (row.source != "yaml") continue;  // a SQL schedule the section names: said at reconcile
+    const auto mine = reconciled_->find(row.name);
+    if (mine == reconciled_->end()) {
+      differing[row.name] =
+          "is in the table but not in this daemon's section (every daemon fires it)";
+    } else if (!same_definition(row, yaml_schedule_row(mine->first, mine->second))) {
+      differing[row.name] = "has another definition in the table (every daemon fires that one)";
+    }
+  }
+  for (const auto& mine : *reconciled_) {
+    if (!in_table.contains(mine.first)) {
+      differing[mine.first] = "of this daemon's section is not in the table (no daemon fires it)";
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& [name, how] : differing) {
+    if (!differing_.contains(name)) {
+      spdlog::warn(
+          "schedule {} {}: another daemon's schedules: section differs from this one's and "
+          "was reconciled since; give all daemons the same section, or the section to one",
+          name, how);
+    }
+    names.insert(name);
+  }
+  differing_ = std::move(names);
+}
+
 void Scheduler::refresh(WallClock::time_point now) {
   std::vector<Entry> entries;
   for (ScheduleRow& row : store_->load_schedules()) {
@@ -70,6 +170,7 @@ void Scheduler::refresh(WallClock::time_point now) {
   entries_ = std::move(entries);
   refreshed_at_ = now;
   stale_ = false;
+  warn_if_section_differs();
   // A held schedule that is no longer active (the transaction that held it paused or
   // removed it) is not asked for again.
   std::vector<std::string> gone;
@@ -160,48 +261,7 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
   WallClock::time_point next = now + settings_.refresh;
   bool failed = false;
   try {
-    std::optional<std::map<std::string, ScheduleConfig>> yaml;
-    {
-      std::lock_guard lock(mutex_);
-      yaml = pending_yaml_;
-    }
-    if (yaml) {
-      std::optional<ReconcileReport> reconciled;
-      try {
-        reconciled = store_->reconcile(*yaml);
-      } catch (const DbError& e) {
-        if (e.sqlstate() != ScheduleStore::kLockNotAvailable) throw;
-        // A row the reconciliation must change is held: the YAML stays pending, the table's
-        // schedules fire as they are.
-        if (!reconcile_held_) {
-          spdlog::warn(
-              "schedules from the config: not applied yet: a schedule row they change is "
-              "locked by another session (an open transaction); trying again every {}ms",
-              settings_.held_retry.count());
-        }
-        reconcile_held_ = true;
-      }
-      if (reconciled) {
-        if (reconcile_held_) spdlog::info("schedules from the config: applied");
-        reconcile_held_ = false;
-        {
-          std::lock_guard lock(mutex_);
-          if (pending_yaml_ == yaml) pending_yaml_.reset();  // else a newer one came meanwhile
-        }
-        const ReconcileReport& report = *reconciled;
-        if (report.added + report.changed + report.removed > 0) {
-          spdlog::info("schedules from the config: {} added, {} changed, {} removed", report.added,
-                       report.changed, report.removed);
-        }
-        for (const std::string& name : report.held_by_sql) {
-          spdlog::warn(
-              "schedule {} in the config is ignored: a schedule of that name was made "
-              "with SQL (pgjobd_schedule_upsert)",
-              name);
-        }
-        stale_ = true;
-      }
-    }
+    reconcile();
     if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
     for (Entry& entry : entries_) {
       if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds, now);

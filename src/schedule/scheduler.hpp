@@ -1,9 +1,10 @@
 #pragma once
 // The scheduler: one thread per daemon that reconciles the YAML's schedules into the table
-// (at start and on SIGHUP), sleeps until the next tick of any schedule, and fires the due
-// ticks through the store's compare-and-set. Every daemon runs one and they race for each
-// tick; the table decides, so correctness does not depend on leadership. Idle, it reads
-// the table once per `refresh` (schedules made with SQL show up within it).
+// (at start and on SIGHUP, when the config has a `schedules:` section), sleeps until the
+// next tick of any schedule, and fires the due ticks through the store's compare-and-set. Every
+// daemon runs one and they race for each tick; the table decides, so correctness does not depend on
+// leadership. Idle, it reads the table once per `refresh` (schedules made with SQL show up within
+// it).
 
 #include <chrono>
 #include <condition_variable>
@@ -42,8 +43,10 @@ class Scheduler final : public Service {
   Scheduler(std::unique_ptr<ScheduleStore> store, Metrics* metrics, SchedulerSettings settings);
   ~Scheduler() override;
 
-  // The YAML's schedules: reconciled into the table at the next pass, which this wakes.
-  void set_yaml(std::map<std::string, ScheduleConfig> schedules);
+  // The config's `schedules:` section: reconciled into the table at the next pass, which
+  // this wakes. Without one (nullopt) the table's YAML schedules are left as they are, and
+  // a reconciliation still waiting for a held row is given up.
+  void set_yaml(std::optional<std::map<std::string, ScheduleConfig>> schedules);
 
   void start() override;
   void request_stop() override;
@@ -66,7 +69,9 @@ class Scheduler final : public Service {
     bool logged = false;
   };
 
+  void reconcile();
   void refresh(WallClock::time_point now);
+  void warn_if_section_differs();
   void fire_due(Entry& entry, TickTime now, WallClock::time_point wall_now);
   void note_held(const std::string& name, TickTime tick, WallClock::time_point now);
   void note_free(const std::string& name, WallClock::time_point now);
@@ -76,10 +81,11 @@ class Scheduler final : public Service {
   Metrics* const metrics_;
   const SchedulerSettings settings_;
 
-  std::mutex mutex_;  // guards the two below: set_yaml runs on another thread
+  std::mutex mutex_;  // guards the three below: set_yaml runs on another thread
   std::condition_variable_any wake_;
-  std::optional<std::map<std::string, ScheduleConfig>> pending_yaml_;  // until reconciled
-  bool woken_ = false;  // set_yaml ran since the loop last woke
+  std::optional<std::map<std::string, ScheduleConfig>> yaml_;  // the section; none: no key
+  bool yaml_pending_ = false;  // yaml_ is not reconciled (or, without a section, acted on) yet
+  bool woken_ = false;         // set_yaml ran since the loop last woke
 
   // The loop's own state.
   std::vector<Entry> entries_;
@@ -88,6 +94,10 @@ class Scheduler final : public Service {
   std::set<std::string> reported_invalid_;
   std::map<std::string, Held> held_;
   bool reconcile_held_ = false;  // the YAML's reconciliation waits for a held row (logged)
+  // The section this daemon last reconciled (none: it has none), which the table's YAML
+  // rows should match, and the names whose difference was logged (once each).
+  std::optional<std::map<std::string, ScheduleConfig>> reconciled_;
+  std::set<std::string> differing_;
 
   ServiceThread thread_;  // last: joined before the members it uses go
 };

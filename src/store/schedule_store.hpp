@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pgjobd/config.hpp"
@@ -33,6 +34,9 @@ struct ScheduleRow {
   std::string type;
   std::string queue;
   std::string source;  // "yaml" or "sql"
+  int priority = 0;
+  int max_attempts = 5;
+  std::string payload = "{}";  // JSON text
   bool enabled = true;
   bool paused = false;
   bool overlap_skip = false;
@@ -43,6 +47,16 @@ struct ScheduleRow {
 
   bool active() const { return enabled && !paused; }
 };
+
+MisfirePolicy misfire_policy(std::string_view text);  // "all", "none", else skip
+
+// The row a `schedules:` entry becomes (last_tick, next_tick and paused left as they are):
+// the one translation the reconciliation, its fake and the scheduler's check share.
+ScheduleRow yaml_schedule_row(const std::string& name, const ScheduleConfig& schedule);
+
+// Whether two rows define the same schedule (their ticks and pause aside); payloads compare
+// as JSON values, as the table's jsonb does.
+bool same_definition(const ScheduleRow& a, const ScheduleRow& b);
 
 // One step of firing: move last_tick from `expected_last_tick` to `tick`, inserting the
 // tick's job when `insert_job` (and, with overlap: skip, the last one is not live).

@@ -79,5 +79,36 @@ TEST(NotifyE2E, InsertWakesAnIdleDaemonWithinMilliseconds) {
   }
 }
 
+// pgjobd_retry and pgjobd_retry_many make a job due now and wake the daemons as an INSERT
+// does: with a 30 s poll, a retried job runs within a second (before, it waited for the
+// next poll: 2.6 s in issue 45's run with the default poll).
+TEST(NotifyE2E, RetryAndRetryManyWakeAnIdleDaemonWithinASecond) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.set("poll", "{min_interval: 30s, max_interval: 30s, listen_notify: true}")
+      .handler("stamp", "{builtin: noop}");
+  // Dead before the daemon starts, so no start-up claim or INSERT wake-up is pending.
+  const std::string dead =
+      "INSERT INTO {jobs} (type, status, attempts, max_attempts, finished_at) "
+      "VALUES ('stamp', 'dead', 1, 1, now()) RETURNING id";
+  const std::string first = schema.query(dead);
+  const std::string second = schema.query(dead);
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  schema.query("INSERT INTO {jobs} (type) VALUES ('stamp')");  // the warm-up, as above
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 15s))
+      << daemon.log();
+
+  const std::string s = schema.qualified("pgjobd_retry");
+  schema.query("SELECT " + s + "(" + first + ")");
+  EXPECT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 2; }, 1s))
+      << "pgjobd_retry woke no daemon";
+  schema.query("SELECT count(*) FROM " + s + "_many(ARRAY[" + second + "]::bigint[])");
+  EXPECT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 3; }, 1s))
+      << "pgjobd_retry_many woke no daemon";
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait_for_exit(10s), 0);
+}
+
 }  // namespace
 }  // namespace pgjobd::testing

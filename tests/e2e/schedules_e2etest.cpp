@@ -268,6 +268,47 @@ TEST(SchedulesE2E, SighupAddsChangesAndRemovesScheduleAndARemovedOneStopsFiring)
   EXPECT_EQ(ticks_of(schema, "old"), old_ticks);
 }
 
+// README "Recurring jobs": a daemon whose config has no `schedules:` key (a worker-only
+// host, an old config) leaves the YAML schedules in the table and fires them; only
+// `schedules: {}` removes them all. Before, the daemon without the key logged "schedules
+// from the config: 0 added, 0 changed, 3 removed" and the three were gone.
+TEST(SchedulesE2E, ADaemonWithoutTheSectionKeepsTheYamlSchedulesAndAnEmptyOneRemovesThem) {
+  TestSchema schema;
+  const std::string table = schema.qualified("pgjobd_schedules");
+  DaemonYaml with(schema.name());
+  with.handler("ping", "{builtin: noop}")
+      .set("schedules",
+           "{nightly_report: {cron: \"30 2 * * *\", type: ping}, heartbeat: {every: 30s, type: "
+           "ping}, fast: {every: 1s, type: ping}}");
+  {
+    DaemonProcess writer(with.text());
+    ASSERT_TRUE(writer.wait_ready()) << writer.log();
+    ASSERT_TRUE(writer.wait_for_log("schedules from the config: 3 added")) << writer.log();
+    stop_daemon(writer);
+  }
+  DaemonYaml without(schema.name());
+  without.handler("ping", "{builtin: noop}");
+  {
+    DaemonProcess worker(without.text());
+    ASSERT_TRUE(worker.wait_ready()) << worker.log();
+    const std::size_t fired = ticks_of(schema, "fast").size();
+    ASSERT_TRUE(wait_until([&] { return ticks_of(schema, "fast").size() >= fired + 2; }, 10s))
+        << "the daemon without the section fires the table's schedules\n"
+        << worker.log();
+    EXPECT_EQ(schema.query("SELECT count(*) FROM " + table + " WHERE source = 'yaml'"), "3");
+    stop_daemon(worker);
+    EXPECT_EQ(worker.log().find("schedules from the config"), std::string::npos) << worker.log();
+  }
+  DaemonYaml empty(schema.name());
+  empty.handler("ping", "{builtin: noop}").set("schedules", "{}");
+  DaemonProcess emptied(empty.text());
+  ASSERT_TRUE(emptied.wait_ready()) << emptied.log();
+  EXPECT_TRUE(emptied.wait_for_log("schedules from the config: 0 added, 0 changed, 3 removed"))
+      << emptied.log();
+  EXPECT_EQ(schema.query("SELECT count(*) FROM " + table), "0");
+  stop_daemon(emptied);
+}
+
 // An operator's open transaction around pgjobd_schedule_pause('x') holds x's row: y keeps
 // firing every second, the overdue gauge shows x late, the log names the holder's pid, and
 // once the transaction rolls back x fires again. The holder's session is ended by the

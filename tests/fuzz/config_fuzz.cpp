@@ -307,14 +307,16 @@ std::string to_yaml(const Config& c) {
     emit_handler(out, handler);
   }
   out << YAML::EndMap;
-  key(out, "schedules");
-  out << YAML::BeginMap;
-  for (const auto& [name, schedule] : schedules) {
-    out << YAML::Key;
-    text(out, name) << YAML::Value;
-    emit_schedule(out, schedule);
+  if (schedules.has_value()) {  // absent and empty differ (README "Recurring jobs")
+    key(out, "schedules");
+    out << YAML::BeginMap;
+    for (const auto& [name, schedule] : *schedules) {
+      out << YAML::Key;
+      text(out, name) << YAML::Value;
+      emit_schedule(out, schedule);
+    }
+    out << YAML::EndMap;
   }
-  out << YAML::EndMap;
   if (limits.has_value()) {  // absent and empty differ (README "Limits")
     key(out, "limits");
     out << YAML::BeginMap;

@@ -6,17 +6,6 @@
 #include <stdexcept>
 
 namespace pgjobd::testing {
-namespace {
-
-ScheduleTiming timing_of(const ScheduleConfig& s) {
-  ScheduleTiming timing;
-  timing.cron = s.cron;
-  timing.every_seconds = s.every.count() / 1000;
-  timing.timezone = s.timezone;
-  return timing;
-}
-
-}  // namespace
 
 void FakeScheduleTable::put(const ScheduleRow& row) {
   std::lock_guard lock(mutex_);
@@ -131,21 +120,15 @@ ReconcileReport FakeScheduleTable::reconcile(const std::map<std::string, Schedul
       report.held_by_sql.push_back(name);
       continue;
     }
-    ScheduleRow row;
-    if (it != rows_.end()) row = *it;
-    bool added = it == rows_.end();
-    bool retimed = !added && (!(row.timing == timing_of(s)) || (!row.enabled && s.enabled));
-    row.name = name;
-    row.timing = timing_of(s);
-    row.type = s.type;
-    row.queue = s.queue;
-    row.source = "yaml";
-    row.enabled = s.enabled;
-    row.overlap_skip = s.overlap == "skip";
-    row.misfire = s.misfire == "all"    ? MisfirePolicy::kAll
-                  : s.misfire == "none" ? MisfirePolicy::kNone
-                                        : MisfirePolicy::kSkip;
-    row.misfire_grace = std::chrono::duration_cast<std::chrono::seconds>(s.misfire_grace);
+    ScheduleRow row = yaml_schedule_row(name, s);
+    const bool added = it == rows_.end();
+    if (!added && same_definition(*it, row)) continue;  // unchanged: nothing written
+    const bool retimed = !added && (!(it->timing == row.timing) || (!it->enabled && s.enabled));
+    if (!added) {
+      row.paused = it->paused;
+      row.last_tick = it->last_tick;
+      row.next_tick = it->next_tick;
+    }
     if (added || retimed) row.last_tick = std::max(row.last_tick, now);
     if (added) {
       rows_.push_back(row);
