@@ -75,7 +75,7 @@ void end_accepted_reads(int port) {
 }  // namespace
 
 std::string knock_address(const std::string& listen) {
-  const std::string host = listen_host(listen);
+  std::string host = listen_host(listen);
   if (host.empty() || host == "0.0.0.0" || host == "localhost") return "127.0.0.1";
   if (host == "::") return "::1";
   return host;
