@@ -203,8 +203,8 @@ DaemonYaml::DaemonYaml(const std::string& schema) {
       {"poll", "{min_interval: 10ms, max_interval: 100ms}"},
       {"retry", "{base: 10ms, max_delay: 100ms, jitter: 0}"},
       {"shutdown", "{timeout: 10s}"},
-      // Off unless a test needs it (one more listener and its threads per daemon). Tests
-      // that want it set("metrics", "{listen: \"127.0.0.1:0\"}").
+      // Off unless a test needs it: stopping the HTTP server (civetweb) adds up to 2 s to
+      // every shutdown. Tests that want it set("metrics", "{listen: \"127.0.0.1:0\"}").
       {"metrics", "{listen: \"\"}"},
       {"log", "{level: info}"},
   };
