@@ -1,16 +1,11 @@
 #include "http/listener_stop.hpp"
 
 #include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <future>
-#include <string>
-#include <system_error>
 #include <thread>
 
 #include "http/listen_address.hpp"
@@ -35,43 +30,6 @@ void knock(const std::string& host, int port) {
   freeaddrinfo(found);
 }
 
-// The local port of socket `fd`, or -1 when it is no TCP/IP socket.
-int local_port(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return -1;
-  if (address.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
-  }
-  return -1;
-}
-
-// Ends the reading side of every connection this process accepted on `port`: a civetweb
-// worker waiting for a request on one (a browser's idle or preconnected socket, a scraper's
-// kept-alive one) sees its end at once and goes back to notice the stop. The listening
-// socket has no peer and is left alone; so are this process's own client sockets, whose local port
-// is not `port`. A descriptor closed meanwhile fails the checks or the shutdown, harmlessly.
-void end_accepted_reads(int port) {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(entry.path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    struct stat status {};
-    if (fstat(fd, &status) != 0 || !S_ISSOCK(status.st_mode) || local_port(fd) != port) continue;
-    sockaddr_storage peer{};
-    socklen_t length = sizeof peer;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0) continue;
-    (void)shutdown(fd, SHUT_RD);
-  }
-}
-
 }  // namespace
 
 std::string knock_address(const std::string& listen) {
@@ -90,7 +48,6 @@ void stop_with_knocks(const std::string& host, int port, const std::function<voi
   });
   while (done.wait_for(std::chrono::milliseconds(10)) == std::future_status::timeout) {
     knock(host, port);
-    end_accepted_reads(port);
   }
   stopper.join();
 }
