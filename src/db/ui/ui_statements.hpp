@@ -1,5 +1,5 @@
 #pragma once
-// The dashboard's SQL (src/db/pg_ui_store.cpp runs it), for one schema. Every statement is
+// The dashboard's SQL (src/db/ui/pg_ui_store.cpp runs it), for one schema. Every statement is
 // sent unnamed (PQexecParams): planned with its values each time, so the planner sees the
 // status a list asks for and picks the partial index that holds it (a generic plan cannot
 // prove `status = $1` implies an index's WHERE), and nothing is prepared that a
