@@ -19,6 +19,23 @@ bool readable(int socket) {
   return ::poll(&ready, 1, 0) > 0;
 }
 
+// Whether the server has not closed `conn` (restart, pg_terminate_backend), found without
+// sending anything: libpqxx 6.4 leaks a result for each statement sent on a dead
+// connection. get_notifs() only reads what is already on the socket. A server ending the
+// session sends its reason, then closes: a read may take the reason and leave the end for
+// the next one, so the socket is read until it has nothing.
+bool still_open(pqxx::connection_base& conn) {
+  try {
+    conn.get_notifs();
+    for (int reads = 1; reads < kProbeReads && readable(conn.sock()); ++reads) {
+      conn.get_notifs();
+    }
+    return connection_ok(conn);
+  } catch (const pqxx::broken_connection&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 DbSession::DbSession(DatabaseConfig config, std::string role,
@@ -46,9 +63,8 @@ int DbSession::socket() const { return conn_ ? conn_->sock() : -1; }
 // server closed it meanwhile (restart, pg_terminate_backend); set up either way.
 ConnectionPtr DbSession::open(ConnectionPtr handed) const {
   ConnectionPtr conn;
-  if (handed) {
+  if (handed && still_open(*handed)) {
     try {
-      handed->get_notifs();  // only reads the socket: a closed session shows here
       name_session(*handed, config_, role_);
       conn = std::move(handed);
     } catch (const pqxx::broken_connection&) {
@@ -63,22 +79,8 @@ ConnectionPtr DbSession::open(ConnectionPtr handed) const {
 
 void DbSession::connect(const char* operation) {
   if (connected()) {
-    // Notice a connection the server has closed (restart, pg_terminate_backend) before
-    // running a statement on it: libpqxx 6.4 leaks a result for each statement sent on a
-    // dead connection. get_notifs() only reads what is already on the socket.
-    // A server ending the session sends its reason, then closes: a read may take the
-    // reason and leave the end for the next one, so the socket is read until it has
-    // nothing; a read that found the end either throws or leaves the session closed.
-    try {
-      conn_->get_notifs();
-      for (int reads = 1; reads < kProbeReads && readable(conn_->sock()); ++reads) {
-        conn_->get_notifs();
-      }
-      if (connection_ok(*conn_)) return;
-    } catch (const pqxx::broken_connection&) {
-      // Replaced below.
-    }
-    conn_.reset();
+    if (still_open(*conn_)) return;
+    conn_.reset();  // replaced below
   }
   if (last_failure_ && std::chrono::steady_clock::now() < retry_at_) {
     throw DbError(*last_failure_);
