@@ -54,6 +54,10 @@ TO :"runtime_role";
 -- dashboard's actions write pgjobd_audit (insert only: the trail is not rewritten).
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_daemons TO :"runtime_role";
 GRANT SELECT, INSERT ON :"schema".pgjobd_audit TO :"runtime_role";
+-- Dependencies between jobs (the triggers run as the writer of jobs) and the dead-letter
+-- settings each daemon writes from its YAML.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_dependencies,
+  :"schema".pgjobd_dead_letters TO :"runtime_role";
 
 -- Only roles granted below may call the SQL interface (sql/functions/ revokes it too; this
 -- repeats it for a schema whose grants were changed by hand).
@@ -123,5 +127,5 @@ TO :"runtime_role";
   TO :"operator_role";
   GRANT SELECT ON :"schema".jobs, :"schema".pgjobd_queues, :"schema".pgjobd_schedules,
     :"schema".pgjobd_limits, :"schema".pgjobd_daemons,
-    :"schema".pgjobd_audit TO :"operator_role";
+    :"schema".pgjobd_audit, :"schema".pgjobd_dependencies TO :"operator_role";
 \endif
