@@ -202,6 +202,7 @@ LimitSync PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limi
           limit.concurrency > 0 ? nlohmann::json(limit.concurrency) : nlohmann::json();
       d["rate_per_second"] =
           limit.rate_per_second > 0 ? nlohmann::json(limit.rate_per_second) : nlohmann::json();
+      d["rate_text"] = limit.rate.empty() ? nlohmann::json() : nlohmann::json(limit.rate);
       d["burst"] = limit.burst;
     }
     pqxx::nontransaction txn(session_.connection());

@@ -633,7 +633,7 @@ FROM {schema}.pgjobd_limits_sync($1::jsonb, $2::text))";
 constexpr const char* kLimitsLoadSql = R"(
 SELECT name, coalesce(array_to_json(types)::text, '[]'), coalesce(array_to_json(queues)::text, '[]'),
        coalesce(key, ''), coalesce(concurrency, 0), coalesce(rate_per_second, 0)::float8, burst,
-       coalesce(written_by, '')
+       coalesce(written_by, ''), coalesce(rate_text, '')
 FROM {limits} ORDER BY name)";
 
 // A job counts against a limit while its row is running

@@ -77,12 +77,12 @@ inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 // columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
 inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
 // Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
-// rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer), or one row
-// (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
+// rate_per_second, rate_text, burst}}, $2 writer. Returns (name, change, previous writer), or one
+// row (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
 // (sql/functions/pgjobd_limits_sync.sql).
 inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
 // Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
-// written_by ('' / 0 for none).
+// written_by, the rate as written ('' / 0 for none; '' too for a row an older daemon wrote).
 inline constexpr const char* kLimitsLoad = "pgjobd_limits_load";
 // Per limit: name, running jobs (concurrency limits), partitions with a running job.
 inline constexpr const char* kLimitUsage = "pgjobd_limit_usage";

@@ -730,7 +730,7 @@ LimitSync FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& li
   std::vector<LimitDefinition> next;
   for (const auto& [name, limit] : limits) {
     LimitDefinition definition{name, limit, writer};
-    definition.limit.rate.clear();  // the database keeps rate_per_second only
+    definition.limit.rate.clear();  // as load_limits returns it
     const auto old = std::find_if(table_->limits_.begin(), table_->limits_.end(),
                                   [&](const LimitDefinition& d) { return d.name == name; });
     if (old == table_->limits_.end()) {
