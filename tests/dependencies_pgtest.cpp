@@ -39,6 +39,11 @@ std::string state_of(TestSchema& schema, const std::string& id) {
       id);
 }
 
+// Ends a job as a completion would (a plain UPDATE of its status).
+void finish(TestSchema& schema, const std::string& id, const std::string& status = "done") {
+  schema.exec("UPDATE {jobs} SET status = '" + status + "', finished_at = now() WHERE id = " + id);
+}
+
 // How a parent ends: the statement that ends it (as the completer, an operator's UPDATE or
 // pgjobd_cancel would) and the status its edges get.
 struct Ending {
@@ -144,7 +149,7 @@ TEST(Dependencies, ParentsThatEndedBeforeTheChildIsEnqueued) {
   const std::string twice =
       app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + open + ", " + open + "])");
   EXPECT_EQ(state_of(schema, twice), "blocked|1|");
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + open);
+  finish(schema, open);
   EXPECT_EQ(state_of(schema, runs), "pending|0|");
   EXPECT_EQ(state_of(schema, twice), "pending|0|");
   const auto parents = nlohmann::json::parse(
@@ -276,7 +281,7 @@ TEST(Dependencies, AChainOfAThousandIsCancelledAtOnce) {
                          "'->>'status' FROM {jobs} WHERE id = " + c),
             "cancelled");
   // a ends later: nothing of b's or c's changes.
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + a);
+  finish(schema, a);
   EXPECT_EQ(state_of(schema, b), "cancelled|1|cancelled");
 }
 
@@ -289,12 +294,12 @@ TEST(Dependencies, ADeadParentRetriedToDoneResolvesItsEdgeOnce) {
   const std::string second = app.query("SELECT {s}.pgjobd_enqueue('p')");
   const std::string child = app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" +
                                       first + ", " + second + "], on_parent_failure => 'run')");
-  schema.exec("UPDATE {jobs} SET status = 'dead', finished_at = now() WHERE id = " + first);
+  finish(schema, first, "dead");
   EXPECT_EQ(state_of(schema, child), "blocked|1|");
   EXPECT_EQ(app.query("SELECT {s}.pgjobd_retry(" + first + ")"), "dead");
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + first);
+  finish(schema, first);
   EXPECT_EQ(state_of(schema, child), "blocked|1|");
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + second);
+  finish(schema, second);
   EXPECT_EQ(state_of(schema, child), "pending|0|");
 }
 
@@ -311,7 +316,7 @@ TEST(Dependencies, ALaterRunAtIsKeptAndADeletedChildTakesItsEdges) {
   schema.exec("DELETE FROM {jobs} WHERE id = " + gone);
   const std::string edges = "SELECT count(*) FROM " + schema.qualified("pgjobd_dependencies");
   EXPECT_EQ(schema.query(edges), "1");
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + parent);
+  finish(schema, parent);
   EXPECT_EQ(schema.query("SELECT concat_ws('|', status, run_at = '2099-01-01Z') FROM {jobs} "
                          "WHERE id = " +
                          later),
@@ -380,7 +385,7 @@ TEST(Dependencies, AWorkflowInsertsItsGraphInOneCall) {
                          "' / ' ORDER BY id) FROM {jobs}"),
             "fetch|io|0|5|pending|0|t|{\"url\": \"u\"} / resize|default|3|5|blocked|1|t|cancel|{} "
             "/ mail|default|0|2|blocked|2|f|run|{}");
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + fetch);
+  finish(schema, fetch);
   schema.exec("UPDATE {jobs} SET status = 'dead', finished_at = now() WHERE type = 'resize'");
   EXPECT_EQ(state_of(schema, notify), "pending|0|");
 
@@ -425,7 +430,7 @@ TEST(Dependencies, RetentionKeepsAParentWhileAChildOfItIsBlocked) {
   const RetentionConfig retention;
   EXPECT_EQ(store.prune(retention, 100), 2);
   EXPECT_EQ(schema.count("id = " + old_parent), 1);
-  schema.exec("UPDATE {jobs} SET status = 'done', finished_at = now() WHERE id = " + open);
+  finish(schema, open);
   EXPECT_EQ(schema.query("SELECT payload->'_parents'->'" + old_parent +
                          "'->>'result' FROM {jobs} WHERE id = " + child),
             "kept");
