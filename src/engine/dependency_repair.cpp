@@ -32,6 +32,9 @@ void DependencyRepair::run(Clock::time_point now, const std::stop_token& stop,
       }
     });
   }
+  // After a failed call, the interval: going on at once would retry a broken database in a
+  // loop.
+  if (calls.last_failed()) more = false;
   next_ = more ? Clock::now() : now + kInterval;
 }
 
