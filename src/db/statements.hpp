@@ -59,6 +59,9 @@ inline constexpr const char* kResign = "pgjobd_resign";
 // or after $3 (timestamptz), dead older than $2 ms finished at or after $4. Returns the
 // number deleted and the next $3 and $4 (text), for the next slice of the same pass.
 inline constexpr const char* kPrune = "pgjobd_prune";
+// The dependency repair: resolve up to $1 parents that ended or vanished while a blocked
+// child's edge to them is unresolved. Returns how many parents.
+inline constexpr const char* kRepairDependencies = "pgjobd_repair_dependencies";
 // Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
 // group's oldest due job.
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";

@@ -33,6 +33,8 @@ const char* name_of(StoreMethod method) {
       return "resign";
     case StoreMethod::kPrune:
       return "prune";
+    case StoreMethod::kRepairDependencies:
+      return "repair_dependencies";
     case StoreMethod::kQueueStats:
       return "queue_stats";
     case StoreMethod::kPausedQueues:
@@ -773,6 +775,11 @@ std::vector<LimitUsage> FakeJobStore::limit_usage() {
 
 int FakeJobStore::collect_limit_garbage(Millis /*idle*/, int /*batch_size*/) {
   auto lock = table_->enter(StoreMethod::kLimitGarbage, role_);
+  return 0;
+}
+
+int FakeJobStore::repair_dependencies(int /*batch_size*/) {
+  auto lock = table_->enter(StoreMethod::kRepairDependencies, role_);
   return 0;
 }
 
