@@ -145,7 +145,7 @@ tsan() {
   header "TSan build: unit and database tests"
   build debug-tsan debug-tsan --target pgjobd_unit_tests pgjobd_pg_tests
   header "TSan: unit and database tests (-j$test_jobs)"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     run_tests build/debug-tsan -L '^(unit|pg)$' -LE release-only
 }
 
