@@ -303,6 +303,38 @@ TEST(Dependencies, ADeadParentRetriedToDoneResolvesItsEdgeOnce) {
   EXPECT_EQ(state_of(schema, child), "pending|0|");
 }
 
+// A child cancelled by a failed parent and then retried waits again for the parents still
+// open, and runs with every parent's end in `_parents` once they have ended.
+TEST(Dependencies, ARetriedCancelledChildWaitsForItsOpenParents) {
+  TestSchema schema;
+  Session app(schema);
+  const std::string failing = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string open = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string child = app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" +
+                                      failing + ", " + open + "])");
+  finish(schema, failing, "dead");
+  EXPECT_EQ(state_of(schema, child), "cancelled|1|cancelled: parent " + failing + " ended dead");
+  EXPECT_EQ(app.query("SELECT {s}.pgjobd_retry(" + child + ")"), "cancelled");
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + child), "blocked");
+  finish(schema, open);
+  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + child), "pending");
+  const auto parents = nlohmann::json::parse(
+      schema.query("SELECT payload->'_parents' FROM {jobs} WHERE id = " + child));
+  EXPECT_EQ(parents.size(), 2u);
+  EXPECT_EQ(parents[failing]["status"], "dead");
+  EXPECT_EQ(parents[open]["status"], "done");
+
+  // With every parent ended, the retried child is due at once and carries them.
+  const std::string other = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string late =
+      app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + other + "])");
+  finish(schema, other, "dead");
+  EXPECT_EQ(app.query("SELECT {s}.pgjobd_retry(" + late + ")"), "cancelled");
+  EXPECT_EQ(schema.query("SELECT status || ' ' || (payload->'_parents'->'" + other +
+                         "'->>'status') FROM {jobs} WHERE id = " + late),
+            "pending dead");
+}
+
 // A run_at later than the unblock is kept; a child deleted by hand takes its edges along.
 TEST(Dependencies, ALaterRunAtIsKeptAndADeletedChildTakesItsEdges) {
   TestSchema schema;
