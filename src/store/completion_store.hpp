@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pgjobd/config.hpp"
@@ -19,13 +20,13 @@ struct Completion {
   Completion() = default;
   // Without a result: every outcome but a done one with a result (-Wextra would otherwise
   // ask each aggregate initialiser for one).
-  Completion(JobAttempt job_, Outcome outcome_, std::string error_, Millis retry_delay_,
-             std::string result_ = {})
-      : job(job_),
-        outcome(outcome_),
-        error(std::move(error_)),
-        retry_delay(retry_delay_),
-        result(std::move(result_)) {}
+  Completion(JobAttempt attempt, Outcome ended_as, std::string why, Millis delay,
+             std::string returned = {})
+      : job(attempt),
+        outcome(ended_as),
+        error(std::move(why)),
+        retry_delay(delay),
+        result(std::move(returned)) {}
 
   JobAttempt job;
   Outcome outcome = Outcome::kDone;

@@ -41,15 +41,19 @@ class StorableCheck final : public nlohmann::json_sax<nlohmann::json> {
   bool binary(binary_t& /*value*/) override { return false; }
   bool start_object(std::size_t /*elements*/) override { return ++depth_ <= kMaxDepth; }
   bool key(string_t& value) override { return string(value); }
-  bool end_object() override { return --depth_, true; }
+  bool end_object() override { return end_nesting(); }
   bool start_array(std::size_t /*elements*/) override { return ++depth_ <= kMaxDepth; }
-  bool end_array() override { return --depth_, true; }
+  bool end_array() override { return end_nesting(); }
   bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
                    const nlohmann::detail::exception& /*error*/) override {
     return false;
   }
 
  private:
+  bool end_nesting() {
+    --depth_;
+    return true;
+  }
   std::size_t depth_ = 0;
 };
 
