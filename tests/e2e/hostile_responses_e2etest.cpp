@@ -15,6 +15,7 @@
 #include "support/daemon_process.hpp"
 #include "support/hostile_load.hpp"
 #include "support/test_database.hpp"
+#include "support/wait_until.hpp"
 
 namespace pgjobd::testing {
 namespace {
@@ -43,6 +44,7 @@ class HostileService {
     mg_set_request_handler(context_, "/far-future", &HostileService::on_far_future, this);
     mg_set_request_handler(context_, "/huge", &HostileService::on_huge, this);
     mg_set_request_handler(context_, "/garbled", &HostileService::on_garbled, this);
+    mg_set_request_handler(context_, "/huge-ok", &HostileService::on_huge_ok, this);
   }
   ~HostileService() { mg_stop(context_); }
   HostileService(const HostileService&) = delete;
@@ -79,6 +81,10 @@ class HostileService {
   static int on_huge(mg_connection* conn, void* self) {
     respond(conn, 500, static_cast<HostileService*>(self)->huge_body_);
     return 500;
+  }
+  static int on_huge_ok(mg_connection* conn, void* self) {
+    respond(conn, 200, static_cast<HostileService*>(self)->huge_body_);
+    return 200;
   }
   static int on_garbled(mg_connection* conn, void*) {
     respond(conn, 500, kGarbledBody);
@@ -225,6 +231,28 @@ TEST(HostileInputResponsesE2E, ExecStderrFloodAndGarbageAreStoredBoundedAndValid
             "exit 1: " + kGarbledStored);
   EXPECT_TRUE(still_claims(schema, daemon));
   expect_rss_bounded(daemon.pid(), "after 50 MB of stderr");
+  stop_daemon(daemon);
+}
+
+// A 2xx body is the job's result (README "Results"): a 20 MB one is read to the end, the job
+// is done with the truncated form (worker.max_result_bytes' 64 KiB head), and the daemon's
+// memory stays bounded.
+TEST(HostileInputResponsesE2E, AHugeResponseBodyIsStoredTruncatedAsTheResult) {
+  TestSchema schema;
+  HostileService service;
+  DaemonYaml yaml(schema.name());
+  yaml.handler("small", http_handler(service, "/ok"))
+      .handler("huge_ok", http_handler(service, "/huge-ok"));
+  DaemonProcess daemon(yaml.text());
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  schema.exec("INSERT INTO {jobs} (type) VALUES ('small'), ('huge_ok')");
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 2; }, 60s))
+      << table_summary(schema) << daemon.log();
+  EXPECT_EQ(schema.query("SELECT result::text FROM {jobs} WHERE type = 'small'"), R"("fine")");
+  EXPECT_EQ(schema.query("SELECT (result->>'truncated') || ' ' || (result->>'bytes') || ' ' || "
+                         "length(result->>'head') FROM {jobs} WHERE type = 'huge_ok'"),
+            "true " + std::to_string(kHugeBodyBytes) + " 65536");
+  expect_rss_bounded(daemon.pid(), "after a 20 MB result body");
   stop_daemon(daemon);
 }
 
