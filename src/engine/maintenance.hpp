@@ -2,8 +2,9 @@
 // The maintenance services as a daemon runs them, each a task with one job and its own
 // schedule: Leadership (the leadership, the rescue of expired leases, expired daemon
 // rows), DaemonRegistry (this daemon's row), QueueStatistics (the queue gauges, the schema
-// check), LimitsSync (README "Limits") and Retention (prune, idle limit partitions). Here
-// is decided which share a thread and a session: the first four make short statements
+// check), LimitsSync (README "Limits"), DeadLetterSync (README "Dead letters") and
+// Retention (prune, idle limit partitions). Here is decided which share a thread and a
+// session: all but Retention make short statements
 // seconds apart and share the "maintenance" session; Retention, whose passes are the
 // longest work, has the "retention" session, which only a leader ever opens. So a
 // follower holds one maintenance connection and the leader two. Lease heartbeats are not
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "engine/daemon_registry.hpp"
+#include "engine/dead_letter_sync.hpp"
 #include "engine/health.hpp"
 #include "engine/leadership.hpp"
 #include "engine/limits_sync.hpp"
@@ -51,6 +53,10 @@ class Maintenance final : public Service {
   void prepare_limits();
   // LimitsSync::request.
   void request_limits_sync();
+  // DeadLetterSync::set_handlers.
+  void set_handlers(const std::map<std::string, HandlerConfig>& handlers) {
+    dead_letter_sync_.set_handlers(handlers);
+  }
 
   // The roles of the sessions, in pg_stat_activity.
   static constexpr const char* kSessionRole = "maintenance";
@@ -69,6 +75,7 @@ class Maintenance final : public Service {
   Leadership& leadership_;
   QueueStatistics& statistics_;
   LimitsSync* limits_sync_ = nullptr;  // none without limits
+  DeadLetterSync& dead_letter_sync_;
   Retention& retention_;
 };
 

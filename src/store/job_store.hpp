@@ -27,6 +27,7 @@ class JobStore : public ClaimStore,
                  public RetentionStore,
                  public StatisticsStore,
                  public LimitStore,
-                 public DaemonRegistryStore {};
+                 public DaemonRegistryStore,
+                 public DeadLetterStore {};
 
 }  // namespace pgjobd
