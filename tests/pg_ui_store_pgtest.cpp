@@ -378,7 +378,7 @@ TEST(UiStore, ScanLimitedPagesStillFindEveryMatchInOrder) {
   EXPECT_EQ(ids, (std::vector<std::int64_t>{100, 75, 50, 25}));
 }
 
-// The job page's result, parents (a deleted one too) and children: the first 100 by id, and
+// The job page's result, parents (a deleted one too) and children: the first 50 by id, and
 // how many there are.
 TEST(UiStore, JobDetailHasItsResultParentsAndChildren) {
   TestSchema schema;
@@ -401,7 +401,7 @@ TEST(UiStore, JobDetailHasItsResultParentsAndChildren) {
   ASSERT_TRUE(made->result_json);
   EXPECT_EQ(*made->result_json, "{\n    \"n\": 1\n}");
   EXPECT_TRUE(made->parents.empty());
-  ASSERT_EQ(made->children.size(), 100u);
+  ASSERT_EQ(made->children.size(), 50u);
   EXPECT_EQ(made->children[0], (ui::JobLink{std::stoll(child), "use", "blocked", ""}));
   EXPECT_EQ(made->children[1], (ui::JobLink{1000000001, "", "", ""}));
   EXPECT_EQ(made->children_total, (ui::BoundedCount{151, false}));

@@ -38,8 +38,10 @@ ui::JobSummary summary_of(const pqxx::row& row, int at = 0) {
   return s;
 }
 constexpr int kSummaryColumns = 11;
-// A job page lists this many of the job's parents and of its children (README "Dashboard").
-constexpr int kLinksShown = 100;
+// A job page lists this many of the job's parents and of its children (README "Dashboard"):
+// two full lists (~17 KB each, types cut at 100 bytes) beside the largest payload, result
+// and attempts still keep the page under 150 KB.
+constexpr int kLinksShown = 50;
 
 // Pausing or resuming one queue or schedule: counted and said the same way for both.
 ui::ActionResult pause_result(const std::string& what, bool pause, bool was_paused) {
