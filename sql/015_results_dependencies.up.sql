@@ -43,7 +43,8 @@ COMMENT ON TABLE pgjobd_dependencies IS
   'pgjobd: which jobs wait for which (pgjobd_enqueue depends_on, pgjobd_enqueue_workflow)';
 
 -- Blocked jobs per queue (the gauge, pgjobd stats) and the maintenance loop's repair.
-CREATE INDEX jobs_blocked_idx ON jobs (queue) WHERE status = 'blocked';
+-- By id within the queue: the dashboard lists a queue's blocked jobs newest first.
+CREATE INDEX jobs_blocked_idx ON jobs (queue, id) WHERE status = 'blocked';
 
 -- handlers.TYPE.dead_letter, written by the daemons that serve TYPE: a job of `type` that
 -- ends dead enqueues a `target_type` job (in `target_queue`, or the dead job's queue).

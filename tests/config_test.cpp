@@ -174,6 +174,7 @@ metrics: {listen: "[::1]:0"}
 log: {level: debug, format: json}
 handlers:
   slow_job: {exec: [/bin/true, a b], timeout: 1h, kill_grace: 250ms, permanent_exit_codes: [1, 255]}
+  fast_job: {builtin: noop, dead_letter: {type: fast_job_dead, queue: dlq}}
 )",
                                "t.yaml");
   EXPECT_EQ(config.database.url, "postgresql://u@db/app");
@@ -204,6 +205,8 @@ handlers:
   EXPECT_EQ(job.timeout, Millis(3'600'000));
   EXPECT_EQ(job.kill_grace, Millis(250));
   EXPECT_EQ(job.permanent_exit_codes, (std::vector<int>{1, 255}));
+  EXPECT_FALSE(job.dead_letter);
+  EXPECT_EQ(config.handlers.at("fast_job").dead_letter, (DeadLetterConfig{"fast_job_dead", "dlq"}));
 }
 
 TEST(ConfigLoaderTest, UnknownKeyNamesFileLineAndKeyWithSuggestion) {
@@ -363,6 +366,34 @@ TEST(ConfigLoaderTest, HandlerValuesAreChecked) {
             "at line 1 column 19)");
   EXPECT_EQ(problem("handlers:\n  h: {builtin: sleep}\n"),
             "t.yaml:2: handlers.h.builtin: unknown builtin 'sleep' (known: noop)");
+}
+
+// handlers.TYPE.dead_letter: the queue may be left out (the dead job's), and the handler's
+// own type is allowed (a dead-letter job that dies enqueues nothing: no loop).
+TEST(ConfigLoaderTest, DeadLetterNamesATypeAndMaybeAQueue) {
+  const Config config =
+      parse_config("handlers:\n  a: {builtin: noop, dead_letter: {type: a}}\n", "t.yaml");
+  EXPECT_EQ(config.handlers.at("a").dead_letter, (DeadLetterConfig{"a", ""}));
+  EXPECT_EQ(problem("handlers:\n  h:\n    builtin: noop\n    dead_letter: {queue: dlq}\n"),
+            "t.yaml:4: handlers.h.dead_letter.type: missing (the job type a dead job of this "
+            "type enqueues)");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: {type: \"\"}}\n"),
+            "t.yaml:2: handlers.h.dead_letter.type: a job type must not be empty");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: {type: x, queue: \"\"}}\n"),
+            "t.yaml:2: handlers.h.dead_letter.queue: must not be empty (leave it out for the "
+            "dead job's queue)");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: {type: " + std::string(201, 'x') +
+                    "}}\n"),
+            "t.yaml:2: handlers.h.dead_letter.type: job type is 201 characters, at most 200 are "
+            "allowed");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: {type: x, queue: " +
+                    std::string(201, 'q') + "}}\n"),
+            "t.yaml:2: handlers.h.dead_letter.queue: queue name is 201 bytes, at most 200 are "
+            "allowed");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: {type: x, queues: y}}\n"),
+            "t.yaml:2: handlers.h.dead_letter.queues: unknown key (did you mean 'queue'?)");
+  EXPECT_EQ(problem("handlers:\n  h: {builtin: noop, dead_letter: x}\n"),
+            "t.yaml:2: handlers.h.dead_letter: expected a map of keys, got 'x'");
 }
 
 TEST(ConfigLoaderTest, SchemaMustBeAPlainIdentifier) {

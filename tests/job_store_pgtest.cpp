@@ -693,6 +693,22 @@ TEST(JobStore, QueueStatsCountLiveJobsAndAgeTheOldestDueOne) {
   EXPECT_EQ(rows["q2/pending"].oldest_due_age_seconds, 0.0);  // nothing due
 }
 
+// Blocked jobs (waiting for their parents) are counted apart, for pgjobd_queue_blocked; they
+// are never due, however old their run_at.
+TEST(JobStore, QueueStatsCountBlockedJobsOfTheServedQueues) {
+  TestSchema schema;
+  schema.exec(
+      "INSERT INTO {jobs} (type, queue, status, blocked_by, run_at) VALUES "
+      "('a', 'q1', 'blocked', 1, now() - interval '1 hour'), ('a', 'q1', 'blocked', 2, now()), "
+      "('a', 'q3', 'blocked', 1, now())");
+  PgJobStore store(schema.config().database, "test");
+  const auto rows = store.queue_stats({"q1", "q2"});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].queue + "/" + rows[0].status, "q1/blocked");
+  EXPECT_EQ(rows[0].count, 2);
+  EXPECT_EQ(rows[0].oldest_due_age_seconds, 0.0);
+}
+
 // Rows older than schema v3 may hold run_at = '-infinity' (the constraint is dropped here
 // to write one): the
 // age of such a job is capped at 100 years, where `now() - min(run_at)` failed the whole
@@ -928,8 +944,9 @@ TEST(JobStore, APinnedSessionCompilesNoStatement) {
 }
 
 // The statistics run on every daemon every 30 s: each branch stays on its partial index
-// (claim: pending/failed, lease: running) with the queue filter, never scanning finished
-// rows. (By hand at 1M done rows in 1,000 queues: 0.2 ms for one queue, 9 ms for all.)
+// (claim: pending/failed, lease: running, jobs_blocked_idx: blocked) with the queue filter, never
+// scanning finished rows. (By hand at 1M done rows in 1,000 queues: 0.2 ms for one queue, 9 ms for
+// all.)
 TEST(JobStore, QueueStatsUseThePartialIndexes) {
   TestSchema schema;
   schema.exec(
@@ -944,6 +961,7 @@ TEST(JobStore, QueueStatsUseThePartialIndexes) {
         plans.explain(std::string(stmt::kQueueStats) + "('{q1,q2,default}')", mode);
     EXPECT_NE(plan.find("jobs_claim_idx"), std::string::npos) << mode << "\n" << plan;
     EXPECT_NE(plan.find("jobs_lease_idx"), std::string::npos) << mode << "\n" << plan;
+    EXPECT_NE(plan.find("jobs_blocked_idx"), std::string::npos) << mode << "\n" << plan;
     EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << mode << "\n" << plan;
   }
 }

@@ -1,16 +1,13 @@
 // The daemon works under a runtime role with the grants of sql/grants.sql and no DDL rights.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <pqxx/pqxx>
 
 #include "db/sql_text.hpp"
 #include "db/ui/pg_ui_store.hpp"
 #include "pgjobd/engine.hpp"
-#include "support/build_paths.hpp"
 #include "support/test_database.hpp"
 
 namespace pgjobd {
@@ -20,14 +17,7 @@ using namespace std::chrono_literals;
 
 TEST(LeastPrivilege, RuntimeRoleWithoutDdlRightsRunsJobs) {
   testing::TestSchema schema;
-  const std::string role = "pgjobd_rt_" + std::to_string(getpid());
-  schema.exec("DROP ROLE IF EXISTS " + quote_identifier(role));
-  schema.exec("CREATE ROLE " + quote_identifier(role) + " LOGIN");
-  // Apply the shipped grants file with psql, exactly as an operator would.
-  const std::string command = "psql -q -X '" + testing::test_database_url() +
-                              "' -v schema=" + schema.name() + " -v runtime_role=" + role + " -f " +
-                              testing::source_path("sql/grants.sql");
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string role = testing::create_runtime_role(schema, "pgjobd_rt_");
 
   Config config = schema.config();
   config.database.url = testing::test_database_url_for_role(role);

@@ -87,9 +87,10 @@ int series_count(const std::string& text, const std::string& family) {
 TEST(MetricsTest, CountersWithKnownLabelsShowAtZeroFromTheStart) {
   Metrics metrics({"default"}, {"a"});
   const std::string text = scrape(metrics);
-  for (const char* operation : {"claim", "complete", "connect", "heartbeat", "listen", "prune",
-                                "rescue", "resign", "stats", "schema check", "schedule", "limits",
-                                "daemon report", "daemon remove", "daemon expiry", "(other)"}) {
+  for (const char* operation :
+       {"claim", "complete", "connect", "heartbeat", "listen", "prune", "rescue", "resign", "stats",
+        "schema check", "schedule", "limits", "daemon report", "daemon remove", "daemon expiry",
+        "dead letters", "(other)"}) {
     const std::string labels = std::string("{operation=\"") + operation + "\"} 0";
     EXPECT_TRUE(has_line(text, "pgjobd_db_errors_total" + labels)) << operation << "\n" << text;
     EXPECT_TRUE(has_line(text, "pgjobd_db_call_timeouts_total" + labels)) << operation;

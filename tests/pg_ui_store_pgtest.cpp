@@ -93,10 +93,11 @@ TEST(UiStore, OverviewCountsEveryQueueAndStatusUpToTheBound) {
   insert_rows(schema, "default", "dead", 4);
   insert_rows(schema, "default", "cancelled", 5);
   insert_rows(schema, "big", "done", 10005);
+  insert_rows(schema, "waiting", "blocked", 2);  // a queue known from its blocked jobs alone
   schema.exec("SELECT " + schema.qualified("pgjobd_pause_queue") + "('idle')");
   PgUiStore store(schema.config().database);
   const ui::Overview overview = store.overview();
-  ASSERT_EQ(overview.queues.size(), 3u);
+  ASSERT_EQ(overview.queues.size(), 4u);
   const auto* d = find_queue(overview, "default");
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->pending, (ui::BoundedCount{3, false}));
@@ -116,6 +117,10 @@ TEST(UiStore, OverviewCountsEveryQueueAndStatusUpToTheBound) {
   ASSERT_NE(idle, nullptr);
   EXPECT_TRUE(idle->paused);
   EXPECT_EQ(idle->pending, (ui::BoundedCount{0, false}));
+  const auto* waiting = find_queue(overview, "waiting");
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(waiting->blocked, (ui::BoundedCount{2, false}));
+  EXPECT_EQ(d->blocked, (ui::BoundedCount{0, false}));
 }
 
 TEST(UiStore, DoneCountsAreExactWhileTheTableHoldsFewerThanTheBound) {
@@ -282,6 +287,7 @@ TEST(UiStore, JobFiltersByStatusQueueTypeAndId) {
   insert_rows(schema, "mail", "done", 6, "a");
   insert_rows(schema, "default", "dead", 3, "b");
   insert_rows(schema, "mail", "running", 2, "a");
+  insert_rows(schema, "mail", "blocked", 2, "b");
   PgUiStore store(schema.config().database);
   auto count = [&](ui::JobFilter filter) {
     filter.limit = 200;
@@ -295,11 +301,13 @@ TEST(UiStore, JobFiltersByStatusQueueTypeAndId) {
                                [](const auto& a, const auto& b) { return a.id < b.id; }));
     return page.jobs.size();
   };
-  EXPECT_EQ(count({}), 20u);
+  EXPECT_EQ(count({}), 22u);
   EXPECT_EQ(count(where("pending")), 9u);
   EXPECT_EQ(count(where("dead")), 3u);
   EXPECT_EQ(count(where("running")), 2u);
-  EXPECT_EQ(count(where({}, "mail")), 12u);
+  EXPECT_EQ(count(where("blocked")), 2u);
+  EXPECT_EQ(count(where("blocked", "mail", "b")), 2u);
+  EXPECT_EQ(count(where({}, "mail")), 14u);
   EXPECT_EQ(count(where({}, {}, "a")), 13u);
   EXPECT_EQ(count(where("done", "mail", "a")), 6u);
   EXPECT_EQ(count(where("done", "default")), 0u);
@@ -325,7 +333,7 @@ TEST(UiStore, JobFiltersByStatusQueueTypeAndId) {
     if (!page.next_before) break;
     mail.before_id = page.next_before;
   }
-  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(ids.size(), 14u);
   EXPECT_TRUE(std::is_sorted(ids.rbegin(), ids.rend()));
 }
 
@@ -368,6 +376,45 @@ TEST(UiStore, ScanLimitedPagesStillFindEveryMatchInOrder) {
     filter.before_id = page.next_before;
   }
   EXPECT_EQ(ids, (std::vector<std::int64_t>{100, 75, 50, 25}));
+}
+
+// The job page's result, parents (a deleted one too) and children: the first 50 by id, and
+// how many there are.
+TEST(UiStore, JobDetailHasItsResultParentsAndChildren) {
+  TestSchema schema;
+  const std::string parent = schema.query(
+      "INSERT INTO {jobs} (type, status, attempts, finished_at, result) "
+      "VALUES ('make', 'done', 1, now(), '{\"n\": 1}') RETURNING id");
+  const std::string child = schema.query(
+      "INSERT INTO {jobs} (type, status, blocked_by, on_parent_failure) "
+      "VALUES ('use', 'blocked', 1, 'cancel') RETURNING id");
+  const std::string deps = schema.qualified("pgjobd_dependencies");
+  schema.exec("INSERT INTO " + deps + " VALUES (" + child + ", " + parent + ", 'done'), (" + child +
+              ", 999999999, NULL)");
+  // 150 more children, gone since (retention): listed by id, without type or status.
+  schema.exec("INSERT INTO " + deps + " SELECT 1000000000 + i, " + parent +
+              ", NULL FROM generate_series(1, 150) i");
+  PgUiStore store(schema.config().database);
+
+  const auto made = store.job(std::stoll(parent), true);
+  ASSERT_TRUE(made);
+  ASSERT_TRUE(made->result_json);
+  EXPECT_EQ(*made->result_json, "{\n    \"n\": 1\n}");
+  EXPECT_TRUE(made->parents.empty());
+  ASSERT_EQ(made->children.size(), 50u);
+  EXPECT_EQ(made->children[0], (ui::JobLink{std::stoll(child), "use", "blocked", ""}));
+  EXPECT_EQ(made->children[1], (ui::JobLink{1000000001, "", "", ""}));
+  EXPECT_EQ(made->children_total, (ui::BoundedCount{151, false}));
+  EXPECT_FALSE(store.job(std::stoll(parent), false)->result_json);  // ui.show_payloads: false
+
+  const auto used = store.job(std::stoll(child), true);
+  ASSERT_TRUE(used);
+  EXPECT_FALSE(used->result_json);
+  ASSERT_EQ(used->parents.size(), 2u);
+  EXPECT_EQ(used->parents[0], (ui::JobLink{std::stoll(parent), "make", "done", "done"}));
+  EXPECT_EQ(used->parents[1], (ui::JobLink{999999999, "", "", ""}));
+  EXPECT_EQ(used->parents_total, (ui::BoundedCount{2, false}));
+  EXPECT_TRUE(used->children.empty());
 }
 
 TEST(UiStore, JobDetailHasEveryAttemptAndTheRunningOneLast) {
@@ -622,6 +669,7 @@ void expect_no_table_scan(TestSchema& schema) {
       {sql.jobs, "'dead', NULL, NULL, 9223372036854775807, 51, 51"},
       {sql.jobs, "'pending', NULL, NULL, 9223372036854775807, 51, 51"},
       {sql.jobs, "'failed', NULL, NULL, 9223372036854775807, 51, 51"},
+      {sql.jobs, "'blocked', NULL, NULL, 9223372036854775807, 51, 51"},
       {sql.jobs, "'dead', 'default', NULL, 9223372036854775807, 51, 51"},
       {sql.jobs, "NULL, NULL, 'resize', 9223372036854775807, 51, 10000"},
       {sql.jobs, "NULL, 'mail', NULL, 9223372036854775807, 51, 10000"},
@@ -629,6 +677,8 @@ void expect_no_table_scan(TestSchema& schema) {
       {sql.jobs, "'done', 'mail', 'resize', 4000000, 51, 10000"},
       {sql.job, "4000000, true"},
       {sql.job_attempts, "4000000"},
+      {sql.job_parents, "4000000, 100, 10001"},
+      {sql.job_children, "4000000, 100, 10001"},
       {sql.queues, "10001"},
   };
   pqxx::nontransaction plans(*conn);

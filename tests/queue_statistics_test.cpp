@@ -1,5 +1,5 @@
 // QueueStatistics: a round at the start, only the served queues asked for and shown, a
-// reload's new list asked for at once, the paused gauge.
+// reload's new list asked for at once, the paused and blocked gauges.
 
 #include <gtest/gtest.h>
 
@@ -90,6 +90,24 @@ TEST_F(QueueStatisticsTest, StatisticsRoundSetsThePausedGauge) {
   EXPECT_NE(text.find(R"(pgjobd_queue_paused{queue="default"} 0)"), std::string::npos) << text;
   EXPECT_EQ(text.find("rogue"), std::string::npos) << text;
   EXPECT_GE(table_.calls(StoreMethod::kPausedQueues), 1);
+}
+
+// Blocked jobs (waiting for their parents) go to pgjobd_queue_blocked, 0 for a served queue
+// without any, and never into the depth (they cannot be claimed) nor the oldest due age.
+TEST_F(QueueStatisticsTest, BlockedJobsSetTheBlockedGaugeOnly) {
+  metrics_.set_served({"default", "mail"}, {"gated"});
+  table_.set_queue_stats({{"mail", "blocked", 7, 0}, {"rogue", "blocked", 5, 0}});
+  start_maintenance({"default", "mail"});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scrape(metrics_).find(R"(pgjobd_queue_blocked{queue="mail"} 7)") !=
+               std::string::npos;
+      },
+      seconds(20)));
+  const std::string text = scrape(metrics_);
+  EXPECT_NE(text.find(R"(pgjobd_queue_blocked{queue="default"} 0)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(status="blocked")"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rogue"), std::string::npos) << text;
 }
 
 }  // namespace

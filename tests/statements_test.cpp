@@ -53,6 +53,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kRepairDependencies, 1},
     {stmt::kQueueStats, 1},
     {stmt::kPausedQueues, 1},
+    {stmt::kDeadLettersSync, 3},
     {stmt::kDaemonReport, 7},
     {stmt::kDaemonRemove, 1},
     {stmt::kDaemonExpire, 0},

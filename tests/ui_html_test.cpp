@@ -160,6 +160,9 @@ TEST(UiPagesTest, HostileValuesAreEscapedOnEveryPage) {
   job.summary.queue = evil;
   job.summary.last_error = evil;
   job.payload_json = evil;
+  job.result_json = evil;
+  job.parents.push_back({1, evil, evil, evil});
+  job.children.push_back({2, evil, evil, ""});
   job.attempts[0].error = evil;
   job.attempts[0].worker = evil;
   Overview overview;
@@ -216,6 +219,72 @@ TEST(UiPagesTest, ButtonsOnlyWhereTheActionApplies) {
         << html;
     EXPECT_NE(html.find("<tr data-attempt=\"1\">"), std::string::npos) << html;
   }
+}
+
+// Blocked jobs: a badge, a filter choice, a column of the overview, and a cancel button
+// (pgjobd_cancel ends a blocked job too).
+TEST(UiPagesTest, BlockedIsAStatusLikeTheOthers) {
+  PageContext context;
+  context.can_act = true;
+  context.csrf = "t";
+  const std::string job =
+      render_job(context, testing::FakeUiStore::make_job(1, "t", "blocked"), true);
+  EXPECT_NE(job.find(R"(<span id="job-status" class="status status-blocked">blocked<)"),
+            std::string::npos)
+      << job;
+  EXPECT_NE(job.find("id=\"cancel-button\""), std::string::npos) << job;
+  EXPECT_EQ(job.find("id=\"retry-button\""), std::string::npos) << job;
+  JobFilter filter;
+  filter.status = "blocked";
+  const std::string list = render_jobs(context, filter, {}, "");
+  EXPECT_NE(list.find("<option selected>blocked</option>"), std::string::npos) << list;
+  Overview overview;
+  QueueOverview queue;
+  queue.queue = "mail";
+  queue.blocked = {3, false};
+  overview.queues.push_back(queue);
+  const std::string html = render_overview(context, overview);
+  EXPECT_NE(
+      html.find(
+          R"(<td class="num count-blocked"><a href="/jobs?queue=mail&amp;status=blocked">3</a>)"),
+      std::string::npos)
+      << html;
+}
+
+// The job page: the result, then the parents (with what each ended as) and the children,
+// each linked; a note when only the first ones are listed; nothing for a job without them.
+TEST(UiPagesTest, JobPageShowsResultParentsAndChildren) {
+  PageContext context;
+  JobDetail job = testing::FakeUiStore::make_job(5, "t", "done");
+  job.result_json = "{\n    \"n\": 1\n}";
+  job.parents = {{3, "make", "done", "done"}, {4, "", "", "deleted"}};
+  job.parents_total = {2, false};
+  job.children = {{9, "use", "blocked", ""}};
+  job.children_total = {250, false};
+  std::string html = render_job(context, job, true);
+  EXPECT_NE(html.find("<pre id=\"job-result\">{\n    &quot;n&quot;: 1\n}</pre>"), std::string::npos)
+      << html;
+  EXPECT_NE(
+      html.find(
+          R"(<tr data-job-id="3"><td class="num"><a href="/jobs/3">3</a></td><td class="type">make</td><td class="job-status"><span class="status status-done">done</span></td><td class="parent-status">done</td></tr>)"),
+      std::string::npos)
+      << html;
+  EXPECT_NE(
+      html.find(
+          R"(<tr data-job-id="4"><td class="num"><a href="/jobs/4">4</a></td><td class="type"></td><td class="job-status">gone</td><td class="parent-status">deleted</td></tr>)"),
+      std::string::npos)
+      << html;
+  EXPECT_NE(html.find(R"(<table id="job-children">)"), std::string::npos) << html;
+  EXPECT_NE(html.find("The first 1 of 250."), std::string::npos) << html;
+  EXPECT_EQ(html.find("The first 2"), std::string::npos) << html;  // all parents are listed
+  // ui.show_payloads: false hides the result as it hides the payload.
+  html = render_job(context, job, false);
+  EXPECT_EQ(html.find("job-result"), std::string::npos) << html;
+  job.parents.clear();
+  job.children.clear();
+  html = render_job(context, job, true);
+  EXPECT_EQ(html.find("job-parents"), std::string::npos) << html;
+  EXPECT_EQ(html.find("job-children"), std::string::npos) << html;
 }
 
 TEST(UiPagesTest, ChartHasABarPerNonEmptyMinute) {

@@ -140,6 +140,15 @@ struct LogConfig {
   bool operator==(const LogConfig&) const = default;
 };
 
+// handlers.TYPE.dead_letter (README "Dead letters"): a job of TYPE that ends dead enqueues
+// a `type` job, in `queue` ("" = the dead job's queue), whose payload describes it.
+struct DeadLetterConfig {
+  std::string type;
+  std::string queue;
+
+  bool operator==(const DeadLetterConfig&) const = default;
+};
+
 struct HandlerConfig {
   enum class Kind { kExec, kHttp, kSql, kBuiltin };
   Kind kind = Kind::kBuiltin;
@@ -150,6 +159,7 @@ struct HandlerConfig {
   std::string builtin;                    // builtin: "noop"
   Millis timeout{0};                      // 0 = no timeout
   Millis kill_grace{5000};                // exec: time between SIGTERM and SIGKILL on timeout
+  std::optional<DeadLetterConfig> dead_letter;  // none: a dead job enqueues nothing
 
   bool operator==(const HandlerConfig&) const = default;
 };

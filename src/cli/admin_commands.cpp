@@ -102,7 +102,9 @@ int run_stats(const std::string& config_path, bool json) {
       std::cout << out.dump() << "\n";
       return kExitOk;
     }
-    static const char* kStatuses[] = {"pending", "running", "failed", "done", "dead", "cancelled"};
+    // blocked last: a script that reads the columns by position keeps reading the others.
+    static const char* kStatuses[] = {"pending", "running",   "failed", "done",
+                                      "dead",    "cancelled", "blocked"};
     std::map<std::string, std::map<std::string, std::int64_t>> table;
     for (const auto& row : rows) table[row.queue][row.status] = row.count;
     std::printf("%-20s", "queue");

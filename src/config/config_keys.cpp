@@ -188,6 +188,11 @@ constexpr ConfigKey kKeys[] = {
              "exec only: exit codes (1..255) that make the job dead"),
     in_entry("handlers.TYPE.kill_grace", "5s", kLive,
              "exec only: time between SIGTERM and SIGKILL when the job must stop"),
+    in_entry("handlers.TYPE.dead_letter.type", "", kLive,
+             "a job of TYPE that ends dead enqueues a job of this type (see [Dead "
+             "letters](#dead-letters)); may be TYPE itself"),
+    in_entry("handlers.TYPE.dead_letter.queue", "", kLive,
+             "the dead-letter job's queue; empty = the dead job's queue"),
     in_entry("schedules.NAME", "", kLive,
              "a recurring job (none by default; see [Recurring jobs](#recurring-jobs)): exactly "
              "one of `cron`, `every`; NAME is letters, digits, `_`, `-`, `.` (at most 100)",

@@ -226,6 +226,20 @@ void check_handler(const std::string& type, const HandlerConfig& handler, Rules&
   }
   rules.require(handler.timeout >= Millis(0), key + ".timeout", "must not be negative");
   rules.require(handler.kill_grace >= Millis(0), key + ".kill_grace", "must not be negative");
+  // A handler may name its own type: a dead-letter job that dies enqueues nothing (the
+  // trigger skips rows with dead_letter_of set), so there is no loop to refuse.
+  if (handler.dead_letter) {
+    const DeadLetterConfig& dead_letter = *handler.dead_letter;
+    const std::size_t target = utf8_characters(dead_letter.type);
+    rules.require(!dead_letter.type.empty(), key + ".dead_letter.type",
+                  "a job type must not be empty");
+    rules.require(target <= kMaxTypeNameCharacters, key + ".dead_letter.type",
+                  "job type is " + std::to_string(target) + " characters, at most " +
+                      std::to_string(kMaxTypeNameCharacters) + " are allowed");
+    rules.require(dead_letter.queue.size() <= kMaxQueueNameBytes, key + ".dead_letter.queue",
+                  "queue name is " + std::to_string(dead_letter.queue.size()) + " bytes, at most " +
+                      std::to_string(kMaxQueueNameBytes) + " are allowed");
+  }
 }
 
 // Schedule names reach metric labels, log lines and the jobs' unique_key: kept plain.

@@ -38,6 +38,27 @@ void read_http(YamlSection& handler, HandlerConfig& config) {
   http.report_unknown_keys();
 }
 
+void read_dead_letter(YamlSection& handler, HandlerConfig& config) {
+  if (handler.find("dead_letter") == nullptr) return;
+  YamlSection dead_letter = handler.section("dead_letter");
+  if (!dead_letter.is_map()) return;  // already reported
+  if (dead_letter.find("type") == nullptr) {
+    dead_letter.diag().add(dead_letter.line(), dead_letter.path_of("type"),
+                           "missing (the job type a dead job of this type enqueues)");
+  }
+  DeadLetterConfig& out = config.dead_letter.emplace();
+  dead_letter.read("type", out.type);
+  if (dead_letter.find("queue") != nullptr) {
+    dead_letter.read("queue", out.queue);
+    // Given but empty ("queue: ''") is a slip, not "the dead job's queue": refused.
+    if (out.queue.empty()) {
+      dead_letter.diag().add(dead_letter.line(), dead_letter.path_of("queue"),
+                             "must not be empty (leave it out for the dead job's queue)");
+    }
+  }
+  dead_letter.report_unknown_keys();
+}
+
 HandlerConfig read_handler(YamlSection handler) {
   HandlerConfig config;
   std::vector<std::string> kinds;
@@ -62,6 +83,7 @@ HandlerConfig read_handler(YamlSection handler) {
   handler.read("sql", config.sql);
   handler.read("builtin", config.builtin);
   handler.read("timeout", config.timeout);
+  read_dead_letter(handler, config);
   bool is_exec = config.kind == HandlerConfig::Kind::kExec && !kinds.empty();
   for (const char* key : {"permanent_exit_codes", "kill_grace"}) {
     const YamlSection::Entry* entry = handler.find(key);

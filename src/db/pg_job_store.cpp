@@ -558,6 +558,29 @@ std::vector<std::string> PgJobStore::paused_queues(const std::vector<std::string
   });
 }
 
+std::vector<DeadLetterOverwrite> PgJobStore::sync_dead_letters(
+    const std::map<std::string, DeadLetterConfig>& dead_letters,
+    const std::vector<std::string>& served, const std::string& writer) {
+  connect();
+  return guarded("dead letters", [&] {
+    nlohmann::json wanted = nlohmann::json::object();
+    for (const auto& [type, target] : dead_letters) {
+      nlohmann::json& row = wanted[type];
+      row["type"] = target.type;
+      row["queue"] = target.queue.empty() ? nlohmann::json() : nlohmann::json(target.queue);
+    }
+    pqxx::nontransaction txn(session_.connection());
+    count_round_trip();
+    std::vector<DeadLetterOverwrite> out;
+    for (const auto& row :
+         execute(txn, stmt::kDeadLettersSync, wanted.dump(), text_array_literal(served), writer)) {
+      out.push_back(
+          {row[0].c_str(), row[1].c_str(), {row[2].c_str(), row[3].c_str()}, row[4].c_str()});
+    }
+    return out;
+  });
+}
+
 void PgJobStore::report_daemon(const DaemonReport& report) {
   connect();
   guarded("daemon report", [&] {

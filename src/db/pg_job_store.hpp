@@ -57,6 +57,9 @@ class PgJobStore final : public JobStore {
   int prune(const RetentionConfig& retention, int batch_size) override;
   std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) override;
   std::vector<std::string> paused_queues(const std::vector<std::string>& queues) override;
+  std::vector<DeadLetterOverwrite> sync_dead_letters(
+      const std::map<std::string, DeadLetterConfig>& dead_letters,
+      const std::vector<std::string>& served, const std::string& writer) override;
   LimitSync sync_limits(const std::map<std::string, LimitConfig>& limits,
                         const std::string& writer) override;
   std::vector<LimitDefinition> load_limits() override;

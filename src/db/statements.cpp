@@ -537,10 +537,11 @@ FROM (
   LIMIT $1
 ) e)";
 
-// kQueueStats: live jobs of the served queues ($1) by queue and status, with the age of each
-// group's oldest due job: one query for both queue gauges, only for served queues (an
-// application's many queue names never grow /metrics). Two branches, each on its partial
-// index (claim: pending/failed; lease: running) with the queue in the index condition.
+// kQueueStats: live and blocked jobs of the served queues ($1) by queue and status, with the
+// age of each group's oldest due job: one query for the queue gauges, only for served queues
+// (an application's many queue names never grow /metrics). Three branches, each on its
+// partial index (claim: pending/failed; lease: running; jobs_blocked_idx: blocked) with the
+// queue in the index condition.
 // Trap: one `status IN (...)` of all three matched neither and read the whole table (0.4 s
 // at 5M done rows). The age is clamped per row to 100 years, inside the aggregate (a group
 // with nothing due still yields 0): '-infinity' would fail the query and blind every gauge.
@@ -552,8 +553,40 @@ FROM (SELECT queue, status, run_at FROM {jobs}
       WHERE status IN ('pending', 'failed') AND queue = ANY($1::text[])
       UNION ALL
       SELECT queue, status, run_at FROM {jobs}
-      WHERE status = 'running' AND queue = ANY($1::text[])) live
+      WHERE status = 'running' AND queue = ANY($1::text[])
+      UNION ALL
+      SELECT queue, status, run_at FROM {jobs}
+      WHERE status = 'blocked' AND queue = ANY($1::text[])) live
 GROUP BY queue, status)";
+
+// kDeadLettersSync: a few rows by primary key. Every CTE sees the table as the statement
+// began, so `before` holds the rows as the other daemons left them. Rows are written in
+// type order: two daemons syncing overlapping types at once lock them in the same order.
+constexpr const char* kDeadLettersSyncSql = R"(
+WITH wanted AS (
+  SELECT e.key AS type, e.value ->> 'type' AS target_type, e.value ->> 'queue' AS target_queue
+  FROM jsonb_each($1::jsonb) e),
+before AS (
+  SELECT d.type, d.target_type, d.target_queue, d.written_by FROM {dead_letters} d
+  WHERE d.type = ANY($2::text[])),
+removed AS (
+  DELETE FROM {dead_letters} d
+  WHERE d.type = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM wanted w WHERE w.type = d.type)
+  RETURNING d.type),
+written AS (
+  INSERT INTO {dead_letters} AS d (type, target_type, target_queue, written_by)
+  SELECT w.type, w.target_type, w.target_queue, $3::text FROM wanted w ORDER BY w.type
+  ON CONFLICT (type) DO UPDATE
+  SET target_type = EXCLUDED.target_type, target_queue = EXCLUDED.target_queue,
+      written_by = EXCLUDED.written_by, updated_at = now()
+  WHERE (d.target_type, d.target_queue)
+        IS DISTINCT FROM (EXCLUDED.target_type, EXCLUDED.target_queue)
+  RETURNING d.type)
+SELECT b.type, CASE WHEN r.type IS NULL THEN 'changed' ELSE 'removed' END, b.target_type,
+       coalesce(b.target_queue, ''), b.written_by
+FROM before b LEFT JOIN removed r ON r.type = b.type LEFT JOIN written w ON w.type = b.type
+WHERE (r.type IS NOT NULL OR w.type IS NOT NULL) AND b.written_by <> $3::text
+ORDER BY b.type)";
 
 // The served queues ($1) that pgjobd_pause_queue paused, for pgjobd_queue_paused{queue}.
 constexpr const char* kPausedQueuesSql = R"(
@@ -756,6 +789,7 @@ std::string with_tables(std::string sql, const std::string& schema) {
   replace_all(sql, "{limit_buckets}", schema + ".pgjobd_limit_buckets");
   replace_all(sql, "{audit}", schema + ".pgjobd_audit");
   replace_all(sql, "{dependencies}", schema + ".pgjobd_dependencies");
+  replace_all(sql, "{dead_letters}", schema + ".pgjobd_dead_letters");
   replace_all(sql, "{schema}", schema);
   return sql;
 }
@@ -782,6 +816,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kRepairDependencies, on(kRepairDependenciesSql)},
       {kQueueStats, on(kQueueStatsSql)},
       {kPausedQueues, on(kPausedQueuesSql)},
+      {kDeadLettersSync, on(kDeadLettersSyncSql)},
       {kClaimLimited, on(kClaimLimitedSql)},
       {kLimitsSync, on(kLimitsSyncSql)},
       {kLimitsLoad, on(kLimitsLoadSql)},

@@ -63,9 +63,15 @@ inline constexpr const char* kPrune = "pgjobd_prune";
 // The dependency repair: resolve up to $1 parents that ended or vanished while a blocked
 // child's edge to them is unresolved. Returns how many parents.
 inline constexpr const char* kRepairDependencies = "pgjobd_repair_dependencies";
-// Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
-// group's oldest due job.
+// Live (pending, failed, running) and blocked jobs of the queues $1 (text[]) by queue and
+// status, and the age in seconds of each group's oldest due job (0 for blocked groups).
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
+// handlers.TYPE.dead_letter (README "Dead letters"): $1 jsonb {type: {"type": target,
+// "queue": queue | null}}, $2 text[] the daemon's handler types, $3 writer. Upserts $1,
+// deletes the other rows of $2's types; returns the rows another writer had written
+// differently: type, 'changed' | 'removed', its target type, target queue ('' = none),
+// writer.
+inline constexpr const char* kDeadLettersSync = "pgjobd_dead_letters_sync";
 // The queues of $1 (text[]) paused with pgjobd_pause_queue.
 inline constexpr const char* kPausedQueues = "pgjobd_paused_queues";
 // The daemons table: $1 worker id, $2 host, $3 pid, $4 version, $5 concurrency, $6 busy,

@@ -413,6 +413,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   metrics_->set_served(keys_of(applied.worker.queues), keys_of(handlers));
   maintenance_->set_queues(keys_of(applied.worker.queues));
   maintenance_->set_retention(applied.retention);
+  maintenance_->set_handlers(applied.handlers);
   completer_->set_delete_done(applied.retention.done.count() == 0);
   scheduler_->set_yaml(applied.schedules);  // reconciled by the scheduler's thread
   if (applied.limits != current.limits) {

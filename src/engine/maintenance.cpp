@@ -30,6 +30,8 @@ Maintenance::Maintenance(const Config& config, const std::string& worker_id,
           std::make_unique<Leadership>(config, worker_id, session, pool, metrics, limits))),
       statistics_(loop_.add(
           std::make_unique<QueueStatistics>(queue_names(config), session, pool, metrics, health))),
+      dead_letter_sync_(
+          loop_.add(std::make_unique<DeadLetterSync>(worker_id, session, config.handlers))),
       retention_(retention_loop_.add(
           std::make_unique<Retention>(config.retention, retention_session, leadership_, limits))) {
   retention_loop_.add(

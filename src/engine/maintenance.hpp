@@ -2,11 +2,12 @@
 // The maintenance services as a daemon runs them, each a task with one job and its own
 // schedule: Leadership (the leadership, the rescue of expired leases, expired daemon
 // rows), DaemonRegistry (this daemon's row), QueueStatistics (the queue gauges, the schema
-// check), LimitsSync (README "Limits"), Retention (prune, idle limit partitions) and
-// DependencyRepair. Here is decided which share a thread and a session: the first four make
-// short statements seconds apart and share the "maintenance" session; Retention, whose
-// passes are the longest work, has the "retention" session, which only a leader ever opens,
-// and shares it with DependencyRepair, the leader's other occasional work. So a
+// check), LimitsSync (README "Limits"), DeadLetterSync (README "Dead letters"), Retention
+// (prune, idle limit partitions) and DependencyRepair. Here is decided which share a thread
+// and a session: all but Retention and DependencyRepair make short statements seconds apart
+// and share the "maintenance" session; Retention, whose passes are the longest work, has the
+// "retention" session, which only a leader ever opens, and shares it with DependencyRepair,
+// the leader's other occasional work. So a
 // follower holds one maintenance connection and the leader two. Lease heartbeats are not
 // here: LeaseRenewer sends them on a thread and session of their own, so nothing these
 // loops wait for can cost a lease.
@@ -17,6 +18,7 @@
 
 #include "engine/daemon_registry.hpp"
 #include "engine/dependency_repair.hpp"
+#include "engine/dead_letter_sync.hpp"
 #include "engine/health.hpp"
 #include "engine/leadership.hpp"
 #include "engine/limits_sync.hpp"
@@ -53,6 +55,10 @@ class Maintenance final : public Service {
   void prepare_limits();
   // LimitsSync::request.
   void request_limits_sync();
+  // DeadLetterSync::set_handlers.
+  void set_handlers(const std::map<std::string, HandlerConfig>& handlers) {
+    dead_letter_sync_.set_handlers(handlers);
+  }
 
   // The roles of the sessions, in pg_stat_activity.
   static constexpr const char* kSessionRole = "maintenance";
@@ -71,6 +77,7 @@ class Maintenance final : public Service {
   Leadership& leadership_;
   QueueStatistics& statistics_;
   LimitsSync* limits_sync_ = nullptr;  // none without limits
+  DeadLetterSync& dead_letter_sync_;
   Retention& retention_;
 };
 

@@ -58,8 +58,13 @@ void QueueStatistics::collect_stats() {
   }
   std::vector<Metrics::DepthRow> depth;
   std::map<std::string, double> oldest;
+  std::vector<std::pair<std::string, double>> blocked;
   // Only the served queues: the metrics keep no series for any other (see Metrics).
   for (auto& row : store_->queue_stats(queues)) {
+    if (row.status == "blocked") {  // waits for its parents: neither depth nor due
+      blocked.emplace_back(row.queue, row.count);
+      continue;
+    }
     depth.push_back({row.queue, row.status, row.count});
     oldest[row.queue] = std::max(oldest[row.queue], row.oldest_due_age_seconds);
   }
@@ -68,6 +73,7 @@ void QueueStatistics::collect_stats() {
   metrics_.set_queue_depth(depth);
   metrics_.set_oldest_due_age({oldest.begin(), oldest.end()});
   metrics_.set_queue_paused(paused);
+  metrics_.set_queue_blocked(blocked);
   metrics_.set_workers_busy(pool_.working());
   metrics_.set_jobs_held(pool_.held());
 }

@@ -42,9 +42,9 @@ const prometheus::Histogram::BucketBoundaries kBatchBuckets = {
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
 // instead of as a series nobody documented.
 const std::set<std::string, std::less<>> kDbOperations = {
-    "claim",    "complete", "connect",       "heartbeat",     "listen",
-    "prune",    "rescue",   "resign",        "stats",         "schema check",
-    "schedule", "limits",   "daemon report", "daemon remove", "daemon expiry"};
+    "claim",         "complete",      "connect",       "heartbeat",    "listen",   "prune",
+    "rescue",        "resign",        "stats",         "schema check", "schedule", "limits",
+    "daemon report", "daemon remove", "daemon expiry", "dead letters"};
 
 const std::string kOther = Metrics::kOtherLabel;
 
@@ -123,6 +123,11 @@ struct Metrics::State {
       prometheus::BuildGauge()
           .Name("pgjobd_queue_paused")
           .Help("1 if the queue is paused (pgjobd_pause_queue), else 0, by served queue.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& queue_blocked =
+      prometheus::BuildGauge()
+          .Name("pgjobd_queue_blocked")
+          .Help("Jobs waiting for their parents (status blocked), by served queue.")
           .Register(*registry);
   prometheus::Family<prometheus::Counter>& schedule_fires =
       prometheus::BuildCounter()
@@ -290,6 +295,7 @@ struct Metrics::State {
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> depth_children;
   std::map<std::string, prometheus::Gauge*> oldest_due_children;
   std::map<std::string, prometheus::Gauge*> paused_children;
+  std::map<std::string, prometheus::Gauge*> blocked_children;
 
   // Caller holds labels_mutex.
   std::pair<prometheus::Counter*, prometheus::Counter*>& db_error_children_of(
@@ -374,18 +380,22 @@ struct Metrics::State {
     return overflow_queue_wait_child(queue);
   }
 
-  // Caller holds gauges_mutex.
-  prometheus::Gauge& oldest_due_child(const std::string& queue) {
-    auto& child = oldest_due_children[queue];
-    if (child == nullptr) child = &oldest_due_age.Add({{"queue", queue}});
+  // Caller holds gauges_mutex: the series of `queue` in a family labelled by queue only.
+  static prometheus::Gauge& queue_child(std::map<std::string, prometheus::Gauge*>& children,
+                                        prometheus::Family<prometheus::Gauge>& family,
+                                        const std::string& queue) {
+    auto& child = children[queue];
+    if (child == nullptr) child = &family.Add({{"queue", queue}});
     return *child;
   }
-
-  // Caller holds gauges_mutex.
+  prometheus::Gauge& oldest_due_child(const std::string& queue) {
+    return queue_child(oldest_due_children, oldest_due_age, queue);
+  }
   prometheus::Gauge& paused_child(const std::string& queue) {
-    auto& child = paused_children[queue];
-    if (child == nullptr) child = &queue_paused.Add({{"queue", queue}});
-    return *child;
+    return queue_child(paused_children, queue_paused, queue);
+  }
+  prometheus::Gauge& blocked_child(const std::string& queue) {
+    return queue_child(blocked_children, queue_blocked, queue);
   }
 
   // Caller holds gauges_mutex: removes from `family` each series of `children` whose
@@ -413,9 +423,12 @@ struct Metrics::State {
                   [](const auto& key) -> const std::string& { return key; });
     drop_unserved(paused_children, queue_paused,
                   [](const auto& key) -> const std::string& { return key; });
+    drop_unserved(blocked_children, queue_blocked,
+                  [](const auto& key) -> const std::string& { return key; });
     for (const auto& queue : served_queues) {
       oldest_due_child(queue);
       paused_child(queue);
+      blocked_child(queue);
     }
   }
 };
@@ -525,6 +538,15 @@ void Metrics::set_queue_paused(const std::vector<std::string>& paused) {
   std::lock_guard lock(state_->gauges_mutex);
   for (const auto& queue : state_->served_queues) {
     state_->paused_child(queue).Set(values.contains(queue) ? 1 : 0);
+  }
+}
+
+void Metrics::set_queue_blocked(const std::vector<std::pair<std::string, double>>& blocked) {
+  const std::map<std::string, double, std::less<>> values(blocked.begin(), blocked.end());
+  std::lock_guard lock(state_->gauges_mutex);
+  for (const auto& queue : state_->served_queues) {
+    const auto it = values.find(queue);
+    state_->blocked_child(queue).Set(it == values.end() ? 0 : it->second);
   }
 }
 

@@ -64,6 +64,9 @@ class Metrics {
   // pgjobd_queue_paused{queue}: 1 for the served queues in `paused`, 0 for the other served
   // queues; a queue not served is ignored.
   void set_queue_paused(const std::vector<std::string>& paused);
+  // pgjobd_queue_blocked{queue}: the count in `blocked` for each served queue (0 when
+  // missing); a queue not served is ignored.
+  void set_queue_blocked(const std::vector<std::pair<std::string, double>>& blocked);
   void set_workers_busy(int busy);         // pgjobd_workers_busy
   void set_jobs_held(int held);            // pgjobd_jobs_held
   void set_workers_max(int max);           // pgjobd_workers_max

@@ -28,6 +28,7 @@ class JobStore : public ClaimStore,
                  public DependencyStore,
                  public StatisticsStore,
                  public LimitStore,
-                 public DaemonRegistryStore {};
+                 public DaemonRegistryStore,
+                 public DeadLetterStore {};
 
 }  // namespace pgjobd

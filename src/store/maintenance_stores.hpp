@@ -1,9 +1,10 @@
 #pragma once
 // The maintenance services' stores (src/engine/maintenance_loop.hpp), one per service: the
 // leadership with the rescue, retention, the dependency repair, the queue statistics, the
-// daemons table.
+// daemons table, the dead-letter settings.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,7 +82,7 @@ class StatisticsStore {
  public:
   virtual ~StatisticsStore() = default;
 
-  // Live (pending, failed, running) jobs of `queues` by queue and status; other queues'
+  // Live (pending, failed, running) and blocked jobs of `queues` by queue and status; other queues'
   // rows are neither returned nor counted.
   virtual std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) = 0;
 
@@ -91,6 +92,27 @@ class StatisticsStore {
 
   // Empty when the schema is current; else what is wrong (never throws for that).
   virtual std::string schema_problem() = 0;
+};
+
+// A row of pgjobd_dead_letters this daemon's sync replaced or removed, written before by
+// another daemon (README "Dead letters"): the two daemons' handlers.TYPE.dead_letter differ.
+struct DeadLetterOverwrite {
+  std::string type;
+  std::string change;  // "changed" or "removed"
+  DeadLetterConfig previous;
+  std::string previous_writer;
+};
+
+class DeadLetterStore {
+ public:
+  virtual ~DeadLetterStore() = default;
+
+  // Makes pgjobd_dead_letters' rows of `served` (this daemon's handler types) exactly
+  // `dead_letters` (type -> target, each type among `served`), marking what it writes as
+  // written by `writer`; returns the rows another writer had written differently.
+  virtual std::vector<DeadLetterOverwrite> sync_dead_letters(
+      const std::map<std::string, DeadLetterConfig>& dead_letters,
+      const std::vector<std::string>& served, const std::string& writer) = 0;
 };
 
 class DaemonRegistryStore {

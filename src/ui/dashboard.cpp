@@ -22,8 +22,6 @@ namespace pgjobd::ui {
 namespace {
 
 constexpr std::string_view kAnonymous = "anonymous";
-constexpr std::array<std::string_view, 6> kStatuses = {"pending", "running", "failed",
-                                                       "done",    "dead",    "cancelled"};
 // The jobs table's limits on queue and type (config_rules.cpp explains them); a filter
 // longer than any stored value is a mistake worth a 400, not a query.
 constexpr std::size_t kMaxFilterBytes = 800;
@@ -107,9 +105,9 @@ ParsedFilter parse_filter(const std::string& query) {
   };
   const std::string status = first(form, "status");
   if (!status.empty()) {
-    if (std::find(kStatuses.begin(), kStatuses.end(), status) == kStatuses.end()) {
+    if (std::find(kJobStatuses.begin(), kJobStatuses.end(), status) == kJobStatuses.end()) {
       out.error = "status: unknown status '" + status +
-                  "' (use pending, running, failed, done, dead or cancelled)";
+                  "' (use pending, running, failed, done, dead, cancelled or blocked)";
       return out;
     }
     out.filter.status = status;

@@ -17,6 +17,7 @@ std::string esc(const std::string& text) { return html_escape(text); }
 // thousands of attempts, and escaping can make text six times longer ('"' → "&quot;").
 // These bound each part as it appears in the page, escaped.
 constexpr std::size_t kMaxPayloadShown = 48 * 1024;
+constexpr std::size_t kMaxResultShown = 24 * 1024;
 constexpr std::size_t kMaxErrorShown = 1000;
 constexpr std::size_t kMaxAttemptsShown = 20;
 constexpr std::size_t kMaxDetailShown = 500;
@@ -95,8 +96,7 @@ std::string layout(const PageContext* context, const std::string& page, const st
 
 std::string status_badge(const std::string& status) {
   // The class is only ever one of the known statuses: anything else gets no class.
-  static const char* const kKnown[] = {"pending", "running", "failed", "done", "dead", "cancelled"};
-  for (const char* known : kKnown) {
+  for (const std::string_view known : kJobStatuses) {
     if (status != known) continue;
     std::string badge = "<span class=\"status status-";
     badge += status;
@@ -113,6 +113,31 @@ std::string job_link(std::int64_t id) {
   return "<a href=\"/jobs/" + text + "\">" + text + "</a>";
 }
 
+// A job's parents or children: a table of the first ones, and how many there are. Nothing
+// for a job without any.
+std::string render_links(const char* title, const char* table_id, const std::vector<JobLink>& links,
+                         const BoundedCount& total, bool with_parent_status) {
+  if (links.empty()) return {};
+  std::string html = std::string("<h2>") + title + "</h2><table id=\"" + table_id +
+                     "\"><thead><tr><th>Id</th><th>Type</th><th>Status</th>" +
+                     (with_parent_status ? "<th>Ended as</th>" : "") + "</tr></thead><tbody>\n";
+  for (const JobLink& link : links) {
+    html += "<tr data-job-id=\"" + std::to_string(link.id) + "\"><td class=\"num\">" +
+            job_link(link.id) + "</td><td class=\"type\">" +
+            esc_short(link.type, kMaxListTypeShown) + "</td><td class=\"job-status\">" +
+            (link.status.empty() ? std::string("gone") : status_badge(link.status)) + "</td>";
+    if (with_parent_status)
+      html += "<td class=\"parent-status\">" + esc(link.parent_status) + "</td>";
+    html += "</tr>\n";
+  }
+  html += "</tbody></table>\n";
+  if (total.at_least || total.value > static_cast<std::int64_t>(links.size())) {
+    html += std::string("<p class=\"empty\">The first ") + std::to_string(links.size()) + " of " +
+            format_count(total) + ".</p>\n";
+  }
+  return html;
+}
+
 }  // namespace
 
 bool can_retry(const std::string& status) {
@@ -120,7 +145,7 @@ bool can_retry(const std::string& status) {
 }
 
 bool can_cancel(const std::string& status) {
-  return status == "pending" || status == "failed" || status == "running";
+  return status == "pending" || status == "failed" || status == "running" || status == "blocked";
 }
 
 std::string render_overview(const PageContext& context, const Overview& overview) {
@@ -130,8 +155,8 @@ std::string render_overview(const PageContext& context, const Overview& overview
   }
   main +=
       "<table id=\"queues-table\"><thead><tr><th>Queue</th><th>Pending</th><th>Running</th>"
-      "<th>Failed</th><th>Done</th><th>Dead</th><th>Cancelled</th><th>Paused</th>"
-      "<th>Oldest due</th></tr></thead><tbody>\n";
+      "<th>Failed</th><th>Done</th><th>Dead</th><th>Cancelled</th><th>Blocked</th>"
+      "<th>Paused</th><th>Oldest due</th></tr></thead><tbody>\n";
   for (const QueueOverview& q : overview.queues) {
     const std::string name = esc(q.queue);
     const auto count = [&](const BoundedCount& c, const char* css, const char* status) {
@@ -145,7 +170,8 @@ std::string render_overview(const PageContext& context, const Overview& overview
             count(q.running, "count-running", "running") +
             count(q.failed, "count-failed", "failed") + count(q.done, "count-done", "done") +
             count(q.dead, "count-dead", "dead") +
-            count(q.cancelled, "count-cancelled", "cancelled") + "<td class=\"paused\">" +
+            count(q.cancelled, "count-cancelled", "cancelled") +
+            count(q.blocked, "count-blocked", "blocked") + "<td class=\"paused\">" +
             (q.paused ? "paused" : "no") + "</td><td class=\"num oldest-due\">" +
             (q.oldest_due_age_seconds > 0 ? format_age(q.oldest_due_age_seconds) : "–") +
             "</td></tr>\n";
@@ -176,14 +202,14 @@ std::string render_overview(const PageContext& context, const Overview& overview
 std::string render_jobs(const PageContext& context, const JobFilter& filter, const JobPage& page,
                         const std::string& query) {
   std::string main = "<h1>Jobs</h1>\n";
-  const auto selected = [&](const char* status) {
+  const auto selected = [&](std::string_view status) {
     return filter.status && *filter.status == status ? " selected" : "";
   };
   main +=
       "<form id=\"jobs-filter\" method=\"get\" action=\"/jobs\"><label>Status <select "
       "name=\"status\"><option value=\"\">any</option>";
-  for (const char* status : {"pending", "running", "failed", "done", "dead", "cancelled"}) {
-    main += std::string("<option") + selected(status) + ">" + status + "</option>";
+  for (const std::string_view status : kJobStatuses) {
+    main += std::string("<option") + selected(status) + ">" + std::string(status) + "</option>";
   }
   main += R"(</select></label> <label>Queue <input name="queue" value=")" +
           esc(filter.queue.value_or("")) + R"("></label> <label>Type <input name="type" value=")" +
@@ -294,6 +320,13 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
   } else {
     main += "<p id=\"payload-hidden\">Payloads are hidden (ui.show_payloads: false).</p>\n";
   }
+  // What the handler returned: as private as the payload it was made from.
+  if (show_payloads && job.result_json) {
+    main += "<h2>Result</h2><pre id=\"job-result\">" +
+            esc_short(*job.result_json, kMaxResultShown) + "</pre>\n";
+  }
+  main += render_links("Parents", "job-parents", job.parents, job.parents_total, true);
+  main += render_links("Children", "job-children", job.children, job.children_total, false);
   main +=
       "<h2>Attempts</h2><table id=\"attempts-table\"><thead><tr><th>#</th><th>Worker</th>"
       "<th>Started</th><th>Finished</th><th>Seconds</th><th>Outcome</th><th>Error</th></tr>"

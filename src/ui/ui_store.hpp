@@ -6,14 +6,20 @@
 // pgjobd_pause_queue, ...) and writes one audit row in the same transaction. Methods throw
 // DbError on failure. A store is used by one thread at a time.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/db_error.hpp"
 
 namespace pgjobd::ui {
+
+// Every status a job can have, in the order the dashboard lists them.
+inline constexpr std::array<std::string_view, 7> kJobStatuses = {
+    "pending", "running", "failed", "done", "dead", "cancelled", "blocked"};
 
 // A count that stops at a bound: "10,000+" rather than a scan of millions of rows.
 struct BoundedCount {
@@ -26,7 +32,7 @@ struct BoundedCount {
 struct QueueOverview {
   std::string queue;
   bool paused = false;
-  BoundedCount pending, running, failed, done, dead, cancelled;
+  BoundedCount pending, running, failed, done, dead, cancelled, blocked;
   double oldest_due_age_seconds = 0;  // 0 when nothing is due
 
   bool operator==(const QueueOverview&) const = default;
@@ -63,7 +69,7 @@ struct Overview {
 };
 
 struct JobFilter {
-  std::optional<std::string> status;  // pending, running, failed, done, dead, cancelled
+  std::optional<std::string> status;  // one of kJobStatuses
   std::optional<std::string> queue;
   std::optional<std::string> type;
   std::optional<std::int64_t> id;         // exactly this job
@@ -97,10 +103,25 @@ struct AttemptInfo {
   std::string error;
 };
 
+// A job's parent or child (README "Results and workflows"): the job may be gone (retention,
+// a delete), its type and status then "".
+struct JobLink {
+  std::int64_t id = 0;
+  std::string type, status;
+  std::string parent_status;  // parents only: what the parent ended as, "" while it runs
+
+  bool operator==(const JobLink&) const = default;
+};
+
 struct JobDetail {
   JobSummary summary;
   std::optional<std::string> payload_json;  // pretty-printed; absent when not shown
-  std::string locked_by, locked_until;      // the lease holder while running
+  std::optional<std::string> result_json;   // pretty-printed; absent when none or not shown
+  // The first few (by id) of the jobs it depends on and of those depending on it, and how
+  // many there are.
+  std::vector<JobLink> parents, children;
+  BoundedCount parents_total, children_total;
+  std::string locked_by, locked_until;  // the lease holder while running
   std::string started_at, updated_at;
   std::string unique_key;
   bool cancel_requested = false;
@@ -158,7 +179,7 @@ class UiStore {
   virtual void ping() = 0;
   virtual Overview overview() = 0;
   virtual JobPage jobs(const JobFilter& filter) = 0;
-  // with_payload false: payload_json stays empty (ui.show_payloads: false).
+  // with_payload false: payload_json and result_json stay empty (ui.show_payloads: false).
   virtual std::optional<JobDetail> job(std::int64_t id, bool with_payload) = 0;
   virtual std::vector<QueueInfo> queues() = 0;
   virtual std::vector<LimitInfo> limits() = 0;

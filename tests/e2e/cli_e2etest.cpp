@@ -278,17 +278,26 @@ TEST_F(CliJobsE2E, StatsReflectsTheTable) {
       "('a', 'default', 'pending', 0, NULL), ('a', 'default', 'pending', 0, NULL),"
       "('a', 'default', 'pending', 0, NULL), ('a', 'default', 'done', 1, now()),"
       "('a', 'default', 'done', 1, now()), ('b', 'mail', 'dead', 5, now()),"
-      "('b', 'mail', 'failed', 1, NULL), ('b', 'mail', 'cancelled', 0, now())");
+      "('b', 'mail', 'failed', 1, NULL), ('b', 'mail', 'cancelled', 0, now()),"
+      "('b', 'mail', 'blocked', 0, NULL)");
   const CliResult json = cli({"stats", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out), nlohmann::json::parse(R"({
       "default": {"pending": 3, "done": 2},
-      "mail": {"dead": 1, "failed": 1, "cancelled": 1}})"));
+      "mail": {"dead": 1, "failed": 1, "cancelled": 1, "blocked": 1}})"));
 
   const CliResult text = cli({"stats"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "pending")) << text.out;
-  EXPECT_TRUE(contains(text.out, "mail")) << text.out;
+  // Each status a column, blocked (jobs waiting for their parents) last.
+  EXPECT_TRUE(contains(text.out,
+                       "queue                   pending    running     failed       done "
+                       "      dead  cancelled    blocked\n"))
+      << text.out;
+  EXPECT_TRUE(contains(text.out,
+                       "mail                          0          0          1          0 "
+                       "         1          1          1\n"))
+      << text.out;
 }
 
 TEST_F(CliJobsE2E, RetryMakesADeadJobPendingAgain) {

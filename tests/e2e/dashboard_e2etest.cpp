@@ -1,5 +1,6 @@
 // End-to-end: `pgjobd ui` (the dashboard alone) as a deployment meets it: its health
-// endpoints, an occupied port, and the README's scripted login run as written.
+// endpoints, an occupied port, the README's scripted login run as written, and a
+// workflow's jobs on the pages.
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -69,6 +70,52 @@ void expect_probes(DaemonYaml& yaml, long ready_status, const std::string& ready
   const HttpResponse ready = http_get(port, "/readyz");
   EXPECT_EQ(ready.status, ready_status) << ready.body << ready.error;
   EXPECT_TRUE(ready.body.starts_with(ready_body)) << ready.body;
+}
+
+// README "Dashboard": a workflow's jobs as the served pages show them: the blocked child in
+// the overview's column and the list's filter, the parent's result and child on its page,
+// the child's parent with what it ended as.
+TEST(DashboardE2E, JobPagesShowResultsParentsChildrenAndBlockedJobs) {
+  TestSchema schema;
+  const std::string parent = schema.query(
+      "INSERT INTO {jobs} (type, queue, status, attempts, finished_at, result, has_children) "
+      "VALUES ('make', 'flow', 'done', 1, now(), '{\"rows\": \"<b>42</b>\"}', true) "
+      "RETURNING id");
+  const std::string child = schema.query(
+      "INSERT INTO {jobs} (type, queue, status, blocked_by, on_parent_failure) "
+      "VALUES ('use', 'flow', 'blocked', 1, 'cancel') RETURNING id");
+  schema.exec("INSERT INTO " + schema.qualified("pgjobd_dependencies") + " VALUES (" + child +
+              ", " + parent + ", 'done')");
+  DaemonYaml yaml(schema.name());
+  yaml.set("ui", "{listen: \"127.0.0.1:0\", show_payloads: true}");
+  DaemonProcess ui(yaml.text(), {"ui"});
+  const int port = dashboard_port(ui);
+  ASSERT_GT(port, 0) << ui.log();
+
+  const HttpResponse overview = http_get(port, "/");
+  EXPECT_NE(
+      overview.body.find(
+          R"(<td class="num count-blocked"><a href="/jobs?queue=flow&amp;status=blocked">1</a>)"),
+      std::string::npos)
+      << overview.body;
+  const HttpResponse blocked = http_get(port, "/jobs?status=blocked");
+  EXPECT_EQ(blocked.status, 200) << blocked.body;
+  EXPECT_NE(blocked.body.find("<tr data-job-id=\"" + child + "\">"), std::string::npos)
+      << blocked.body;
+  EXPECT_EQ(blocked.body.find("<tr data-job-id=\"" + parent + "\">"), std::string::npos)
+      << blocked.body;
+
+  const HttpResponse made = http_get(port, "/jobs/" + parent);
+  EXPECT_NE(made.body.find("&lt;b&gt;42&lt;/b&gt;"), std::string::npos) << made.body;
+  EXPECT_EQ(made.body.find("<b>42"), std::string::npos) << made.body;
+  EXPECT_NE(made.body.find("<table id=\"job-children\">"), std::string::npos) << made.body;
+  EXPECT_NE(made.body.find("<a href=\"/jobs/" + child + "\">"), std::string::npos) << made.body;
+
+  const HttpResponse used = http_get(port, "/jobs/" + child);
+  EXPECT_NE(used.body.find("<table id=\"job-parents\">"), std::string::npos) << used.body;
+  EXPECT_NE(used.body.find("<a href=\"/jobs/" + parent + "\">"), std::string::npos) << used.body;
+  EXPECT_NE(used.body.find("<td class=\"parent-status\">done</td>"), std::string::npos)
+      << used.body;
 }
 
 // README "Dashboard": someone deploying `pgjobd ui` on a host of its own has the same probes

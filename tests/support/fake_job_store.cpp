@@ -59,6 +59,8 @@ const char* name_of(StoreMethod method) {
       return "remove_daemon";
     case StoreMethod::kExpireDaemons:
       return "expire_daemons";
+    case StoreMethod::kSyncDeadLetters:
+      return "sync_dead_letters";
   }
   return "?";
 }
@@ -289,6 +291,11 @@ void FakeJobTable::set_rate_hold(const std::string& limit,
     rate_holds_.erase(limit);
   }
   changed();
+}
+
+std::vector<std::map<std::string, DeadLetterConfig>> FakeJobTable::dead_letter_syncs() const {
+  std::lock_guard lock(mutex_);
+  return dead_letter_syncs_;
 }
 
 std::vector<std::map<std::string, LimitConfig>> FakeJobTable::limit_syncs() const {
@@ -751,6 +758,15 @@ LimitSync FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& li
   table_->limits_ = std::move(next);
   table_->changed();
   return {std::move(changes), ""};
+}
+
+std::vector<DeadLetterOverwrite> FakeJobStore::sync_dead_letters(
+    const std::map<std::string, DeadLetterConfig>& dead_letters,
+    const std::vector<std::string>& /*served*/, const std::string& /*writer*/) {
+  auto lock = table_->enter(StoreMethod::kSyncDeadLetters, role_);
+  table_->dead_letter_syncs_.push_back(dead_letters);
+  table_->changed();
+  return {};
 }
 
 std::vector<LimitDefinition> FakeJobStore::load_limits() {

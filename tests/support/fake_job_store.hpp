@@ -52,6 +52,7 @@ enum class StoreMethod {
   kReportDaemon,
   kRemoveDaemon,
   kExpireDaemons,
+  kSyncDeadLetters,
 };
 inline constexpr std::size_t kStoreMethodCount = 20;
 
@@ -157,6 +158,8 @@ class FakeJobTable {
   std::vector<LimitDefinition> limits() const;
   void set_rate_hold(const std::string& limit, std::optional<std::chrono::microseconds> retry_in);
   std::vector<std::map<std::string, LimitConfig>> limit_syncs() const;  // each sync's limits
+  // Each sync_dead_letters() call's settings (it writes nothing and reports no overwrite).
+  std::vector<std::map<std::string, DeadLetterConfig>> dead_letter_syncs() const;
   // While `holder` is non-empty, sync_limits() writes nothing and answers busy with it, as
   // the real one does when another session holds the limits' lock.
   void set_limits_busy(std::string holder);
@@ -231,6 +234,7 @@ class FakeJobTable {
   std::vector<LimitDefinition> limits_;
   std::map<std::string, std::chrono::microseconds> rate_holds_;
   std::vector<std::map<std::string, LimitConfig>> limit_syncs_;
+  std::vector<std::map<std::string, DeadLetterConfig>> dead_letter_syncs_;
   std::string limits_busy_;
   std::vector<std::vector<std::string>> stats_queues_;
   std::vector<ClaimRequest> claim_requests_;
@@ -282,6 +286,9 @@ class FakeJobStore final : public JobStore {
   void report_daemon(const DaemonReport& report) override;
   void remove_daemon(const std::string& worker_id) override;
   int expire_daemons() override;
+  std::vector<DeadLetterOverwrite> sync_dead_letters(
+      const std::map<std::string, DeadLetterConfig>& dead_letters,
+      const std::vector<std::string>& served, const std::string& writer) override;
   std::string schema_problem() override;
 
  private:

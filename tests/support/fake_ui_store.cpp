@@ -53,7 +53,10 @@ std::optional<ui::JobDetail> FakeUiStore::job(std::int64_t id, bool with_payload
   for (const ui::JobDetail& job : job_data) {
     if (job.summary.id != id) continue;
     ui::JobDetail copy = job;
-    if (!with_payload) copy.payload_json.reset();
+    if (!with_payload) {
+      copy.payload_json.reset();
+      copy.result_json.reset();
+    }
     return copy;
   }
   return std::nullopt;

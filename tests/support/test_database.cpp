@@ -12,6 +12,7 @@
 
 #include "db/migrator.hpp"
 #include "db/sql_text.hpp"
+#include "support/build_paths.hpp"
 
 namespace pgjobd::testing {
 
@@ -127,6 +128,17 @@ std::string table_summary(TestSchema& schema) {
          schema.query(
              "SELECT string_agg(status || '=' || n, ', ' ORDER BY status) FROM "
              "(SELECT status, count(*) n FROM {jobs} GROUP BY status) s");
+}
+
+std::string create_runtime_role(TestSchema& schema, const std::string& prefix) {
+  const std::string role = prefix + std::to_string(getpid());
+  schema.exec("DROP ROLE IF EXISTS " + quote_identifier(role));
+  schema.exec("CREATE ROLE " + quote_identifier(role) + " LOGIN");
+  const std::string command = "psql -q -X '" + test_database_url() +
+                              "' -v schema=" + schema.name() + " -v runtime_role=" + role + " -f " +
+                              source_path("sql/grants.sql");
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return role;
 }
 
 }  // namespace pgjobd::testing

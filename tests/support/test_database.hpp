@@ -51,6 +51,10 @@ class TestSchema {
   ConnectionPtr conn_;
 };
 
+// A LOGIN role named `prefix` and this process's id, with sql/grants.sql's runtime grants on
+// `schema`, applied with psql as an operator would; returns its name.
+std::string create_runtime_role(TestSchema& schema, const std::string& prefix);
+
 // "jobs by status: done=3, pending=1", for failure messages.
 std::string table_summary(TestSchema& schema);
 

@@ -38,6 +38,10 @@ ui::JobSummary summary_of(const pqxx::row& row, int at = 0) {
   return s;
 }
 constexpr int kSummaryColumns = 11;
+// A job page lists this many of the job's parents and of its children (README "Dashboard"):
+// two full lists (~17 KB each, types cut at 100 bytes) beside the largest payload, result
+// and attempts still keep the page under 150 KB.
+constexpr int kLinksShown = 50;
 
 // Pausing or resuming one queue or schedule: counted and said the same way for both.
 ui::ActionResult pause_result(const std::string& what, bool pause, bool was_paused) {
@@ -138,12 +142,13 @@ ui::Overview PgUiStore::overview() {
       q.failed = bounded(row[4].as<std::int64_t>(), options_.count_bound);
       q.dead = bounded(row[5].as<std::int64_t>(), options_.count_bound);
       q.cancelled = bounded(row[6].as<std::int64_t>(), options_.count_bound);
+      q.blocked = bounded(row[7].as<std::int64_t>(), options_.count_bound);
       // Done among the newest count_bound + 1 done rows: exact when there are fewer, else
       // "at least" what the window held (at most the bound).
-      const auto done = row[7].as<std::int64_t>();
-      q.done = row[8].as<bool>() ? ui::BoundedCount{std::min(done, options_.count_bound), true}
+      const auto done = row[8].as<std::int64_t>();
+      q.done = row[9].as<bool>() ? ui::BoundedCount{std::min(done, options_.count_bound), true}
                                  : bounded(done, options_.count_bound);
-      q.oldest_due_age_seconds = row[9].as<double>();
+      q.oldest_due_age_seconds = row[10].as<double>();
       out.queues.push_back(std::move(q));
     }
     out.last_hour = last_hour(txn);
@@ -252,6 +257,17 @@ std::optional<ui::JobDetail> PgUiStore::job(std::int64_t id, bool with_payload) 
     d.unique_key = text_of(row[++c]);
     d.cancel_requested = row[++c].as<bool>();
     d.cancel_reason = text_of(row[++c]);
+    if (!row[++c].is_null()) d.result_json = row[c].c_str();
+    const auto links = [&](const std::string& sql, std::vector<ui::JobLink>& out,
+                           ui::BoundedCount& total) {
+      ++sent_;
+      for (const auto& l : txn.exec_params(sql, id, kLinksShown, options_.count_bound + 1)) {
+        out.push_back({l[0].as<std::int64_t>(), text_of(l[1]), text_of(l[2]), text_of(l[3])});
+        total = bounded(l[4].as<std::int64_t>(), options_.count_bound);
+      }
+    };
+    links(sql_.job_parents, d.parents, d.parents_total);
+    links(sql_.job_children, d.children, d.children_total);
     ++sent_;
     for (const auto& a : txn.exec_params(sql_.job_attempts, id)) {
       ui::AttemptInfo info;

@@ -23,39 +23,35 @@ done_window AS MATERIALIZED (
 
 // Every queue with live or failed jobs, recent done ones, or a row in pgjobd_queues,
 // without reading the table: a loose index scan (one probe per distinct queue) of the
-// claim index (pending, failed) and of jobs_queue_status_idx (failed, dead, cancelled),
-// the few running rows, and the done window. A plain DISTINCT would read all 5M rows; a
-// queue whose only jobs are done ones older than the window is not listed.
-// With with_done false (the job list by status) the done window is left out: no done job
-// is listed there.
+// claim index (pending, failed), of jobs_queue_status_idx (failed, dead, cancelled) and of
+// jobs_blocked_idx, the few running rows, and the done window. A plain DISTINCT would read all 5M
+// rows; a queue whose only jobs are done ones older than the window is not listed. With with_done
+// false (the job list by status) the done window is left out: no done job is listed there. One
+// loose index scan: the distinct queues of the rows `statuses` matches (the condition of a partial
+// index holding them by queue), one probe each.
+std::string loose_queues(const char* name, const char* statuses) {
+  return std::string(name) + " AS (\n  (SELECT j.queue FROM {jobs} j WHERE j.status " + statuses +
+         " ORDER BY j.queue LIMIT 1)\n  UNION ALL\n  SELECT (SELECT j.queue FROM {jobs} j\n"
+         "          WHERE j.status " +
+         statuses + " AND j.queue > f.queue\n          ORDER BY j.queue LIMIT 1)\n  FROM " + name +
+         " f WHERE f.queue IS NOT NULL\n)";
+}
+
 std::string known_queues(bool with_done) {
-  return std::string(R"(
-failed_queues AS (
-  (SELECT j.queue FROM {jobs} j WHERE j.status IN ('failed', 'dead', 'cancelled')
-   ORDER BY j.queue LIMIT 1)
-  UNION ALL
-  SELECT (SELECT j.queue FROM {jobs} j
-          WHERE j.status IN ('failed', 'dead', 'cancelled') AND j.queue > f.queue
-          ORDER BY j.queue LIMIT 1)
-  FROM failed_queues f WHERE f.queue IS NOT NULL
-), live_queues AS (
-  (SELECT j.queue FROM {jobs} j WHERE j.status IN ('pending', 'failed') ORDER BY j.queue LIMIT 1)
-  UNION ALL
-  SELECT (SELECT j.queue FROM {jobs} j
-          WHERE j.status IN ('pending', 'failed') AND j.queue > f.queue
-          ORDER BY j.queue LIMIT 1)
-  FROM live_queues f WHERE f.queue IS NOT NULL
-), known AS (
+  return std::string("\n") + loose_queues("failed_queues", "IN ('failed', 'dead', 'cancelled')") +
+         ", " + loose_queues("live_queues", "IN ('pending', 'failed')") + ", " +
+         loose_queues("blocked_queues", "= 'blocked'") + R"(, known AS (
   SELECT queue FROM failed_queues WHERE queue IS NOT NULL
   UNION SELECT queue FROM live_queues WHERE queue IS NOT NULL
+  UNION SELECT queue FROM blocked_queues WHERE queue IS NOT NULL
   UNION SELECT j.queue FROM {jobs} j WHERE j.status = 'running'
-  UNION SELECT p.queue FROM {queues} p)") +
+  UNION SELECT p.queue FROM {queues} p)" +
          (with_done ? "\n  UNION SELECT w.queue FROM done_window w" : "") + "\n)";
 }
 
 // A count that stops at $1 rows, per status spelled as a literal so that each matches its
-// partial index: pending (claim index), running (lease index), the others
-// (jobs_queue_status_idx). Each is a range scan of at most $1 index entries.
+// partial index: pending (claim index), running (lease index), blocked (jobs_blocked_idx),
+// the others (jobs_queue_status_idx). Each is a range scan of at most $1 index entries.
 std::string bounded_count(const char* status) {
   return std::string(
              "(SELECT count(*) FROM (SELECT 1 FROM {jobs} j WHERE j.queue = k.queue AND "
@@ -128,7 +124,7 @@ std::string list_branch(const char* status) {
 }
 
 // Keyset pages, newest first, never OFFSET. Two ways, by the status asked for:
-// - failed, dead, cancelled, pending, running: for the queue asked for (or each known
+// - failed, dead, cancelled, pending, running, blocked: for the queue asked for (or each known
 //   queue) the newest $5 rows from the partial index that holds them, then the newest $5
 //   of those. Exact, and each branch a short backward range scan.
 // - done, or any status: no index holds done rows by queue or type, so the page looks at
@@ -156,7 +152,7 @@ std::string jobs_sql() {
   UNION ALL
   SELECT x.id FROM chosen c CROSS JOIN LATERAL (
 )";
-  const char* statuses[] = {"failed", "dead", "cancelled", "pending", "running"};
+  const char* statuses[] = {"failed", "dead", "cancelled", "pending", "running", "blocked"};
   bool first = true;
   for (const char* status : statuses) {
     if (!first) sql += "\n    UNION ALL\n";
@@ -185,6 +181,18 @@ std::string summary_columns() {
          ", coalesce(left(j.last_error, 200), '')";
 }
 
+// A job's first $2 parents or children (by id) with their type and status ('' for a job
+// gone), and how many there are, counted up to $3: rows of pgjobd_dependencies by its
+// primary key (child_id, parent_id) or its parent_id index.
+std::string job_links(const char* self, const char* other, const char* parent_status) {
+  const std::string deps = "{schema}.pgjobd_dependencies";
+  return std::string("SELECT x.id, coalesce(j.type, ''), coalesce(j.status, ''), x.ended, t.n ") +
+         "FROM (SELECT d." + other + " AS id, " + parent_status + " AS ended FROM " + deps +
+         " d WHERE d." + self + " = $1 ORDER BY d." + other + " LIMIT $2) x " +
+         "CROSS JOIN (SELECT count(*) AS n FROM (SELECT 1 FROM " + deps + " d WHERE d." + self +
+         " = $1 LIMIT $3) c) t LEFT JOIN {jobs} j ON j.id = x.id ORDER BY x.id";
+}
+
 std::string expand(std::string sql, const std::string& schema) {
   replace_all(sql, "{summary}", summary_columns());
   return with_tables(std::move(sql), schema);
@@ -195,13 +203,13 @@ std::string expand(std::string sql, const std::string& schema) {
 UiStatements ui_statements(const std::string& schema) {
   UiStatements s;
   s.set_local = "SELECT set_config($1, $2, true)";
-  s.overview_counts =
-      expand(std::string("WITH RECURSIVE ") + kDoneWindow + "," + known_queues(true) +
-                 "\nSELECT k.queue, coalesce(p.paused, false),\n       " +
-                 bounded_count("pending") + ",\n       " + bounded_count("running") + ",\n       " +
-                 bounded_count("failed") + ",\n       " + bounded_count("dead") + ",\n       " +
-                 bounded_count("cancelled") + "," + kOverviewTail,
-             schema);
+  s.overview_counts = expand(
+      std::string("WITH RECURSIVE ") + kDoneWindow + "," + known_queues(true) +
+          "\nSELECT k.queue, coalesce(p.paused, false),\n       " + bounded_count("pending") +
+          ",\n       " + bounded_count("running") + ",\n       " + bounded_count("failed") +
+          ",\n       " + bounded_count("dead") + ",\n       " + bounded_count("cancelled") +
+          ",\n       " + bounded_count("blocked") + "," + kOverviewTail,
+      schema);
   s.throughput = expand(kThroughput, schema);
   s.daemons = expand(kDaemons, schema);
   s.jobs = expand(jobs_sql(), schema);
@@ -214,8 +222,12 @@ UiStatements ui_statements(const std::string& schema) {
       "coalesce(j.locked_by, ''), " +
           iso("j.locked_until") + ", " + iso("j.started_at") + ", " + iso("j.updated_at") +
           ", coalesce(j.unique_key, ''), j.cancel_requested_at IS NOT NULL, "
-          "coalesce(j.cancel_reason, '') FROM {jobs} j WHERE j.id = $1",
+          "coalesce(j.cancel_reason, ''), CASE WHEN $2::bool THEN jsonb_pretty(j.result) END "
+          "FROM {jobs} j WHERE j.id = $1",
       schema);
+  s.job_parents =
+      expand(job_links("child_id", "parent_id", "coalesce(d.parent_status, '')"), schema);
+  s.job_children = expand(job_links("parent_id", "child_id", "''"), schema);
   // The kept attempts (pgjobd_job_attempts: attempt_log, and a done job's last attempt),
   // then the one running now, which no log holds yet.
   s.job_attempts = expand(

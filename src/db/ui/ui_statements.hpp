@@ -14,8 +14,8 @@ struct UiStatements {
   // $1 name (text), $2 value (text): SET LOCAL in a function's clothes, for a $n value.
   std::string set_local;
   // Per known queue: queue, paused, then counts of pending, running, failed, dead,
-  // cancelled, each at most $1 (the bound + 1), done among the newest $1 done rows, whether
-  // there were $1 of those (then done is a lower bound), and the age in seconds of the
+  // cancelled, blocked, each at most $1 (the bound + 1), done among the newest $1 done rows,
+  // whether there were $1 of those (then done is a lower bound), and the age in seconds of the
   // oldest due pending or failed job (0 when none).
   std::string overview_counts;
   // Per minute from max($1 epoch seconds, 59 minutes before this one) to this one: minute
@@ -30,8 +30,12 @@ struct UiStatements {
   std::string jobs;
   // The job list's row for id $1, if it has status $2, queue $3 and type $4 (NULL = any).
   std::string job_row;
-  // One job: $1 id, $2 with payload (bool).
+  // One job: $1 id, $2 with payload and result (bool).
   std::string job;
+  // Job $1's first $2 parents, children: id, type, status ('' when gone), what the parent
+  // ended as ('' while it runs; always '' for children), how many there are (at most $3).
+  std::string job_parents;
+  std::string job_children;
   // Attempts of job $1: attempt, worker, started, ended, seconds, outcome, error.
   std::string job_attempts;
   std::string queues;  // $1 as for overview_counts
