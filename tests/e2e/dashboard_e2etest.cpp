@@ -89,7 +89,7 @@ TEST(DashboardE2E, JobPagesShowResultsParentsChildrenAndBlockedJobs) {
   DaemonYaml yaml(schema.name());
   yaml.set("ui", "{listen: \"127.0.0.1:0\", show_payloads: true}");
   DaemonProcess ui(yaml.text(), {"ui"});
-  const int port = dashboard_port(ui);
+  const int port = ui.dashboard_port();
   ASSERT_GT(port, 0) << ui.log();
 
   const HttpResponse overview = http_get(port, "/");
