@@ -73,7 +73,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_resolve_parents(ended bigint[], statu
                                   THEN 'cancelled: ' || p.failure ELSE c.last_error END,
               updated_at = now()
           FROM per_child p
-          WHERE c.id = p.child_id AND c.status = 'blocked'
+          -- IS TRUE: `status = 'blocked'` matches jobs_blocked_idx's predicate, and a plan
+          -- made while the table's statistics saw few blocked jobs walked that index once
+          -- per child (a 10,000-child fan-out: 30 s in the parent's completion, against
+          -- 0.3 s reading each child by its id).
+          WHERE c.id = p.child_id AND (c.status = 'blocked') IS TRUE
           RETURNING c.id, c.status, c.has_children
         )
         SELECT coalesce(array_agg(x.id) FILTER (WHERE x.status = 'cancelled' AND x.has_children),
