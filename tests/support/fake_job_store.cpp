@@ -57,6 +57,8 @@ const char* name_of(StoreMethod method) {
       return "remove_daemon";
     case StoreMethod::kExpireDaemons:
       return "expire_daemons";
+    case StoreMethod::kAnnounceFinished:
+      return "announce_finished";
   }
   return "?";
 }
@@ -376,6 +378,11 @@ std::vector<Completion> FakeJobTable::completions() const {
 std::vector<std::vector<JobAttempt>> FakeJobTable::heartbeats() const {
   std::lock_guard lock(mutex_);
   return heartbeats_;
+}
+
+std::vector<std::vector<std::string>> FakeJobTable::announced() const {
+  std::lock_guard lock(mutex_);
+  return announced_;
 }
 
 std::vector<std::string> FakeJobTable::resigned() const {
@@ -812,6 +819,12 @@ int FakeJobStore::expire_daemons() {
   });
   if (erased > 0) table_->changed();
   return static_cast<int>(erased);
+}
+
+void FakeJobStore::announce_finished(const std::vector<std::string>& payloads) {
+  auto lock = table_->enter(StoreMethod::kAnnounceFinished, role_);
+  table_->announced_.push_back(payloads);
+  table_->changed();
 }
 
 std::string FakeJobStore::schema_problem() {

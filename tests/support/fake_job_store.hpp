@@ -51,8 +51,9 @@ enum class StoreMethod {
   kReportDaemon,
   kRemoveDaemon,
   kExpireDaemons,
+  kAnnounceFinished,
 };
-inline constexpr std::size_t kStoreMethodCount = 19;
+inline constexpr std::size_t kStoreMethodCount = 20;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -179,6 +180,8 @@ class FakeJobTable {
   std::map<std::string, FakeDaemonRow> daemons() const;
   // Another daemon's row, last reported `seen_ago` ago.
   void add_daemon(const DaemonReport& report, Millis seen_ago = Millis(0));
+  // The payloads announce_finished() sent on pgjobd_finished, each call's in order.
+  std::vector<std::vector<std::string>> announced() const;
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
   int notifications_delivered() const;  // handed to on_notify by Notifications::consume
@@ -236,6 +239,7 @@ class FakeJobTable {
   int plain_claims_ = 0;
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
+  std::vector<std::vector<std::string>> announced_;
   std::vector<std::string> resigned_;
   std::map<std::string, FakeDaemonRow> daemons_;
   std::vector<std::string> opened_roles_;
@@ -279,6 +283,7 @@ class FakeJobStore final : public JobStore {
   void report_daemon(const DaemonReport& report) override;
   void remove_daemon(const std::string& worker_id) override;
   int expire_daemons() override;
+  void announce_finished(const std::vector<std::string>& payloads) override;
   std::string schema_problem() override;
 
  private:
