@@ -548,7 +548,7 @@ int PgJobStore::expire_daemons() {
 
 void PgJobStore::announce_finished(const std::vector<std::string>& payloads) {
   connect();
-  guarded("finished notification", [&] {
+  guarded("notify finished", [&] {
     pqxx::nontransaction txn(session_.connection());
     count_round_trip();
     execute(txn, stmt::kNotifyFinished, text_array_literal(payloads));
