@@ -59,6 +59,17 @@ class FinishedNotifierTest : public ::testing::Test {
     return *notifier_;
   }
 
+  // A started notifier whose first send, announcing `first`, is held in the store until
+  // table_.unblock(StoreMethod::kAnnounceFinished).
+  FinishedNotifier& start_with_a_send_in_flight(std::int64_t first) {
+    FinishedNotifier& notifier = make_notifier();
+    table_.block(StoreMethod::kAnnounceFinished);
+    notifier.start();
+    notifier.job_ended(first);
+    EXPECT_TRUE(table_.wait_held(StoreMethod::kAnnounceFinished));
+    return notifier;
+  }
+
   FakeDatabase database_;
   FakeJobTable& table_ = database_.table();
   Metrics metrics_{{"default"}, {"t"}};
@@ -106,11 +117,7 @@ TEST_F(FinishedNotifierTest, AnnouncesTheJobsABatchEndedButNotRetriesReleasesOrH
 // What arrives while a send is in flight goes out together in the next one: one transaction
 // however many batches the completer wrote meanwhile.
 TEST_F(FinishedNotifierTest, WhatArrivesDuringASendGoesOutInOneCall) {
-  FinishedNotifier& notifier = make_notifier();
-  table_.block(StoreMethod::kAnnounceFinished);
-  notifier.start();
-  notifier.job_ended(1);
-  ASSERT_TRUE(table_.wait_held(StoreMethod::kAnnounceFinished));
+  FinishedNotifier& notifier = start_with_a_send_in_flight(1);
   for (std::int64_t id = 2; id <= 50; ++id) notifier.job_ended(id);
   table_.unblock(StoreMethod::kAnnounceFinished);
   ASSERT_TRUE(table_.wait_until([&] { return ids_announced(table_).size() == 50; }));
@@ -139,11 +146,7 @@ TEST_F(FinishedNotifierTest, ASendThatFailsIsDroppedAndCountedAndTheNextGoesOut)
 // The completer never waits and the queue never grows past its bound: with the session
 // stuck, ids beyond kMaxQueued are dropped and counted at once.
 TEST_F(FinishedNotifierTest, IdsBeyondTheQueueBoundAreDroppedAndCounted) {
-  FinishedNotifier& notifier = make_notifier();
-  table_.block(StoreMethod::kAnnounceFinished);
-  notifier.start();
-  notifier.job_ended(0);
-  ASSERT_TRUE(table_.wait_held(StoreMethod::kAnnounceFinished));
+  FinishedNotifier& notifier = start_with_a_send_in_flight(0);
   std::vector<Completion> batch;
   for (std::size_t i = 1; i <= FinishedNotifier::kMaxQueued + 10; ++i) {
     batch.push_back({{static_cast<std::int64_t>(i), 1}, Outcome::kDone, {}, Millis(0)});
@@ -190,11 +193,7 @@ TEST_F(FinishedNotifierTest, TheCompleterFeedsItAfterEachWrite) {
 
 // Stopping sends what is queued: the drain's last batches are announced.
 TEST_F(FinishedNotifierTest, StoppingSendsWhatIsQueued) {
-  FinishedNotifier& notifier = make_notifier();
-  table_.block(StoreMethod::kAnnounceFinished);
-  notifier.start();
-  notifier.job_ended(1);
-  ASSERT_TRUE(table_.wait_held(StoreMethod::kAnnounceFinished));
+  FinishedNotifier& notifier = start_with_a_send_in_flight(1);
   notifier.job_ended(2);
   notifier.request_stop();
   table_.unblock(StoreMethod::kAnnounceFinished);
