@@ -330,8 +330,8 @@ TEST(AttemptHistory, TheSqlHandlersOwnCompletionIsRecordedToo) {
   PgJobStore store(schema.config().database, "test");
   const auto jobs = store.claim(claim_of(1));
   ASSERT_EQ(jobs.size(), 1u);
-  ASSERT_TRUE(
-      store.run_and_complete("SELECT $1::jsonb, $2::bigint", jobs[0], "w", false, Millis(0), {}));
+  ASSERT_TRUE(store.run_and_complete("SELECT $1::jsonb, $2::bigint", jobs[0], "w", false, Millis(0),
+                                     0, {}));
   Session ops(schema);
   EXPECT_EQ(ops.column("SELECT attempt || ' ' || worker || ' ' || outcome FROM "
                        "{s}.pgjobd_job_attempts(" +

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -149,7 +150,7 @@ TEST(CompletionLocks, TheLockWaitDoesNotOutliveTheStatement) {
   pqxx::nontransaction txn(*conn);
   EXPECT_EQ(statements
                 .execute(txn, stmt::kComplete, "{1}", "{1}", "{}", "{}", "{}", "{}", "{}", "w", 1,
-                         "50ms")[0][0]
+                         std::optional<std::string>(), "50ms")[0][0]
                 .as<int>(),
             0);
   EXPECT_EQ(txn.exec("SHOW lock_timeout")[0][0].as<std::string>(), "0");

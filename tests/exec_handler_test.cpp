@@ -30,6 +30,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+constexpr std::size_t kExecResultBytes = 65536;  // worker.max_result_bytes's default
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream content;
@@ -135,7 +137,7 @@ class ExecHandlerTest : public ::testing::Test {
 
   static JobResult run(const HandlerConfig& config, const Job& job = make_job(),
                        std::stop_token stop = {}) {
-    return make_exec_handler(config, {})(job, std::move(stop));
+    return make_exec_handler(config, {}, kExecResultBytes)(job, std::move(stop));
   }
 
   std::filesystem::path dir_;
@@ -266,7 +268,7 @@ TEST_F(ExecHandlerTest, ChildNeverSeesTheDaemonsDatabaseUrl) {
   ASSERT_EQ(::setenv("DATABASE_URL", url.c_str(), 1), 0);
   const WithheldCredentials withheld = credentials_to_withhold(url, environ);
   const JobResult result = make_exec_handler(shell_config("env > '" + file("env").string() + "'"),
-                                             withheld)(make_job(), {});
+                                             withheld, kExecResultBytes)(make_job(), {});
   ::unsetenv("DATABASE_URL");
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
   const std::string env = read_file(file("env"));
@@ -478,7 +480,32 @@ TEST_F(ExecHandlerTest, ConcurrentJobsDoNotHoldEachOthersPipes) {
 TEST(ExecHandlerConfigTest, EmptyArgvIsRejectedWhenBuilding) {
   HandlerConfig config;
   config.kind = HandlerConfig::Kind::kExec;
-  EXPECT_THROW(make_exec_handler(config, {}), std::invalid_argument);
+  EXPECT_THROW(make_exec_handler(config, {}, kExecResultBytes), std::invalid_argument);
+}
+
+// stdout is the result of a done job; the job runner reads it as JSON or else as text.
+TEST_F(ExecHandlerTest, ResultIsStdoutOfADoneJob) {
+  const JobResult result = run(shell_config(R"(printf '{"sent": 2}')"));
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result, R"({"sent": 2})");
+  EXPECT_EQ(result.result_format, ResultFormat::kJson);
+  EXPECT_EQ(result.result_bytes, result.result.size());
+}
+
+TEST_F(ExecHandlerTest, NoOutputIsNoResult) {
+  const JobResult result = run(shell_config("exit 0"));
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result, "");
+  EXPECT_EQ(result.result_bytes, 0u);
+}
+
+// A child printing 10 MB: all of it is read (the child never blocks on a full pipe), one
+// byte over the bound kept, the whole size counted, and the job done.
+TEST_F(ExecHandlerTest, TenMegabytesOfStdoutKeepTheBoundPlusOneAndTheirSize) {
+  const JobResult result = run(shell_config("head -c 10485760 /dev/zero | tr '\\0' x"));
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result.size(), kExecResultBytes + 1);
+  EXPECT_EQ(result.result_bytes, 10485760u);
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+constexpr std::size_t kHttpResultBytes = 65536;  // worker.max_result_bytes's default
+
 // What the server saw of the last request to /ok.
 struct Received {
   int count = 0;  // requests to /ok so far
@@ -58,6 +60,8 @@ class TestServer {
     mg_set_request_handler(context_, "/throttled", &TestServer::on_status<429>, nullptr);
     mg_set_request_handler(context_, "/huge-error", &TestServer::on_huge_error, this);
     mg_set_request_handler(context_, "/hang", &TestServer::on_hang, this);
+    mg_set_request_handler(context_, "/json", &TestServer::on_json, nullptr);
+    mg_set_request_handler(context_, "/huge", &TestServer::on_huge, nullptr);
   }
 
   ~TestServer() {
@@ -88,11 +92,12 @@ class TestServer {
 
  private:
   static void respond(mg_connection* conn, int status, const std::string& body,
-                      const char* extra_header_lines = "") {
+                      const char* extra_header_lines = "",
+                      const char* content_type = "text/plain") {
     mg_printf(conn,
-              "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+              "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
               "Connection: close\r\n%s\r\n",
-              status, body.size(), extra_header_lines);
+              status, content_type, body.size(), extra_header_lines);
     mg_write(conn, body.data(), body.size());
   }
 
@@ -140,6 +145,16 @@ class TestServer {
   static int on_huge_error(mg_connection* conn, void*) {
     respond(conn, 500, std::string(100000, 'x'));
     return 500;
+  }
+
+  static int on_json(mg_connection* conn, void*) {
+    respond(conn, 200, R"({"sum": 3})", "", "application/json; charset=utf-8");
+    return 200;
+  }
+
+  static int on_huge(mg_connection* conn, void*) {
+    respond(conn, 200, std::string(3 * kHttpResultBytes, 'y'), "", "application/json");
+    return 200;
   }
 
   static int on_hang(mg_connection* conn, void* self_data) {
@@ -200,7 +215,8 @@ class HttpHandlerTest : public ::testing::Test {
   static void TearDownTestSuite() { server_.reset(); }
 
   static JobResult run(const std::string& path, Millis timeout = Millis(5000)) {
-    return make_http_handler(http_config(server_->url(path), timeout))(sample_job(), {});
+    return make_http_handler(http_config(server_->url(path), timeout), kHttpResultBytes)(
+        sample_job(), {});
   }
 
   static inline std::unique_ptr<TestServer> server_;
@@ -293,7 +309,8 @@ TEST_F(HttpHandlerTest, TimeoutRetries) {
 }
 
 TEST_F(HttpHandlerTest, StopReleasesPromptly) {
-  const Handler handler = make_http_handler(http_config(server_->url("/hang"), Millis(30000)));
+  const Handler handler =
+      make_http_handler(http_config(server_->url("/hang"), Millis(30000)), kHttpResultBytes);
   std::stop_source stop;
   std::jthread stopper([&stop, this] {
     // Once the request is in flight: the server holds it.
@@ -310,7 +327,7 @@ TEST_F(HttpHandlerTest, StopReleasesPromptly) {
 TEST_F(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
   std::stop_source stop;
   stop.request_stop();
-  const Handler handler = make_http_handler(http_config(server_->url("/ok")));
+  const Handler handler = make_http_handler(http_config(server_->url("/ok")), kHttpResultBytes);
   const int before = server_->received().count;
   EXPECT_EQ(handler(sample_job(), stop.get_token()).outcome, Outcome::kReleased);
   EXPECT_EQ(server_->received().count, before);
@@ -318,7 +335,7 @@ TEST_F(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
 
 TEST_F(HttpHandlerTest, ConnectionRefusedRetries) {
   const std::string url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/";
-  const JobResult result = make_http_handler(http_config(url))(sample_job(), {});
+  const JobResult result = make_http_handler(http_config(url), kHttpResultBytes)(sample_job(), {});
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_FALSE(result.error.empty());
 }
@@ -441,7 +458,7 @@ class HttpHandlerKeepAliveTest : public ::testing::Test {
 // before (a longer body, its id) leaks into the next.
 TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url()));
+  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
   const std::vector<std::string> payloads = {R"({"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"})",
                                              R"({"n":2})", "[]", R"({"n":4,"s":"\r\n"})"};
   for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -461,7 +478,8 @@ TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
 // its handle fit for the next job, which gets a connection of its own.
 TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url(), Millis(1000)));
+  const Handler handler =
+      make_http_handler(http_config(server.url(), Millis(1000)), kHttpResultBytes);
   EXPECT_EQ(handler(job_with(1, R"({"n":1})"), {}).outcome, Outcome::kDone);
   const JobResult timed_out = handler(job_with(2, R"({"hang":true})"), {});
   EXPECT_EQ(timed_out.outcome, Outcome::kRetry);
@@ -480,7 +498,7 @@ TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
 // and connects again instead of failing on the closed one.
 TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
   KeepAliveServer server(100);
-  const Handler handler = make_http_handler(http_config(server.url()));
+  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
   ASSERT_EQ(handler(job_with(1, "{}"), {}).outcome, Outcome::kDone);
   ASSERT_TRUE(testing::wait_until([&server] { return server.closed_connections() >= 1; }, 10s));
   const JobResult after = handler(job_with(2, "{}"), {});
@@ -492,7 +510,7 @@ TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
 // transfers): each waits on its own, and a third, after them, reuses one of theirs.
 TEST_F(HttpHandlerKeepAliveTest, JobsRunningAtOnceEachHaveAConnection) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url()));
+  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
   std::vector<JobResult> results(2);
   {
     std::jthread first([&] { results[0] = handler(job_with(1, R"({"hang":1})"), {}); });
@@ -514,6 +532,44 @@ TEST(HttpHeaderValue, PercentEncodesControlCharactersAndPercent) {
   EXPECT_EQ(header_value("résumé ジョブ"), "résumé ジョブ");  // UTF-8 passes as is
   EXPECT_EQ(header_value("a\r\nX-Evil: 1"), "a%0D%0AX-Evil: 1");
   EXPECT_EQ(header_value(std::string("t\0\x7F%", 4)), "t%00%7F%25");
+}
+
+}  // namespace
+}  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+TEST_F(HttpHandlerTest, ResultIsTheBodyAsJsonWhenTheResponseSaysJson) {
+  const JobResult result = run("/json");
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result, R"({"sum": 3})");
+  EXPECT_EQ(result.result_format, ResultFormat::kJson);
+}
+
+TEST_F(HttpHandlerTest, ResultIsTheBodyAsTextOtherwise) {
+  const JobResult result = run("/ok");  // text/plain
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result, "fine");
+  EXPECT_EQ(result.result_format, ResultFormat::kText);
+}
+
+// The daemon's memory stays bounded: one byte over the bound is kept, the rest counted.
+TEST_F(HttpHandlerTest, ResultKeepsTheBoundPlusOneAndCountsTheWholeBody) {
+  const JobResult result = run("/huge");
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result.size(), kHttpResultBytes + 1);
+  EXPECT_EQ(result.result_bytes, 3 * kHttpResultBytes);
+}
+
+TEST(HttpMediaType, JsonIsApplicationJsonOrAnyPlusJson) {
+  EXPECT_TRUE(is_json_media_type("application/json"));
+  EXPECT_TRUE(is_json_media_type("Application/JSON; charset=utf-8"));
+  EXPECT_TRUE(is_json_media_type("application/problem+json"));
+  EXPECT_FALSE(is_json_media_type("text/plain"));
+  EXPECT_FALSE(is_json_media_type("application/jsonl"));
+  EXPECT_FALSE(is_json_media_type("+json"));
+  EXPECT_FALSE(is_json_media_type(""));
 }
 
 }  // namespace

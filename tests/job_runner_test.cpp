@@ -32,8 +32,8 @@ Job job_of(const std::string& type, int attempt, int max_attempts = 5) {
 
 class JobRunnerTest : public ::testing::Test {
  protected:
-  JobRunner runner_with(HandlerTable handlers) {
-    return JobRunner(exact_retry(), std::move(handlers), metrics_);
+  JobRunner runner_with(HandlerTable handlers, std::size_t max_result_bytes = 65536) {
+    return JobRunner(exact_retry(), std::move(handlers), metrics_, max_result_bytes);
   }
   Metrics metrics_{{"default"}, {"ok", "throws"}};
 };
@@ -248,8 +248,8 @@ TEST_F(JobRunnerTest, ReconfigureAppliesToTheNextJob) {
   RetryConfig slower = exact_retry();
   slower.base = Millis(5000);
   runner.reconfigure(
-      slower,
-      {{"ok", [](const Job&, std::stop_token) { return JobResult::retry("now failing"); }}});
+      slower, {{"ok", [](const Job&, std::stop_token) { return JobResult::retry("now failing"); }}},
+      65536);
   const auto completion = runner.run(job_of("ok", 1), {});
   ASSERT_TRUE(completion.has_value());
   EXPECT_EQ(completion->outcome, Outcome::kRetry);
@@ -282,6 +282,32 @@ TEST_F(JobRunnerTest, AHandlersErrorTextIsBounded) {
   EXPECT_LE(completion->error.size(), JobRunner::kMaxErrorBytes + 40);
   EXPECT_EQ(completion->error.substr(0, 100), huge.substr(0, 100));
   EXPECT_NE(completion->error.find("truncated: 1048576 bytes in all"), std::string::npos);
+}
+
+// An in-process handler's value reaches the completion as storable, bounded JSON text.
+TEST_F(JobRunnerTest, ADoneJobsValueBecomesItsStoredResult) {
+  JobRunner runner = runner_with({{"ok",
+                                   [](const Job& job, std::stop_token) {
+                                     if (job.attempt == 1) return JobResult::done(R"({"rows": 3})");
+                                     if (job.attempt == 2) return JobResult::done("not json");
+                                     return JobResult::done(std::string(20, 'x'));
+                                   }}},
+                                 16);
+  EXPECT_EQ(runner.run(job_of("ok", 1), {})->result, R"({"rows": 3})");
+  EXPECT_EQ(runner.run(job_of("ok", 2), {})->result, R"("not json")");
+  EXPECT_EQ(runner.run(job_of("ok", 3), {})->result,
+            R"({"truncated": true, "bytes": 20, "head": "xxxxxxxxxxxxxxxx"})");
+}
+
+TEST_F(JobRunnerTest, OnlyADoneJobKeepsAResult) {
+  JobRunner runner = runner_with({{"ok", [](const Job&, std::stop_token) {
+                                     JobResult failed = JobResult::retry("no");
+                                     failed.result = "1";
+                                     return failed;
+                                   }}});
+  const auto completion = runner.run(job_of("ok", 1, 5), {});
+  ASSERT_EQ(completion->outcome, Outcome::kRetry);
+  EXPECT_EQ(completion->result, "");
 }
 
 }  // namespace

@@ -174,29 +174,31 @@ TEST(JobStore, WritesByIdUseThePrimaryKeyNotTheLeaseIndex) {
   schema.exec("ANALYZE {jobs}");
   testing::StatementPlans plans(schema);
   const std::vector<std::string> executes = {
-      // $9: the done rows' common attempt, or 0 when they differ; $10 the lock wait.
+      // $9: the done rows' common attempt, or 0 when they differ; $10 their results (NULL:
+      // none has one); $11 the lock wait.
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w', 1, '50ms')",
+          "'{10}', 'w', 1, NULL, '50ms')",
       std::string(stmt::kComplete) +
           "('{1,2}', '{1,2}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w', 0, '50ms')",
+          "'{10}', 'w', 0, ARRAY['{\"a\": 1}'::jsonb, NULL], '50ms')",
       std::string(stmt::kCompleteDeleteDone) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{dead}', "
-          "'{e}', '{0}', 'w', 1, '50ms')",
+          "'{e}', '{0}', 'w', 1, NULL, '50ms')",
       std::string(stmt::kCompleteDeleteDone) +
           "('{1,2}', '{2,1}', '{3}', '{1}', '{dead}', "
-          "'{e}', '{0}', 'w', 0, '50ms')",
+          "'{e}', '{0}', 'w', 0, NULL, '50ms')",
       std::string(stmt::kCompleteSkipLocked) +
           "('{1,2}', '{1,1}', '{3}', '{1}', '{failed}', '{e}', "
-          "'{10}', 'w', 1)",
+          "'{10}', 'w', 1, NULL)",
       std::string(stmt::kCompleteSkipLocked) +
-          "('{1,2}', '{1,2}', '{}', '{}', '{}', '{}', '{}', 'w', 0)",
+          "('{1,2}', '{1,2}', '{}', '{}', '{}', '{}', '{}', 'w', 0, "
+          "ARRAY['{\"a\": 1}'::jsonb, NULL])",
       std::string(stmt::kCompleteDeleteDoneSkipLocked) +
           "('{1,2}', '{2,1}', '{3}', '{1}', '{dead}', "
-          "'{e}', '{0}', 'w', 0)",
-      std::string(stmt::kCompleteOneDone) + "(1, 1, 'w')",
-      std::string(stmt::kCompleteOneDelete) + "(1, 1, 'w')",
+          "'{e}', '{0}', 'w', 0, NULL)",
+      std::string(stmt::kCompleteOneDone) + "(1, 1, 'w', '{\"a\": 1}')",
+      std::string(stmt::kCompleteOneDelete) + "(1, 1, 'w', NULL)",
       std::string(stmt::kHeartbeat) + "('{1,2}', '{1,1}', 'w', 30000)",
   };
   for (const char* mode : testing::StatementPlans::kModes) {
@@ -730,6 +732,7 @@ TEST(JobStore, NoSessionKeepsAPlanMadeWhileTheTableWasEmpty) {
     std::vector<std::string> args;
     std::vector<const char*> indexes;  // that its plan must use
   };
+  const char* const kOneResult = R"({"{\"a\": 1}"})";  // a jsonb[] of one result
   const std::vector<Run> runs = {
       {stmt::kClaim,
        {"{default}", "{1}", "{a}", "1", "w", "30000", "", "100000"},
@@ -739,16 +742,16 @@ TEST(JobStore, NoSessionKeepsAPlanMadeWhileTheTableWasEmpty) {
        {"jobs_claim_idx", "jobs_pkey"}},
       {stmt::kNextDue, {"{default}", "{a}", "1000000"}, {"jobs_claim_idx"}},
       {stmt::kComplete,
-       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "50ms"},
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", kOneResult, "50ms"},
        {"jobs_pkey"}},
       {stmt::kCompleteDeleteDone,
-       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "50ms"},
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "{}", "50ms"},
        {"jobs_pkey"}},
       {stmt::kCompleteSkipLocked,
-       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", kOneResult},
        {"jobs_pkey"}},
       {stmt::kCompleteDeleteDoneSkipLocked,
-       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1"},
+       {"{1}", "{1}", "{2}", "{1}", "{failed}", "{e}", "{1000}", "w", "1", "{}"},
        {"jobs_pkey"}},
       {stmt::kHeartbeat, {"{1}", "{1}", "w", "30000"}, {"jobs_pkey"}}};
   for (const Planning planning : {Planning::kEachExecution, Planning::kPinned}) {
@@ -896,7 +899,8 @@ TEST_F(LockOrderTest, ACompletionOfMixedOutcomesLocksInIdOrder) {
     pqxx::nontransaction txn(c);
     written = statements
                   .execute(txn, stmt::kComplete, "{2}", "{1}", "{1}", "{1}", "{failed}", "{e}",
-                           "{1000}", "w", 1, "0")[0][0]  // lock_timeout 0: waits
+                           "{1000}", "w", 1, std::optional<std::string>(),
+                           "0")[0][0]  // lock_timeout 0: waits
                   .as<int>();
   }));
   EXPECT_EQ(written, 2);

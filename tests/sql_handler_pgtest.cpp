@@ -27,8 +27,9 @@ class SqlHandlerTest : public ::testing::Test {
     config.sql = sql;
     return config;
   }
-  SqlHandlerContext context(bool delete_done = false) const {
-    return {std::make_shared<PgDatabase>(schema_.config().database), "worker-1", delete_done};
+  SqlHandlerContext context(bool delete_done = false, std::size_t max_result_bytes = 65536) const {
+    return {std::make_shared<PgDatabase>(schema_.config().database), "worker-1", delete_done,
+            max_result_bytes};
   }
   // Claims the single pending job as worker-1.
   Job claim() {

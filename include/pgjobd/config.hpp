@@ -55,6 +55,11 @@ struct WorkerConfig {
   // why. Bounds the memory a claim can take: concurrency × this in running jobs' payloads;
   // the jobs held by prefetch are kept to about 32 MB of payloads.
   int max_payload_bytes = 4 * 1024 * 1024;
+  // The most of a done job's result kept in jobs.result, in bytes of the handler's output
+  // (exec stdout, an http body, the sql rows as JSON, an in-process value); above it the
+  // job is done with {"truncated": true, "bytes": N, "head": "..."} (README "Results").
+  // Bounds the memory too: a handler keeps no more while reading. 0: no results kept.
+  int max_result_bytes = 64 * 1024;
   // Claimed jobs the daemon may hold beyond its workers, waiting for one, so that a claim
   // takes more jobs per statement on a backlog of short jobs. Adaptive below this bound:
   // only for jobs under 10 ms on average, at most the jobs finished in the last 50 ms

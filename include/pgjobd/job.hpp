@@ -2,9 +2,11 @@
 // A claimed job as a handler sees it, and the result a handler returns.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace pgjobd {
 
@@ -35,6 +37,15 @@ enum class Outcome {
 
 const char* to_string(Outcome outcome);
 
+// How JobResult::result is stored in jobs.result (README "Results").
+enum class ResultFormat {
+  // JSON text, stored as that JSON. Text that is not JSON, or JSON PostgreSQL cannot store
+  // (a \u0000, nesting deeper than 1,000, a number of more than 1,000 characters or beyond
+  // 1e±1000), is stored as a JSON string of the text instead.
+  kJson,
+  kText,  // always a JSON string of the text, even when it reads as JSON
+};
+
 struct JobResult {
   Outcome outcome = Outcome::kDone;
   std::string error;  // why it failed (kRetry / kDead); becomes last_error
@@ -44,14 +55,48 @@ struct JobResult {
   // The handler already wrote the job's final state itself, in the transaction of its own
   // work (the sql handler): the completer must not write it again.
   bool completion_written = false;
+  // What the job returned, kept in jobs.result when it ends done (ignored otherwise), read
+  // as result_format says; empty: no result (NULL). Above worker.max_result_bytes bytes the
+  // daemon stores {"truncated": true, "bytes": <its size>, "head": "<its first
+  // max_result_bytes bytes>"} instead, and the job is done all the same.
+  std::string result;
+  ResultFormat result_format = ResultFormat::kJson;
+  // The whole result's size in bytes when `result` holds only its first bytes (a handler
+  // that keeps no more than the bound while reading); 0: `result` is whole.
+  std::size_t result_bytes = 0;
 
   static JobResult done() { return {}; }
+  // Done, returning `json`: JSON text such as R"({"rows": 3})" (ResultFormat::kJson).
+  static JobResult done(std::string json) {
+    JobResult returned;
+    returned.result = std::move(json);
+    return returned;
+  }
+  // Done, returning `text` as a JSON string, even when it reads as JSON ("42" stays "42").
+  static JobResult done_text(std::string text) {
+    JobResult returned = done(std::move(text));
+    returned.result_format = ResultFormat::kText;
+    return returned;
+  }
   static JobResult retry(std::string error,
                          std::optional<std::chrono::milliseconds> after = std::nullopt) {
-    return {Outcome::kRetry, std::move(error), after};
+    JobResult failed = ended(Outcome::kRetry, std::move(error));
+    failed.retry_after = after;
+    return failed;
   }
-  static JobResult dead(std::string error) { return {Outcome::kDead, std::move(error), {}}; }
-  static JobResult released() { return {Outcome::kReleased, {}, {}}; }
+  static JobResult dead(std::string error) { return ended(Outcome::kDead, std::move(error)); }
+  static JobResult released() { return ended(Outcome::kReleased, {}); }
+  static JobResult cancelled(std::string error) {
+    return ended(Outcome::kCancelled, std::move(error));
+  }
+
+ private:
+  static JobResult ended(Outcome outcome, std::string error) {
+    JobResult ended_with;
+    ended_with.outcome = outcome;
+    ended_with.error = std::move(error);
+    return ended_with;
+  }
 };
 
 }  // namespace pgjobd

@@ -92,6 +92,12 @@ constexpr ConfigKey kKeys[] = {
         "worker.max_payload_bytes", "4194304", kLive,
         "a job whose payload is larger (as JSON text) is not run: it ends `dead`, saying why; "
         "1024..1073741823"),
+    field<&Config::worker, &WorkerConfig::max_result_bytes>(
+        "worker.max_result_bytes", "65536", kLive,
+        "the most of a done job's result (exec stdout, http body, sql rows, in-process value) "
+        "kept in `jobs.result`; above it `{\"truncated\": true, \"bytes\": N, \"head\": "
+        "\"...\"}` is kept and the job is done all the same (see [Results](#results)); 0 = keep "
+        "no results, 0..16777216"),
     field<&Config::worker, &WorkerConfig::prefetch>(
         "worker.prefetch", "1000", kLive,
         "claimed jobs held beyond the workers, waiting for one, so that a claim takes more "

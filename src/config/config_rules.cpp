@@ -30,6 +30,9 @@ std::size_t utf8_characters(std::string_view text) {
 }
 constexpr int kMinPayloadLimit = 1024;
 constexpr int kMaxPayloadLimit = (1 << 30) - 1;
+// A result of concurrency × this is held in memory at once, and a batch of completions
+// carries up to 1,000 of them.
+constexpr int kMaxResultLimit = 16 * 1024 * 1024;
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -109,6 +112,10 @@ void check_worker(const WorkerConfig& worker, Rules& rules) {
       "must be from " + std::to_string(kMinPayloadLimit) + " to " +
           std::to_string(kMaxPayloadLimit) + " (PostgreSQL's largest text), got " +
           std::to_string(worker.max_payload_bytes));
+  rules.require(worker.max_result_bytes >= 0 && worker.max_result_bytes <= kMaxResultLimit,
+                "worker.max_result_bytes",
+                "must be from 0 to " + std::to_string(kMaxResultLimit) + ", got " +
+                    std::to_string(worker.max_result_bytes));
   rules.require(worker.prefetch >= 0 && worker.prefetch <= kMaxConcurrency, "worker.prefetch",
                 "must be from 0 to " + std::to_string(kMaxConcurrency) + ", got " +
                     std::to_string(worker.prefetch));

@@ -184,8 +184,10 @@ std::string connection_option(pqxx::connection_base& conn, const std::string& ke
   return "";
 }
 
-void exec_typed(pqxx::connection_base& conn, const std::string& sql,
-                const std::vector<TypedParam>& params) {
+void PgResultDeleter::operator()(pg_result* result) const { PQclear(result); }
+
+PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
+                    const std::vector<TypedParam>& params) {
   // Every ConnectionPtr holds a Connection (open_connection makes them all).
   PGconn* handle = static_cast<Connection&>(conn).handle();
   if (handle == nullptr || PQstatus(handle) != CONNECTION_OK) {
@@ -201,13 +203,11 @@ void exec_typed(pqxx::connection_base& conn, const std::string& sql,
   }
   // PQexecParams: the extended protocol, whose Parse message takes exactly one statement
   // ("cannot insert multiple commands into a prepared statement").
-  const std::unique_ptr<PGresult, decltype(&PQclear)> result(
-      PQexecParams(handle, sql.c_str(), static_cast<int>(params.size()), types.data(),
-                   values.data(), nullptr, nullptr, 0),
-      &PQclear);
+  PgResult result(PQexecParams(handle, sql.c_str(), static_cast<int>(params.size()), types.data(),
+                               values.data(), nullptr, nullptr, 0));
   const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
-    return;
+    return result;
   }
   if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH) {
     // No data to give or take: end the COPY so the session is usable, then report.

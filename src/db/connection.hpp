@@ -12,6 +12,7 @@
 namespace pqxx {
 class connection_base;
 }
+struct pg_result;  // libpq's PGresult
 
 namespace pgjobd {
 
@@ -40,18 +41,36 @@ bool connection_ok(pqxx::connection_base& conn);
 // The value libpq uses for connection option `keyword` on this session ("" if none).
 std::string connection_option(pqxx::connection_base& conn, const std::string& keyword);
 
+// pg_type OIDs (catalog/pg_type_d.h, which libpq does not install) of the types the daemon
+// sends or reads by type.
+inline constexpr unsigned int kBoolOid = 16;
+inline constexpr unsigned int kInt8Oid = 20;
+inline constexpr unsigned int kInt2Oid = 21;
+inline constexpr unsigned int kInt4Oid = 23;
+inline constexpr unsigned int kOidOid = 26;
+inline constexpr unsigned int kJsonOid = 114;
+inline constexpr unsigned int kFloat4Oid = 700;
+inline constexpr unsigned int kFloat8Oid = 701;
+inline constexpr unsigned int kNumericOid = 1700;
+inline constexpr unsigned int kJsonbOid = 3802;
+
 // A parameter with its type stated: the server need not infer it, so a statement may
-// leave a parameter unused. type_oid is a pg_type OID (jsonb 3802, int8 20).
+// leave a parameter unused. type_oid is a pg_type OID (kJsonbOid, kInt8Oid).
 struct TypedParam {
   unsigned int type_oid;
   std::string value;  // text format
 };
 
+struct PgResultDeleter {
+  void operator()(pg_result* result) const;  // PQclear
+};
+using PgResult = std::unique_ptr<pg_result, PgResultDeleter>;
+
 // Runs one statement on `conn` (opened by open_connection), inside whatever transaction
 // is open on it, through the extended query protocol: multiple statements are refused by
-// the server. Result rows are discarded. Throws the libpqxx exception libpqxx itself would
-// (pqxx::sql_error with the SQLSTATE, pqxx::broken_connection).
-void exec_typed(pqxx::connection_base& conn, const std::string& sql,
-                const std::vector<TypedParam>& params);
+// the server. Returns its result (rows, if it returned any). Throws the libpqxx exception
+// libpqxx itself would (pqxx::sql_error with the SQLSTATE, pqxx::broken_connection).
+PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
+                    const std::vector<TypedParam>& params);
 
 }  // namespace pgjobd

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string_view>
@@ -13,9 +14,11 @@
 #include "db/connection.hpp"
 #include "db/field_values.hpp"
 #include "db/migrator.hpp"
+#include "db/row_json.hpp"
 #include "db/sql_text.hpp"
 #include "db/statements.hpp"
 #include "log/logging.hpp"
+#include "text/result_json.hpp"
 
 namespace pgjobd {
 namespace {
@@ -44,8 +47,6 @@ void count_round_trip(std::uint64_t n = 1) {
 }
 
 // pg_type OIDs of the sql handler's parameters: $1 jsonb (the payload), $2 bigint (job id).
-constexpr unsigned int kJsonbOid = 3802;
-constexpr unsigned int kInt8Oid = 20;
 
 }  // namespace
 
@@ -284,12 +285,16 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
   connect();
   return guarded("complete", [&] {
     std::vector<std::int64_t> done_ids, done_attempts;
+    std::vector<std::string> done_results;
+    bool any_result = false;
     std::vector<std::int64_t> other_ids, other_attempts, other_delays;
     std::vector<std::string> other_statuses, other_errors;
     for (const Completion& c : batch) {
       if (c.outcome == Outcome::kDone) {
         done_ids.push_back(c.job.id);
         done_attempts.push_back(c.job.attempt);
+        done_results.push_back(c.result);
+        any_result = any_result || !c.result.empty();
       } else {
         other_ids.push_back(c.job.id);
         other_attempts.push_back(c.job.attempt);
@@ -310,6 +315,11 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
     const std::string status_array = text_array_literal(other_statuses);
     const std::string error_array = text_array_literal(other_errors);
     const std::string delay_array = int_array_literal(other_delays);
+    // NULL when no done row has a result (statements.cpp, kCompleteDoneCte); none is kept
+    // when done rows are deleted.
+    const std::optional<std::string> result_array =
+        any_result && !delete_done ? std::optional(nullable_array_literal(done_results))
+                                   : std::nullopt;
     CompletionReport report;
     // A row held at the last call is likely held still: a batch holding one (the
     // completer's retry of held rows) skips the wait.
@@ -321,10 +331,10 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
       try {
         pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
         count_round_trip();
-        const auto rows =
-            execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete, done_id_array,
-                    done_attempt_array, other_id_array, other_attempt_array, status_array,
-                    error_array, delay_array, worker_id, common_attempt, kCompletionLockWait);
+        const auto rows = execute(txn, delete_done ? stmt::kCompleteDeleteDone : stmt::kComplete,
+                                  done_id_array, done_attempt_array, other_id_array,
+                                  other_attempt_array, status_array, error_array, delay_array,
+                                  worker_id, common_attempt, result_array, kCompletionLockWait);
         report.written = rows[0][0].as<int>();
         report.stale = static_cast<int>(batch.size()) - report.written;
         return report;
@@ -337,7 +347,7 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
     const auto rows =
         execute(txn, delete_done ? stmt::kCompleteDeleteDoneSkipLocked : stmt::kCompleteSkipLocked,
                 done_id_array, done_attempt_array, other_id_array, other_attempt_array,
-                status_array, error_array, delay_array, worker_id, common_attempt);
+                status_array, error_array, delay_array, worker_id, common_attempt, result_array);
     for (const auto& row : rows) {
       if (!row[0].is_null()) {
         report.written = row[0].as<int>();
@@ -357,7 +367,7 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
 
 bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
                                   const std::string& worker_id, bool delete_done, Millis timeout,
-                                  std::stop_token stop) {
+                                  std::size_t max_result_bytes, std::stop_token stop) {
   connect();
   // The handler's own statement may run as long as its `timeout` allows (none: as long as
   // it takes; the TCP settings still notice a dead server); the completion and commit
@@ -381,10 +391,20 @@ bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,
         // Always both parameters, typed: the server cannot infer the type of one the statement
         // leaves unused, and libpqxx 6.4 sends no types. exec_typed uses the extended protocol,
         // so the text is exactly one statement: a `; COMMIT; ...` cannot end this transaction.
-        exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
+        const PgResult returned =
+            exec_typed(conn, sql, {{kJsonbOid, job.payload}, {kInt8Oid, std::to_string(job.id)}});
+        std::optional<std::string> result;  // NULL: none (or a deleted row: none kept)
+        if (!delete_done && max_result_bytes > 0) {
+          // One byte over the bound tells stored_result the rows were longer.
+          HeadBuffer json = rows_json(*returned, max_result_bytes + 1);
+          const std::size_t bytes = json.total();
+          std::string stored =
+              stored_result(json.take(), ResultFormat::kJson, bytes, max_result_bytes);
+          if (!stored.empty()) result = std::move(stored);
+        }
         const auto rows =
             execute(txn, delete_done ? stmt::kCompleteOneDelete : stmt::kCompleteOneDone, job.id,
-                    job.attempt, worker_id);
+                    job.attempt, worker_id, result);
         if (rows.empty()) {
           txn.abort();  // not ours any more: the statement's effects must not count
           return false;

@@ -47,7 +47,8 @@ class PgJobStore final : public JobStore {
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
                             bool delete_done) override;
   bool run_and_complete(const std::string& sql, const Job& job, const std::string& worker_id,
-                        bool delete_done, Millis timeout, std::stop_token stop) override;
+                        bool delete_done, Millis timeout, std::size_t max_result_bytes,
+                        std::stop_token stop) override;
   HeartbeatReport heartbeat(const std::vector<JobAttempt>& jobs, const std::string& worker_id,
                             Millis lease) override;
   RescueReport lead_and_rescue(const std::string& worker_id, Millis leadership_ttl,

@@ -32,14 +32,30 @@ std::string array_literal(const std::vector<T>& values, Write write) {
 
 }  // namespace
 
+namespace {
+
+void append_quoted_element(std::string& out, const std::string& value) {
+  out += '"';
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+}  // namespace
+
 std::string text_array_literal(const std::vector<std::string>& values) {
+  return array_literal(values, append_quoted_element);
+}
+
+std::string nullable_array_literal(const std::vector<std::string>& values) {
   return array_literal(values, [](std::string& out, const std::string& value) {
-    out += '"';
-    for (char c : value) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
+    if (value.empty()) {
+      out += "NULL";
+    } else {
+      append_quoted_element(out, value);
     }
-    out += '"';
   });
 }
 

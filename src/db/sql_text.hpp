@@ -15,6 +15,10 @@ std::string quote_identifier(std::string_view name);
 // {"a","b \"c\""} — a text[] literal, for a $n parameter.
 std::string text_array_literal(const std::vector<std::string>& values);
 
+// {"a",NULL} — as text_array_literal, an empty value written NULL: for an array of optional
+// values (jsonb[] results).
+std::string nullable_array_literal(const std::vector<std::string>& values);
+
 // {1,2,3} — an int/bigint[] literal, for a $n parameter.
 std::string int_array_literal(const std::vector<std::int64_t>& values);
 

@@ -26,24 +26,25 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 // released (and cancelled) jobs the parallel arrays $3 ids, $4 attempts, $5 new status
 // text[] ('failed', 'dead', 'pending' or 'cancelled'), $6 errors text[], $7 retry delays in
 // ms bigint[]; $8 worker id; $9 the done rows' common attempt (0: they differ, $2 says);
-// $10 the longest wait for a row lock another session holds (lock_timeout text, '50ms').
-// A row with a cancel request ends cancelled unless done. Returns the number of rows
-// written; fails with SQLSTATE 55P03 (lock_not_available), writing nothing, when a row
-// stayed locked for $10: then send kCompleteSkipLocked.
+// $10 the done rows' results jsonb[] parallel to $1 (NULL elements: none; NULL: none has
+// one); $11 the longest wait for a row lock another session holds (lock_timeout text,
+// '50ms'). A row with a cancel request ends cancelled unless done. Returns the number of
+// rows written; fails with SQLSTATE 55P03 (lock_not_available), writing nothing, when a
+// row stayed locked for $11: then send kCompleteSkipLocked.
 inline constexpr const char* kComplete = "pgjobd_complete";
-// Same, deleting done rows instead of keeping them (retention.done = 0).
+// Same, deleting done rows instead of keeping them (retention.done = 0): $10 is unused.
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
-// kComplete's $1..$9 (no $10), never waiting: writes the rows no other session holds and
+// kComplete's $1..$10 (no $11), never waiting: writes the rows no other session holds and
 // returns their count (one row: count, NULL), then one row (NULL, id) per held row that is
 // still this attempt's (a row held and no longer ours counts as neither: stale).
 inline constexpr const char* kCompleteSkipLocked = "pgjobd_complete_skip_locked";
 // Same, deleting done rows (retention.done = 0).
 inline constexpr const char* kCompleteDeleteDoneSkipLocked =
     "pgjobd_complete_delete_done_skip_locked";
-// One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id.
-// Returns the id when the job was still ours.
+// One job done inside the sql handler's own transaction: $1 id, $2 attempt, $3 worker id,
+// $4 its result (jsonb, NULL for none). Returns the id when the job was still ours.
 inline constexpr const char* kCompleteOneDone = "pgjobd_complete_one_done";
-// Same, deleting the row (retention.done = 0).
+// Same, deleting the row (retention.done = 0), result and all ($4 unused).
 inline constexpr const char* kCompleteOneDelete = "pgjobd_complete_one_delete";
 // Lease heartbeat: $1 ids, $2 attempts, $3 worker id, $4 lease ms. Returns (id, attempt,
 // cancel requested, renewed) for each of those jobs still ours: renewed is false for a row

@@ -65,6 +65,11 @@ std::vector<std::string> keys_of(const auto& map) {
   return keys;
 }
 
+// worker.max_result_bytes, validated ≥ 0.
+std::size_t max_result_bytes(const Config& config) {
+  return static_cast<std::size_t>(config.worker.max_result_bytes);
+}
+
 }  // namespace
 
 class Engine::Impl {
@@ -199,7 +204,9 @@ HandlerTable Engine::Impl::build_handlers(const Config& config) const {
     // must not point sql handlers at a database the rest of the engine does not use.
     handlers[type] = make_handler(
         type, handler_config,
-        {{database_, worker_id_, config.retention.done.count() == 0}, child_credentials_});
+        {{database_, worker_id_, config.retention.done.count() == 0, max_result_bytes(config)},
+         child_credentials_,
+         max_result_bytes(config)});
   }
   for (const auto& [type, handler] : registered_) handlers[type] = handler;
   if (handlers.empty()) {
@@ -294,7 +301,8 @@ void Engine::Impl::start() {
   });
   limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
   limits_->set_on_lifted([signal = claim_signal_] { signal->slot_freed(); });
-  runner_ = std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_);
+  runner_ =
+      std::make_unique<JobRunner>(config_.retry, handlers_, *metrics_, max_result_bytes(config_));
   // The workers' callbacks hold plain pointers, not `this`: a handler that ignored its
   // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
@@ -412,7 +420,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
     if (handlers.count(type)) kept_types.push_back(type);
   }
   fetcher_->reconfigure(applied.poll, kept_types);
-  runner_->reconfigure(applied.retry, handlers);
+  runner_->reconfigure(applied.retry, handlers, max_result_bytes(applied));
   fetcher_->reconfigure(applied.poll, keys_of(handlers));
   fetcher_->set_max_payload_bytes(applied.worker.max_payload_bytes);
   {

@@ -9,12 +9,15 @@
 
 #include "engine/retry_policy.hpp"
 #include "log/log_fields.hpp"
+#include "text/result_json.hpp"
 #include "text/utf8.hpp"
 
 namespace pgjobd {
 
-void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers) {
-  auto settings = std::make_shared<const Settings>(Settings{retry, std::move(handlers)});
+void JobRunner::reconfigure(const RetryConfig& retry, HandlerTable handlers,
+                            std::size_t max_result_bytes) {
+  auto settings =
+      std::make_shared<const Settings>(Settings{retry, std::move(handlers), max_result_bytes});
   std::lock_guard lock(settings_mutex_);
   settings_.swap(settings);  // the old ones are freed after the lock (declared before it)
 }
@@ -60,7 +63,7 @@ std::optional<Completion> JobRunner::run(const Job& job, const JobStop& stop) {
     // completion writes the request's reason); stopped for the daemon's sake (drain
     // timeout, lost lease), it goes back to the queue without counting the attempt. A job
     // that got done anyway stays done.
-    result = stop.cause() == StopCause::kCancelled ? JobResult{Outcome::kCancelled, "cancelled", {}}
+    result = stop.cause() == StopCause::kCancelled ? JobResult::cancelled("cancelled")
                                                    : JobResult::released();
   }
   const double seconds =
@@ -81,6 +84,9 @@ std::optional<Completion> JobRunner::run(const Job& job, const JobStop& stop) {
   }
   switch (completion.outcome) {
     case Outcome::kDone:
+      // Bounded here, whatever the handler kept (an in-process one may return megabytes).
+      completion.result = stored_result(result.result, result.result_format, result.result_bytes,
+                                        settings->max_result_bytes);
       spdlog::debug("job {} done", job.id);
       break;
     case Outcome::kRetry:

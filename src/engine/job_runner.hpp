@@ -3,6 +3,7 @@
 // dead, records metrics and logs, and returns the outcome for the completer. Never
 // touches the database itself.
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +24,11 @@ using HandlerTable = std::map<std::string, Handler>;
 
 class JobRunner {
  public:
-  JobRunner(const RetryConfig& retry, HandlerTable handlers, Metrics& metrics) : metrics_(metrics) {
-    reconfigure(retry, std::move(handlers));
+  // max_result_bytes: worker.max_result_bytes, the bound of a done job's result.
+  JobRunner(const RetryConfig& retry, HandlerTable handlers, Metrics& metrics,
+            std::size_t max_result_bytes)
+      : metrics_(metrics) {
+    reconfigure(retry, std::move(handlers), max_result_bytes);
   }
 
   // Returns the completion to write, or nothing when the handler wrote it itself. The
@@ -38,12 +42,13 @@ class JobRunner {
 
   // Live reload: jobs that start from now on use the new handlers and retry policy;
   // running jobs finish with the ones they started with.
-  void reconfigure(const RetryConfig& retry, HandlerTable handlers);
+  void reconfigure(const RetryConfig& retry, HandlerTable handlers, std::size_t max_result_bytes);
 
  private:
   struct Settings {
     RetryConfig retry;
     HandlerTable handlers;
+    std::size_t max_result_bytes;
   };
   JobResult call_handler(const Settings& settings, const Job& job, const std::stop_token& stop);
 

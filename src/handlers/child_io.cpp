@@ -66,9 +66,11 @@ int poll_timeout_ms(std::optional<ChildIo::Clock::time_point> deadline, bool has
 
 }  // namespace
 
-ChildIo::ChildIo(ChildPipes pipes, std::string_view payload, std::size_t stderr_tail_bytes)
+ChildIo::ChildIo(ChildPipes pipes, std::string_view payload, std::size_t stdout_head_bytes,
+                 std::size_t stderr_tail_bytes)
     : pipes_(std::move(pipes)),
       unwritten_payload_(payload),
+      stdout_head_(stdout_head_bytes),
       stderr_tail_(stderr_tail_bytes),
       read_buffer_(kReadChunkBytes) {
   if (unwritten_payload_.empty()) pipes_.stdin_write.reset();
@@ -94,8 +96,8 @@ ChildIo::Wake ChildIo::pump_until(const ChildProcess& child,
       throw std::system_error(errno, std::generic_category(), "poll");
     }
     if (fds[kStdin].revents != 0) write_payload();
-    if (fds[kStdout].revents != 0) read_chunk(pipes_.stdout_read, nullptr);
-    if (fds[kStderr].revents != 0) read_chunk(pipes_.stderr_read, &stderr_tail_);
+    if (fds[kStdout].revents != 0) read_chunk(pipes_.stdout_read);
+    if (fds[kStderr].revents != 0) read_chunk(pipes_.stderr_read);
     if (fds[kStop].revents != 0) return Wake::kStopRequested;
     // kExit needs no handling: has_exited() at the top of the loop sees the exit.
   }
@@ -103,9 +105,8 @@ ChildIo::Wake ChildIo::pump_until(const ChildProcess& child,
 
 void ChildIo::drain() {
   for (UniqueFd* fd : {&pipes_.stdout_read, &pipes_.stderr_read}) {
-    TailBuffer* keep = fd == &pipes_.stderr_read ? &stderr_tail_ : nullptr;
     for (std::size_t chunks = 0; chunks * kReadChunkBytes < kMaxDrainBytes; ++chunks) {
-      if (!read_chunk(*fd, keep)) break;
+      if (!read_chunk(*fd)) break;
     }
   }
   pipes_.stdin_write.reset();
@@ -133,11 +134,16 @@ void ChildIo::write_payload() {
   if (unwritten_payload_.empty()) pipes_.stdin_write.reset();  // EOF tells the child it has all
 }
 
-bool ChildIo::read_chunk(UniqueFd& fd, TailBuffer* keep) {
+bool ChildIo::read_chunk(UniqueFd& fd) {
   if (!fd.valid()) return false;
   const ssize_t got = ::read(fd.get(), read_buffer_.data(), read_buffer_.size());
   if (got > 0) {
-    if (keep != nullptr) keep->append({read_buffer_.data(), static_cast<std::size_t>(got)});
+    const std::string_view chunk(read_buffer_.data(), static_cast<std::size_t>(got));
+    if (&fd == &pipes_.stderr_read) {
+      stderr_tail_.append(chunk);
+    } else {
+      stdout_head_.append(chunk);
+    }
     return true;
   }
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return false;

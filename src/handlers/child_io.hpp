@@ -1,5 +1,6 @@
 #pragma once
-// Moves bytes between the daemon and a running child: payload in, stdout away, stderr tail kept.
+// Moves bytes between the daemon and a running child: payload in, the head of stdout and
+// the tail of stderr kept.
 
 #include <chrono>
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "handlers/child_process.hpp"
 #include "handlers/tail_buffer.hpp"
+#include "text/head_buffer.hpp"
 
 namespace pgjobd {
 
@@ -18,8 +20,10 @@ class ChildIo {
   enum class Wake { kChildExited, kDeadline, kStopRequested };
 
   // `payload` must outlive this object. stdin is closed once the payload is written (at
-  // once when it is empty), or as soon as the child closes its end.
-  ChildIo(ChildPipes pipes, std::string_view payload, std::size_t stderr_tail_bytes);
+  // once when it is empty), or as soon as the child closes its end. stdout is read to the
+  // end, its first `stdout_head_bytes` kept.
+  ChildIo(ChildPipes pipes, std::string_view payload, std::size_t stdout_head_bytes,
+          std::size_t stderr_tail_bytes);
 
   // Writes the payload and reads stdout/stderr, all without blocking on any one stream,
   // until the child exits, `deadline` passes (if set) or `stop_fd` (if ≥ 0) is readable.
@@ -30,16 +34,18 @@ class ChildIo {
   // Reads what the pipes hold right now (after the child exited), without waiting.
   void drain();
 
+  HeadBuffer& stdout_head() { return stdout_head_; }
   const TailBuffer& stderr_tail() const { return stderr_tail_; }
 
  private:
   void write_payload();
-  // Reads one chunk; closes `fd` on EOF or error. Keeps the bytes in the tail if given.
+  // Reads one chunk of stdout or stderr into its buffer; closes `fd` on EOF or error.
   // Returns false when nothing more is readable now.
-  bool read_chunk(UniqueFd& fd, TailBuffer* keep);
+  bool read_chunk(UniqueFd& fd);
 
   ChildPipes pipes_;
   std::string_view unwritten_payload_;
+  HeadBuffer stdout_head_;
   TailBuffer stderr_tail_;
   std::vector<char> read_buffer_;
 };

@@ -56,12 +56,19 @@ std::string describe_wait_status(int status) {
   return "wait status " + std::to_string(status);
 }
 
+// Done with stdout as the result (JSON, or else a string of it; the job runner bounds it).
+JobResult done_with_stdout(HeadBuffer& stdout_head) {
+  JobResult done = JobResult::done(stdout_head.take());
+  done.result_bytes = stdout_head.total();
+  return done;
+}
+
 JobResult result_for_exit(std::optional<int> status, const std::vector<int>& permanent_exit_codes,
-                          const std::string& stderr_text) {
+                          ChildIo& io, const std::string& stderr_text) {
   if (!status) return JobResult::retry(with_stderr("exit status unavailable", stderr_text));
   if (WIFEXITED(*status)) {
     const int code = WEXITSTATUS(*status);
-    if (code == 0) return JobResult::done();
+    if (code == 0) return done_with_stdout(io.stdout_head());
     if (std::ranges::find(permanent_exit_codes, code) != permanent_exit_codes.end()) {
       return JobResult::dead(with_stderr(describe_wait_status(*status), stderr_text));
     }
@@ -101,7 +108,7 @@ void terminate_group(ChildProcess& child, ChildIo& io, Millis kill_grace) {
 }
 
 JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& withheld,
-                       const Job& job, std::stop_token stop) {
+                       std::size_t max_result_bytes, const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
   // Registered before the spawn, so a stop requested while spawning is not missed.
   const StopEventFd stop_event(std::move(stop));
@@ -109,7 +116,9 @@ JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& w
     // The daemon never changes its environment after start-up, so reading environ from a
     // worker thread does not race with setenv.
     ChildProcess child(config.exec_argv, build_child_environment(job, withheld, environ));
-    ChildIo io(child.take_pipes(), job.payload, kStderrTailBytes);
+    // One byte over the bound tells the job runner the result was longer (0: none kept).
+    ChildIo io(child.take_pipes(), job.payload, max_result_bytes == 0 ? 0 : max_result_bytes + 1,
+               kStderrTailBytes);
     std::optional<ChildIo::Clock::time_point> deadline;
     if (config.timeout > Millis::zero()) deadline = ChildIo::Clock::now() + config.timeout;
 
@@ -129,7 +138,7 @@ JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& w
       case ChildIo::Wake::kChildExited:
         break;
     }
-    return result_for_exit(status, config.permanent_exit_codes, stderr_text);
+    return result_for_exit(status, config.permanent_exit_codes, io, stderr_text);
   } catch (const SpawnError& error) {
     return result_for_spawn_failure(error);
   }
@@ -137,11 +146,13 @@ JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& w
 
 }  // namespace
 
-Handler make_exec_handler(const HandlerConfig& config, WithheldCredentials withheld) {
+Handler make_exec_handler(const HandlerConfig& config, WithheldCredentials withheld,
+                          std::size_t max_result_bytes) {
   // Config validation rejects this with file and line; reaching here is a wiring bug.
   if (config.exec_argv.empty()) throw std::invalid_argument("exec handler: empty exec argv");
-  return [config, withheld = std::move(withheld)](const Job& job, std::stop_token stop) {
-    return run_exec_job(config, withheld, job, std::move(stop));
+  return [config, withheld = std::move(withheld), max_result_bytes](const Job& job,
+                                                                    std::stop_token stop) {
+    return run_exec_job(config, withheld, max_result_bytes, job, std::move(stop));
   };
 }
 

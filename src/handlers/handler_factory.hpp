@@ -1,6 +1,7 @@
 #pragma once
 // Builds the handler of a job type from its YAML configuration.
 
+#include <cstddef>
 #include <string>
 
 #include "handlers/exec_environment.hpp"
@@ -14,6 +15,9 @@ namespace pgjobd {
 struct HandlerContext {
   SqlHandlerContext sql;                  // sql handlers: the engine's database and identity
   WithheldCredentials child_credentials;  // exec handlers: kept out of the child's environment
+  // exec and http handlers keep at most this (+ 1) of their output for the result:
+  // worker.max_result_bytes (0: none).
+  std::size_t max_result_bytes = 0;
 };
 
 // Throws std::invalid_argument naming the type when the handler cannot be built.

@@ -18,6 +18,7 @@
 
 #include "handlers/curl_library.hpp"
 #include "pgjobd/version.hpp"
+#include "text/head_buffer.hpp"
 
 namespace pgjobd {
 namespace {
@@ -94,7 +95,10 @@ class EasyHandles {
 
 // What the callbacks collect during one transfer.
 struct Transfer {
-  std::string body;  // at most kMaxBodyKept bytes
+  explicit Transfer(std::size_t body_bytes) : body(body_bytes) {}
+  // The first bytes of the body: kMaxBodyKept for last_error, and max_result_bytes + 1 for
+  // the result of a 2xx (the one over tells the job runner it was longer).
+  HeadBuffer body;
   std::optional<Millis> retry_after;
   std::stop_token stop;
 };
@@ -159,13 +163,10 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   return size * count;
 }
 
-// Keeps the first kMaxBodyKept bytes and drains the rest, so the response completes normally.
+// Keeps the body's first bytes and drains the rest, so the response completes normally.
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
-  auto* transfer = static_cast<Transfer*>(user);
   const std::size_t bytes = size * count;
-  if (transfer->body.size() < kMaxBodyKept) {
-    transfer->body.append(data, std::min(bytes, kMaxBodyKept - transfer->body.size()));
-  }
+  static_cast<Transfer*>(user)->body.append({data, bytes});
   return bytes;
 }
 
@@ -176,6 +177,17 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 }
 
 bool is_retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
+
+// Done with the body as the result: JSON when the response says it is (its media type
+// application/json or any +json) and it parses, else a JSON string of the text.
+JobResult done_with_body(Transfer& transfer, const char* content_type) {
+  JobResult done = JobResult::done(transfer.body.take());
+  done.result_bytes = transfer.body.total();
+  if (content_type == nullptr || !is_json_media_type(content_type)) {
+    done.result_format = ResultFormat::kText;
+  }
+  return done;
+}
 
 }  // namespace
 
@@ -199,7 +211,7 @@ std::string header_value(std::string_view text) {
 namespace {
 
 JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& url, Millis timeout,
-               const Job& job, std::stop_token stop) {
+               std::size_t max_result_bytes, const Job& job, std::stop_token stop) {
   if (stop.stop_requested()) return JobResult::released();
   const CurlLibrary& curl = curl_library();
   const EasyHandles::Lease lease = EasyHandles::take(handles);
@@ -220,7 +232,7 @@ JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& u
   // second for a 100 that many servers never send.
   add_header("Expect:");
 
-  Transfer transfer;
+  Transfer transfer(std::max(kMaxBodyKept, max_result_bytes == 0 ? 0 : max_result_bytes + 1));
   transfer.stop = std::move(stop);
   char error_text[CURL_ERROR_SIZE] = {};
   const std::string user_agent = std::string("pgjobd/") + kVersion;
@@ -259,21 +271,39 @@ JobResult post(const std::shared_ptr<EasyHandles>& handles, const std::string& u
 
   long status = 0;
   curl.easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
-  if (status >= 200 && status < 300) return JobResult::done();
+  if (status >= 200 && status < 300) {
+    char* content_type = nullptr;  // libcurl's, valid until the handle's next transfer
+    curl.easy_getinfo(handle, CURLINFO_CONTENT_TYPE, &content_type);
+    return done_with_body(transfer, content_type);
+  }
   std::string error = "HTTP " + std::to_string(status);
-  if (!transfer.body.empty()) error += ": " + transfer.body;
+  const std::string_view body = transfer.body.bytes();
+  if (!body.empty()) error.append(": ").append(body.substr(0, kMaxBodyKept));
   if (is_retryable_status(status)) return JobResult::retry(std::move(error), transfer.retry_after);
   return JobResult::dead(std::move(error));
 }
 
 }  // namespace
 
-Handler make_http_handler(const HandlerConfig& config) {
+bool is_json_media_type(std::string_view content_type) {
+  std::string_view type = trim(content_type.substr(0, content_type.find(';')));
+  const auto ends_with = [&type](std::string_view suffix) {
+    if (type.size() < suffix.size()) return false;
+    const std::string_view tail = type.substr(type.size() - suffix.size());
+    return std::equal(tail.begin(), tail.end(), suffix.begin(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == b;
+    });
+  };
+  return (type.size() == 16 && ends_with("application/json")) ||
+         (ends_with("+json") && type.find('/') != std::string_view::npos);
+}
+
+Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes) {
   curl_library();  // a library that cannot be loaded stops the start, not every job
   const Millis timeout = config.timeout.count() > 0 ? config.timeout : kDefaultTimeout;
-  return [handles = std::make_shared<EasyHandles>(), url = config.http_url, timeout](
-             const Job& job, std::stop_token stop) {
-    return post(handles, url, timeout, job, std::move(stop));
+  return [handles = std::make_shared<EasyHandles>(), url = config.http_url, timeout,
+          max_result_bytes](const Job& job, std::stop_token stop) {
+    return post(handles, url, timeout, max_result_bytes, job, std::move(stop));
   };
 }
 

@@ -2,6 +2,7 @@
 // The http handler: POSTs the payload to a URL with libcurl.
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string_view>
 
@@ -13,13 +14,21 @@ namespace pgjobd {
 // Builds a handler from an http HandlerConfig (http_url, timeout). Contract:
 // - POST the payload with Content-Type: application/json and headers X-Pgjobd-Job-Id,
 //   X-Pgjobd-Job-Type, X-Pgjobd-Job-Queue, X-Pgjobd-Job-Attempt;
-// - 2xx → done; 408, 429, 5xx, connection errors and timeouts → retry (a Retry-After in
+// - 2xx → done, the body its result: JSON when the Content-Type is application/json or
+//   any +json and it parses, else a JSON string of the text (the job runner bounds it;
+//   README "Results"); read to the end, its first max_result_bytes + 1 bytes kept;
+// - 408, 429, 5xx, connection errors and timeouts → retry (a Retry-After in
 //   seconds or as an HTTP-date becomes JobResult::retry_after); other statuses → dead;
 // - last_error: "HTTP 503: <first 4 KiB of the body>" ("HTTP 503" when the body is empty),
 //   or curl's error text ("timeout after 10000ms: ..." for timeouts);
-// - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB;
+// - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB or
+//   max_result_bytes + 1, the larger;
 // - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a worker forever.
-Handler make_http_handler(const HandlerConfig& config);
+Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes);
+
+// Whether a Content-Type names JSON: application/json or any type/subtype+json, parameters
+// (charset) and case aside. Exposed for tests.
+bool is_json_media_type(std::string_view content_type);
 
 // The most a Retry-After is taken to ask for; the job runner caps it further, at
 // retry.max_delay.

@@ -31,7 +31,7 @@ class SqlHandler {
     JobResult result;
     try {
       const bool ours = store->run_and_complete(sql_, job, context_.worker_id, context_.delete_done,
-                                                timeout_, stop);
+                                                timeout_, context_.max_result_bytes, stop);
       result = ours ? JobResult::done() : JobResult::released();
       result.completion_written = true;  // done committed, or nothing of ours to write
     } catch (const DbError& e) {

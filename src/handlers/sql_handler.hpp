@@ -2,6 +2,7 @@
 // The sql handler: runs a statement with $1 = the payload and $2 = the job id in the same
 // transaction that marks the job done, so database side effects happen exactly once.
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@ struct SqlHandlerContext {
   std::shared_ptr<Database> database;  // opens one store per concurrently running job
   std::string worker_id;
   bool delete_done = false;
+  std::size_t max_result_bytes = 0;  // worker.max_result_bytes
 };
 
 // Contract:

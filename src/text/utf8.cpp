@@ -59,8 +59,11 @@ std::string valid_utf8(std::string_view text) {
 std::size_t utf8_cut(std::string_view text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return text.size();
   std::size_t cut = max_bytes;
-  // Back up over continuation bytes (10xxxxxx) to the start of the character cut through.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  // Back up over continuation bytes (10xxxxxx) to the start of the character cut through:
+  // at most 3, so that bytes which are not UTF-8 (a run of continuation bytes) are cut near
+  // max_bytes too, not at 0.
+  const std::size_t lowest = max_bytes > 3 ? max_bytes - 3 : 0;
+  while (cut > lowest && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   return cut;
 }
 

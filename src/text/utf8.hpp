@@ -27,7 +27,8 @@ bool is_unicode_noncharacter(char32_t code);
 std::string valid_utf8(std::string_view text);
 
 // The largest cut ≤ max_bytes that does not split a character of (valid UTF-8) `text`:
-// a cut at max_bytes backed up over continuation bytes.
+// a cut at max_bytes backed up over continuation bytes (at most 3: of invalid UTF-8, a cut
+// near max_bytes).
 std::size_t utf8_cut(std::string_view text, std::size_t max_bytes);
 
 // At most `max_bytes` of `text`, cut at a character boundary (of valid UTF-8), followed by

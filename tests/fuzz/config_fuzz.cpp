@@ -191,7 +191,7 @@ void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
 }
 
 void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
-  const auto& [concurrency, queues, max_payload_bytes, prefetch] = worker;
+  const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch] = worker;
   out << YAML::BeginMap;
   key(out, "concurrency");
   out << concurrency;
@@ -207,6 +207,8 @@ void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
   out << YAML::EndMap;
   key(out, "max_payload_bytes");
   out << max_payload_bytes;
+  key(out, "max_result_bytes");
+  out << max_result_bytes;
   key(out, "prefetch");
   out << prefetch << YAML::EndMap;
 }

@@ -649,7 +649,8 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
 
 bool FakeJobStore::run_and_complete(const std::string& /*sql*/, const Job& job,
                                     const std::string& worker_id, bool delete_done,
-                                    Millis /*timeout*/, std::stop_token /*stop*/) {
+                                    Millis /*timeout*/, std::size_t /*max_result_bytes*/,
+                                    std::stop_token /*stop*/) {
   auto lock = table_->enter(StoreMethod::kRunAndComplete, role_);
   FakeRow* row = table_->find(job.id);
   if (row == nullptr || !table_->owned(*row, {job.id, job.attempt}, worker_id)) return false;
