@@ -4,7 +4,8 @@
 # test suite's operations checks use (promtool, PyYAML), the fuzz stage (clang-14 with
 # libFuzzer), the PgBouncer end-to-end test (pgbouncer) and the dashboard's browser tests
 # (tests/browser: headless chromium, chromium-driver, python3-selenium), the network
-# blackhole test (iproute2's ip and tc, nftables where the kernel has no sch_netem);
+# blackhole test (iproute2's ip and tc, nftables where the kernel has no sch_netem), the
+# README's examples of waiting for a result (tests/examples: python3-psycopg, node-pg);
 # --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart, --with-package
 # what scripts/package.sh and the package stage use (debhelper, help2man, lintian).
 set -euo pipefail
@@ -26,8 +27,11 @@ for flag in "$@"; do
     # chromium, chromium-driver and python3-selenium: tests/browser (Debian's /usr/bin/python3).
     # systemd: systemd-analyze verify of config/pgjobd.service (tests/ops/systemd_unit_test.sh).
     # iproute2, nftables: FaultsStallE2E's network namespace and blackhole (tests/support/netns.*).
+    # python3-psycopg, node-pg: tests/examples, run by ExamplesE2E (node-pg: see below).
     --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
-                            chromium chromium-driver python3-selenium systemd iproute2 nftables) ;;
+                            chromium chromium-driver python3-selenium systemd iproute2 nftables
+                            python3-psycopg)
+                 with_node_pg=1 ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
     # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
     --with-bench) packages+=(gnuplot-nox nodejs) ;;
@@ -36,13 +40,28 @@ for flag in "$@"; do
   esac
 done
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# node-pg depends on Debian's nodejs: next to another build of node (NodeSource's, which does
+# not satisfy Debian's node modules) apt cannot install it, and ExamplesE2E skips the Node
+# example, saying so.
+if [[ -n "${with_node_pg:-}" ]] && ! installed node-pg; then
+  export DEBIAN_FRONTEND=noninteractive
+  if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then apt-get update -qq; fi
+  if apt-get install -s -qq --no-install-recommends node-pg >/dev/null 2>&1; then
+    echo "installing: node-pg" >&2
+    apt-get install -y -qq --no-install-recommends node-pg >/dev/null
+  else
+    echo "not installing node-pg: apt cannot install it next to this nodejs" >&2
+  fi
 fi

@@ -8,13 +8,14 @@
 --   psql "$OWNER_URL" -v schema=public -v runtime_role=pgjobd_runtime -f sql/grants.sql
 --
 -- Optional, each a role that exists already:
---   -v producer_role=app_producer   may only enqueue: EXECUTE on pgjobd_enqueue,
---                                   pgjobd_enqueue_ex, pgjobd_enqueue_many and
---                                   pgjobd_enqueue_workflow; no right on
---                                   any table
+--   -v producer_role=app_producer   may only enqueue and read its jobs' outcomes: EXECUTE
+--                                   on pgjobd_enqueue, pgjobd_enqueue_ex,
+--                                   pgjobd_enqueue_many, pgjobd_enqueue_workflow and
+--                                   pgjobd_job_result; no right on any table
 --   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
 --                                   create, change, delete, pause and resume schedules,
---                                   and read jobs (pgjobd_job_attempts too),
+--                                   and read jobs (pgjobd_job_attempts and
+--                                   pgjobd_job_result too),
 --                                   pgjobd_queues, pgjobd_schedules, the limits, and
 --                                   the dashboard's pgjobd_daemons and pgjobd_audit
 -- The functions are SECURITY DEFINER: they write as the owner, so these roles need no
@@ -76,6 +77,7 @@ REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_cancel_many(bigint[], text),
   :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
+  :"schema".pgjobd_job_result(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text),
   :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,
@@ -95,6 +97,7 @@ GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_cancel_many(bigint[], text),
   :"schema".pgjobd_retry_many(bigint[]),
   :"schema".pgjobd_job_attempts(bigint),
+  :"schema".pgjobd_job_result(bigint),
   :"schema".pgjobd_pause_queue(text),
   :"schema".pgjobd_resume_queue(text),
   :"schema".pgjobd_schedule_pause(text),
@@ -107,7 +110,8 @@ TO :"runtime_role";
     :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
     :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
     :"schema".pgjobd_enqueue_many(jsonb),
-    :"schema".pgjobd_enqueue_workflow(jsonb)
+    :"schema".pgjobd_enqueue_workflow(jsonb),
+    :"schema".pgjobd_job_result(bigint)
   TO :"producer_role";
 \endif
 
@@ -123,6 +127,7 @@ TO :"runtime_role";
     :"schema".pgjobd_cancel_many(bigint[], text),
     :"schema".pgjobd_retry_many(bigint[]),
     :"schema".pgjobd_job_attempts(bigint),
+    :"schema".pgjobd_job_result(bigint),
     :"schema".pgjobd_pause_queue(text),
     :"schema".pgjobd_resume_queue(text),
     :"schema".pgjobd_schedule_upsert(text, text, text, interval, text, jsonb, text, int, int,

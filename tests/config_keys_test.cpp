@@ -56,7 +56,7 @@ database: {url: "postgresql://u@db/app", schema: jobs_1, migrate_on_start: yes,
            synchronous_claims: true, pooler: transaction, listen_url: "postgresql://u@db:5432/app",
            call_timeout: 7s}
 worker: {concurrency: 32, queues: {fast: {concurrency: 8}}, max_payload_bytes: 65536,
-         max_result_bytes: 100, prefetch: 5}
+         max_result_bytes: 100, prefetch: 5, notify_finished: false}
 poll: {min_interval: 250ms, max_interval: 1m, listen_notify: off}
 retry: {base: 2s, max_delay: 1h, jitter: 0}
 lease: {duration: 1m}

@@ -241,12 +241,13 @@ TEST_F(EngineDrainTest, LeadershipIsHandedOverAndTheEngineOpensAStorePerPart) {
   EXPECT_EQ(table_.resigned(), (std::vector<std::string>{engine.worker_id()}));
   auto roles = table_.opened_roles();
   std::sort(roles.begin(), roles.end());
-  EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "heartbeat", "maintenance",
-                                             "retention"}));
+  EXPECT_EQ(roles, (std::vector<std::string>{"completer", "fetcher", "finished notifier",
+                                             "heartbeat", "maintenance", "retention"}));
   // Only the claim's and the completions' sessions pin their plans (StatementSet).
   EXPECT_EQ(table_.opened_uses(),
             (std::map<std::string, StoreUse>{{"completer", StoreUse::kHotPath},
                                              {"fetcher", StoreUse::kHotPath},
+                                             {"finished notifier", StoreUse::kOccasional},
                                              {"heartbeat", StoreUse::kOccasional},
                                              {"maintenance", StoreUse::kOccasional},
                                              {"retention", StoreUse::kOccasional}}));

@@ -90,7 +90,7 @@ TEST(MetricsTest, CountersWithKnownLabelsShowAtZeroFromTheStart) {
   for (const char* operation :
        {"claim", "complete", "connect", "heartbeat", "listen", "prune", "rescue", "resign", "stats",
         "schema check", "schedule", "limits", "daemon report", "daemon remove", "daemon expiry",
-        "dead letters", "(other)"}) {
+        "dead letters", "notify finished", "(other)"}) {
     const std::string labels = std::string("{operation=\"") + operation + "\"} 0";
     EXPECT_TRUE(has_line(text, "pgjobd_db_errors_total" + labels)) << operation << "\n" << text;
     EXPECT_TRUE(has_line(text, "pgjobd_db_call_timeouts_total" + labels)) << operation;
@@ -289,8 +289,8 @@ TEST(MetricsTest, EveryFamilyHasHelpText) {
         "pgjobd_jobs_held", "pgjobd_workers_max", "pgjobd_retries_total", "pgjobd_rescued_total",
         "pgjobd_stale_writes_total", "pgjobd_completions_dropped_total",
         "pgjobd_completions_held_total", "pgjobd_completions_waiting_for_row_lock",
-        "pgjobd_fetch_batch_size", "pgjobd_poll_interval_seconds", "pgjobd_db_errors_total",
-        "pgjobd_build_info"}) {
+        "pgjobd_finished_unannounced_total", "pgjobd_fetch_batch_size",
+        "pgjobd_poll_interval_seconds", "pgjobd_db_errors_total", "pgjobd_build_info"}) {
     EXPECT_NE(text.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }
 }

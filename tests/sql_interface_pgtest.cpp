@@ -23,6 +23,7 @@
 #include "support/app_session.hpp"
 #include "support/build_paths.hpp"
 #include "support/claims.hpp"
+#include "support/grants_roles.hpp"
 #include "support/schema_notifications.hpp"
 #include "support/statement_plans.hpp"
 #include "support/test_database.hpp"
@@ -502,19 +503,11 @@ TEST(SqlInterface, ClaimWithThePauseCheckStaysOnTheClaimIndex) {
 // operator may also cancel, retry, pause and resume, and read jobs.
 TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
   TestSchema schema;
-  const std::string suffix = std::to_string(getpid());
-  const std::string runtime = "pgjobd_rt_si_" + suffix;
-  const std::string producer = "pgjobd_producer_" + suffix;
-  const std::string operator_role = "pgjobd_operator_" + suffix;
-  for (const auto& role : {runtime, producer, operator_role}) {
-    schema.exec("DROP ROLE IF EXISTS " + quote_identifier(role));
-    schema.exec("CREATE ROLE " + quote_identifier(role) + " LOGIN");
-  }
-  const std::string command =
-      "psql -q -X '" + testing::test_database_url() + "' -v schema=" + schema.name() +
-      " -v runtime_role=" + runtime + " -v producer_role=" + producer +
-      " -v operator_role=" + operator_role + " -f " + testing::source_path("sql/grants.sql");
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const testing::GrantsRoles roles(schema, "si");
+  ASSERT_TRUE(roles.applied()) << roles.command();
+  const std::string& runtime = roles.runtime;
+  const std::string& producer = roles.producer;
+  const std::string& operator_role = roles.operator_role;
   {
     Session app(schema, testing::test_database_url_for_role(producer));
     EXPECT_FALSE(app.query("SELECT {s}.pgjobd_enqueue('a')").empty());
@@ -565,10 +558,6 @@ TEST(SqlInterface, ProducerAndOperatorRolesOfTheGrantsFile) {
     EXPECT_TRUE(store.paused_queues({"default"}).empty());
     // 3 enqueued by the producer, 1 by the operator, 1 retried.
     EXPECT_EQ(store.claim(claim_from({"default"})).size(), 5u);
-  }
-  for (const auto& role : {runtime, producer, operator_role}) {
-    schema.exec("DROP OWNED BY " + quote_identifier(role));
-    schema.exec("DROP ROLE " + quote_identifier(role));
   }
 }
 

@@ -57,6 +57,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kDaemonReport, 7},
     {stmt::kDaemonRemove, 1},
     {stmt::kDaemonExpire, 0},
+    {stmt::kNotifyFinished, 1},
     {stmt::kClaimLimited, 8},
     {stmt::kLimitsSync, 2},
     {stmt::kLimitsLoad, 0},

@@ -65,6 +65,9 @@ struct WorkerConfig {
   // only for jobs under 10 ms on average, at most the jobs finished in the last 50 ms
   // (engine/prefetch_budget.hpp). 0: none.
   int prefetch = 1000;
+  // Announce the jobs this daemon ends on the pgjobd_finished channel (README "Results and
+  // workflows"): one small transaction per batch of completions.
+  bool notify_finished = true;
 
   bool operator==(const WorkerConfig&) const = default;
 };

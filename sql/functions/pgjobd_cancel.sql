@@ -32,6 +32,13 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_cancel(id bigint, reason text DEFAULT
         SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = message,
             cancel_requested_at = clock_timestamp(), cancel_reason = pgjobd_cancel.reason
         WHERE j.id = pgjobd_cancel.id;
+        -- Ended here, not by a daemon, so announced here (README "Results and workflows"),
+        -- pgjobd_cancel_many's too.
+        -- Its NOTIFY serialises this commit with every other notifying one
+        -- (pgjobd_notify_insert.sql): acceptable for a call operators make now and then.
+        PERFORM pg_notify('pgjobd_finished',
+                          format('{"schema":%s,"ids":[%s]}', to_json(@schema_name@::text),
+                                 pgjobd_cancel.id));
         RETURN 'cancelled';
       ELSIF was = 'running' THEN
         UPDATE @schema@.jobs j

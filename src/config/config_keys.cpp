@@ -104,6 +104,11 @@ constexpr ConfigKey kKeys[] = {
         "jobs at once: only while jobs take under 10 ms on average, at most as many as the "
         "workers finished in the last 50 ms and about 32 MB of payloads; none while `limits` "
         "apply; 0 = off, 0..10000"),
+    field<&Config::worker, &WorkerConfig::notify_finished>(
+        "worker.notify_finished", "true", kLive,
+        "announce the jobs this daemon ends (done, dead, cancelled) on the `pgjobd_finished` "
+        "channel after their commit, one small transaction per batch of completions (see "
+        "[Results and workflows](#results-and-workflows))"),
     field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
                                                     "poll interval while jobs keep arriving (> 0)"),
     field<&Config::poll, &PollConfig::max_interval>(

@@ -611,6 +611,16 @@ int PgJobStore::expire_daemons() {
   });
 }
 
+void PgJobStore::announce_finished(const std::vector<std::string>& payloads) {
+  connect();
+  guarded("notify finished", [&] {
+    pqxx::nontransaction txn(session_.connection());
+    count_round_trip();
+    execute(txn, stmt::kNotifyFinished, text_array_literal(payloads));
+    return 0;
+  });
+}
+
 std::string PgJobStore::schema_problem() {
   connect();
   return guarded("schema check", [&] {

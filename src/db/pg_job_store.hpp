@@ -69,6 +69,7 @@ class PgJobStore final : public JobStore {
   void report_daemon(const DaemonReport& report) override;
   void remove_daemon(const std::string& worker_id) override;
   int expire_daemons() override;
+  void announce_finished(const std::vector<std::string>& payloads) override;
   std::string schema_problem() override;
 
   // Statements sent to the server by every PgJobStore of this process (the benchmark's

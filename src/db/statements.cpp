@@ -765,6 +765,15 @@ constexpr const char* kDaemonExpireSql = R"(
 WITH gone AS (DELETE FROM {daemons} WHERE expires_at < now() RETURNING 1)
 SELECT count(*)::int FROM gone)";
 
+// One statement, so one implicit transaction: the NOTIFY takes PostgreSQL's server-wide
+// notification lock from its pre-commit to the end of its commit, and without
+// synchronous_commit off that commit (a NOTIFY assigns a transaction id) would hold it
+// through a WAL flush. set_config(..., true) lasts until this transaction ends, so a
+// transaction pooler's session keeps nothing.
+constexpr const char* kNotifyFinishedSql = R"(
+SELECT count(pg_notify('pgjobd_finished', p))::int
+FROM set_config('synchronous_commit', 'off', true) s, unnest($1::text[]) p)";
+
 // kClaim or kClaimWithDue: `sql` with the claim's parts, `due_column` the latter's extra
 // column.
 std::string claim_statement(const char* sql, const char* due_column) {
@@ -825,6 +834,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kDaemonReport, on(kDaemonReportSql)},
       {kDaemonRemove, on(kDaemonRemoveSql)},
       {kDaemonExpire, on(kDaemonExpireSql)},
+      {kNotifyFinished, on(kNotifyFinishedSql)},
   };
 }
 

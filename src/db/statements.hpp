@@ -81,6 +81,9 @@ inline constexpr const char* kDaemonReport = "pgjobd_daemon_report";
 inline constexpr const char* kDaemonRemove = "pgjobd_daemon_remove";
 // Deletes expired rows; returns how many (one row).
 inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
+// Announce finished jobs: sends each of $1 (text[], JSON payloads) on pgjobd_finished, in a
+// transaction of its own that commits without waiting for its WAL flush. Returns the count.
+inline constexpr const char* kNotifyFinished = "pgjobd_notify_finished";
 
 // Limits (README "Limits"). The claim when limits exist: $1..$8 as kClaim's. Returns the
 // claimed jobs as kClaim does, then a row per limit that held a job back: NULL job

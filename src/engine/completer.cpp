@@ -59,6 +59,8 @@ void Completer::set_on_written(std::function<void()> on_written) {
   on_written_ = std::move(on_written);
 }
 
+void Completer::set_on_settled(OnSettled on_settled) { on_settled_ = std::move(on_settled); }
+
 void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_written) {
   on_retries_written_ = std::move(on_retries_written);
 }
@@ -232,6 +234,7 @@ void Completer::after_write(const std::vector<Completion>& batch, const Progress
     if (shortest) on_retries_written_(*shortest);
   }
   if (on_written_ && progress.settled > progress.held.size()) on_written_();
+  if (on_settled_ && progress.settled > 0) on_settled_(batch, progress.settled, progress.held);
   if (progress.stale > 0) {
     metrics_.stale_write(progress.stale);
     spdlog::warn("{} of {} completions were stale (the jobs were rescued or re-claimed)",

@@ -48,6 +48,12 @@ class Completer final : public Service {
   // Called (on the completer's thread) after each batch that wrote something. Set before
   // start().
   void set_on_written(std::function<void()> on_written);
+  // Called (on the completer's thread) after each write, committed, with the batch, how much
+  // of it was settled (written, stale or dropped) and those of them found held (not
+  // written): the finished-job notifier's feed. Set before start().
+  using OnSettled = std::function<void(const std::vector<Completion>& batch, std::size_t settled,
+                                       const std::vector<JobAttempt>& held)>;
+  void set_on_settled(OnSettled on_settled);
 
   // The attempts of completions not yet written, the batch being written and those whose
   // rows are held by another session included: their leases must still be renewed, or a
@@ -108,6 +114,7 @@ class Completer final : public Service {
   int unwritten_at_stop_ = 0;
   std::function<void(Millis)> on_retries_written_;  // set before start()
   std::function<void()> on_written_;                // set before start()
+  OnSettled on_settled_;                            // set before start()
   ServiceThread thread_;  // last: joined before the members it uses go away
 };
 

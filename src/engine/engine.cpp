@@ -17,6 +17,7 @@
 #include "engine/completer.hpp"
 #include "engine/engine_factory.hpp"
 #include "engine/fetcher.hpp"
+#include "engine/finished_notifier.hpp"
 #include "engine/health.hpp"
 #include "engine/job_runner.hpp"
 #include "engine/lease_guard.hpp"
@@ -181,6 +182,8 @@ class Engine::Impl {
   // Construction order is start-up order; drain() stops them in the reverse order.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<HttpServer> http_;
+  // Before the completer and the workers, which call into it: destroyed after them.
+  std::unique_ptr<FinishedNotifier> finished_notifier_;
   std::unique_ptr<Completer> completer_;
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<WorkerPool> pool_;
@@ -286,6 +289,16 @@ void Engine::Impl::start() {
     signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
   });
   completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
+  // Its session connects on its first announcement.
+  finished_notifier_ = std::make_unique<FinishedNotifier>(
+      database_->open_store("finished notifier", StoreUse::kOccasional), config_.database.schema,
+      *metrics_);
+  finished_notifier_->set_enabled(config_.worker.notify_finished);
+  completer_->set_on_settled([notifier = finished_notifier_.get()](
+                                 const std::vector<Completion>& batch, std::size_t settled,
+                                 const std::vector<JobAttempt>& held) {
+    notifier->completions_written(batch, settled, held);
+  });
   limits_ = std::make_unique<LimitRegistry>(config_.limits, worker_id_);
   limits_->set_on_lifted([signal = claim_signal_] { signal->slot_freed(); });
   runner_ =
@@ -294,8 +307,14 @@ void Engine::Impl::start() {
   // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [runner = runner_.get()](const Job& job, const JobStop& stop) {
-        return runner->run(job, stop);
+      [runner = runner_.get(), notifier = finished_notifier_.get()](const Job& job,
+                                                                    const JobStop& stop) {
+        std::optional<Completion> completion = runner->run(job, stop);
+        // None: the handler committed its job's end itself (the sql handler), which the
+        // completer never sees. (Or found the job no longer ours: announced all the same,
+        // as a waiter reads the job's status.)
+        if (!completion) notifier->job_ended(job.id);
+        return completion;
       },
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));
@@ -349,6 +368,7 @@ void Engine::Impl::start() {
       schedule::SchedulerSettings{timings_.schedule_refresh, Millis(2000)});
   scheduler_->set_yaml(config_.schedules);
 
+  finished_notifier_->start();
   completer_->start();
   fetcher_->start();
   // The pool's threads and the parts with sessions of their own start once the first
@@ -415,6 +435,7 @@ std::vector<std::string> Engine::Impl::reload(const Config& next) {
   maintenance_->set_retention(applied.retention);
   maintenance_->set_handlers(applied.handlers);
   completer_->set_delete_done(applied.retention.done.count() == 0);
+  finished_notifier_->set_enabled(applied.worker.notify_finished);
   scheduler_->set_yaml(applied.schedules);  // reconciled by the scheduler's thread
   if (applied.limits != current.limits) {
     limits_->set_configured(applied.limits);  // written by the maintenance loop
@@ -522,7 +543,12 @@ void Engine::Impl::drain() {
   completer_->set_flush_deadline(Clock::now() + flush_window(config));
   completer_->stop();
   unwritten_completions_ = completer_->unwritten_at_stop();
-  if (stuck) (void)completer_.release();
+  // After the completer, whose last batches it announces.
+  finished_notifier_->stop();
+  if (stuck) {
+    (void)completer_.release();
+    (void)finished_notifier_.release();  // the stuck workers' sql handlers may still call it
+  }
   drain_stage_ = "stopping the HTTP endpoint";
   http_.reset();
   drain_stage_ = "drained";

@@ -42,9 +42,9 @@ const prometheus::Histogram::BucketBoundaries kBatchBuckets = {
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
 // instead of as a series nobody documented.
 const std::set<std::string, std::less<>> kDbOperations = {
-    "claim",         "complete",      "connect",       "heartbeat",    "listen",   "prune",
-    "rescue",        "resign",        "stats",         "schema check", "schedule", "limits",
-    "daemon report", "daemon remove", "daemon expiry", "dead letters"};
+    "claim",         "complete",      "connect",       "heartbeat",      "listen",   "prune",
+    "rescue",        "resign",        "stats",         "schema check",   "schedule", "limits",
+    "daemon report", "daemon remove", "daemon expiry", "dead letters",   "notify finished"};
 
 const std::string kOther = Metrics::kOtherLabel;
 
@@ -202,6 +202,14 @@ struct Metrics::State {
           .Help(
               "Completions the database refused (a data error, not a lost connection), "
               "dropped so the others are written; their jobs return at lease expiry.")
+          .Register(*registry)
+          .Add({});
+  prometheus::Counter& finished_unannounced =
+      prometheus::BuildCounter()
+          .Name("pgjobd_finished_unannounced_total")
+          .Help(
+              "Jobs ended by this daemon but not announced on pgjobd_finished: its "
+              "notification session was down, or too many waited for it.")
           .Register(*registry)
           .Add({});
   prometheus::Counter& completions_held =
@@ -562,6 +570,9 @@ void Metrics::rescued(int count) { state_->rescued.Increment(count); }
 void Metrics::stale_write(int count) { state_->stale_writes.Increment(count); }
 void Metrics::lease_renewal_held() { state_->renewals_held.Increment(); }
 void Metrics::completion_dropped() { state_->completions_dropped.Increment(); }
+void Metrics::finished_unannounced(std::size_t jobs) {
+  state_->finished_unannounced.Increment(static_cast<double>(jobs));
+}
 void Metrics::completion_held() { state_->completions_held.Increment(); }
 void Metrics::set_completions_waiting(double waiting) { state_->completions_waiting.Set(waiting); }
 

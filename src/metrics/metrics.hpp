@@ -8,6 +8,7 @@
 // ignored, so /metrics and the daemon's memory stay the same size however many distinct
 // names the table holds.
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -80,6 +81,8 @@ class Metrics {
   void fetch_batch(int size);              // pgjobd_fetch_batch_size (histogram)
   void claim_duration(double seconds);     // pgjobd_claim_duration_seconds (histogram)
   void set_poll_interval(double seconds);  // pgjobd_poll_interval_seconds
+  // pgjobd_finished_unannounced_total: jobs ended but not announced on pgjobd_finished.
+  void finished_unannounced(std::size_t jobs);
   // pgjobd_db_errors_total{operation}; an operation not in the README's list counts as
   // kOtherLabel. Every listed operation (and kOtherLabel) shows at 0 from the start, in
   // both families. A call abandoned at its deadline (DbError::timed_out) also counts in

@@ -13,6 +13,7 @@
 
 #include "store/claim_store.hpp"
 #include "store/completion_store.hpp"
+#include "store/finished_store.hpp"
 #include "store/heartbeat_store.hpp"
 #include "store/limit_store.hpp"
 #include "store/maintenance_stores.hpp"
@@ -21,6 +22,7 @@ namespace pgjobd {
 
 class JobStore : public ClaimStore,
                  public CompletionStore,
+                 public FinishedStore,
                  public SqlJobStore,
                  public HeartbeatStore,
                  public LeadershipStore,

@@ -61,6 +61,8 @@ const char* name_of(StoreMethod method) {
       return "expire_daemons";
     case StoreMethod::kSyncDeadLetters:
       return "sync_dead_letters";
+    case StoreMethod::kAnnounceFinished:
+      return "announce_finished";
   }
   return "?";
 }
@@ -385,6 +387,11 @@ std::vector<Completion> FakeJobTable::completions() const {
 std::vector<std::vector<JobAttempt>> FakeJobTable::heartbeats() const {
   std::lock_guard lock(mutex_);
   return heartbeats_;
+}
+
+std::vector<std::vector<std::string>> FakeJobTable::announced() const {
+  std::lock_guard lock(mutex_);
+  return announced_;
 }
 
 std::vector<std::string> FakeJobTable::resigned() const {
@@ -836,6 +843,12 @@ int FakeJobStore::expire_daemons() {
   });
   if (erased > 0) table_->changed();
   return static_cast<int>(erased);
+}
+
+void FakeJobStore::announce_finished(const std::vector<std::string>& payloads) {
+  auto lock = table_->enter(StoreMethod::kAnnounceFinished, role_);
+  table_->announced_.push_back(payloads);
+  table_->changed();
 }
 
 std::string FakeJobStore::schema_problem() {

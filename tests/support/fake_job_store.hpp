@@ -53,6 +53,7 @@ enum class StoreMethod {
   kRemoveDaemon,
   kExpireDaemons,
   kSyncDeadLetters,
+  kAnnounceFinished,
 };
 inline constexpr std::size_t kStoreMethodCount = 20;
 
@@ -183,6 +184,8 @@ class FakeJobTable {
   std::map<std::string, FakeDaemonRow> daemons() const;
   // Another daemon's row, last reported `seen_ago` ago.
   void add_daemon(const DaemonReport& report, Millis seen_ago = Millis(0));
+  // The payloads announce_finished() sent on pgjobd_finished, each call's in order.
+  std::vector<std::vector<std::string>> announced() const;
   int listen_sessions_opened() const;
   int listen_sessions_closed() const;
   int notifications_delivered() const;  // handed to on_notify by Notifications::consume
@@ -241,6 +244,7 @@ class FakeJobTable {
   int plain_claims_ = 0;
   std::vector<CompleteCall> completed_;
   std::vector<std::vector<JobAttempt>> heartbeats_;
+  std::vector<std::vector<std::string>> announced_;
   std::vector<std::string> resigned_;
   std::map<std::string, FakeDaemonRow> daemons_;
   std::vector<std::string> opened_roles_;
@@ -289,6 +293,7 @@ class FakeJobStore final : public JobStore {
   std::vector<DeadLetterOverwrite> sync_dead_letters(
       const std::map<std::string, DeadLetterConfig>& dead_letters,
       const std::vector<std::string>& served, const std::string& writer) override;
+  void announce_finished(const std::vector<std::string>& payloads) override;
   std::string schema_problem() override;
 
  private:
