@@ -5,7 +5,8 @@
 # libFuzzer), the PgBouncer end-to-end test (pgbouncer) and the dashboard's browser tests
 # (tests/browser: headless chromium, chromium-driver, python3-selenium), the network
 # blackhole test (iproute2's ip and tc, nftables where the kernel has no sch_netem);
-# --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart.
+# --with-tools the linters, --with-bench gnuplot for bench/run.sh's chart, --with-package
+# what scripts/package.sh and the package stage use (debhelper, help2man, lintian).
 set -euo pipefail
 
 packages=(
@@ -30,6 +31,8 @@ for flag in "$@"; do
     --with-tools) packages+=(clang-format clang-tidy) ;;
     # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
     --with-bench) packages+=(gnuplot-nox nodejs) ;;
+    # build-essential: dpkg-buildpackage checks for it besides debian/control's Build-Depends.
+    --with-package) packages+=(build-essential debhelper help2man lintian) ;;
   esac
 done
 

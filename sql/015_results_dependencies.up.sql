@@ -63,3 +63,9 @@ COMMENT ON TABLE pgjobd_dead_letters IS
 -- The rate as the YAML wrote it ('60/m'), for pgjobd stats and the dashboard; NULL for a
 -- limit written by an older daemon (they show rate_per_second).
 ALTER TABLE pgjobd_limits ADD COLUMN rate_text text;
+
+-- pgjobd_enqueue and pgjobd_enqueue_ex gain depends_on and on_parent_failure: CREATE OR
+-- REPLACE cannot add arguments, so the old signatures go (sql/functions/ creates the new;
+-- sql/grants.sql must be run again).
+DROP FUNCTION IF EXISTS pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text);
+DROP FUNCTION IF EXISTS pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text);

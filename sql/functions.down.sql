@@ -2,6 +2,8 @@
 -- with the migrations' downs after it (newest first), a full teardown. Found in the
 -- catalog by name, so it needs no change when a function is added.
 DROP TRIGGER IF EXISTS jobs_notify_insert ON jobs;
+DROP TRIGGER IF EXISTS jobs_parent_ended ON jobs;
+DROP TRIGGER IF EXISTS jobs_dependency_deleted ON jobs;
 DO $teardown$
 DECLARE
   f regprocedure;

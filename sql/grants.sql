@@ -9,7 +9,8 @@
 --
 -- Optional, each a role that exists already:
 --   -v producer_role=app_producer   may only enqueue: EXECUTE on pgjobd_enqueue,
---                                   pgjobd_enqueue_ex and pgjobd_enqueue_many; no right on
+--                                   pgjobd_enqueue_ex, pgjobd_enqueue_many and
+--                                   pgjobd_enqueue_workflow; no right on
 --                                   any table
 --   -v operator_role=app_operator   may enqueue, cancel, retry, pause and resume queues,
 --                                   create, change, delete, pause and resume schedules,
@@ -48,7 +49,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjob
   TO :"runtime_role";
 GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint),
-  :"schema".pgjobd_limits_sync(jsonb, text)
+  :"schema".pgjobd_limits_sync(jsonb, text),
+  -- The leader's dependency repair (README "Dependencies").
+  :"schema".pgjobd_resolve_parents(bigint[], text[])
 TO :"runtime_role";
 -- The dashboard (README "Dashboard"): each daemon keeps its row in pgjobd_daemons; the
 -- dashboard's actions write pgjobd_audit (insert only: the trail is not rewritten).
@@ -64,9 +67,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_dependencies,
 REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_check_job(text, text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_check_queue(text, text),
-  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
-  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
+  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
   :"schema".pgjobd_enqueue_many(jsonb),
+  :"schema".pgjobd_enqueue_workflow(jsonb),
   :"schema".pgjobd_retry(bigint),
   :"schema".pgjobd_cancel(bigint, text),
   :"schema".pgjobd_cancel_many(bigint[], text),
@@ -83,8 +87,8 @@ FROM PUBLIC;
 -- The CLI's enqueue, cancel, retry, pause and resume call the functions with the daemon's
 -- URL, and so does the dashboard (which also pauses and resumes schedules).
 GRANT EXECUTE ON FUNCTION
-  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
-  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+  :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
+  :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
   :"schema".pgjobd_enqueue_many(jsonb),
   :"schema".pgjobd_retry(bigint),
   :"schema".pgjobd_cancel(bigint, text),
@@ -100,18 +104,20 @@ TO :"runtime_role";
 \if :{?producer_role}
   GRANT USAGE ON SCHEMA :"schema" TO :"producer_role";
   GRANT EXECUTE ON FUNCTION
-    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
-    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
-    :"schema".pgjobd_enqueue_many(jsonb)
+    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
+    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
+    :"schema".pgjobd_enqueue_many(jsonb),
+    :"schema".pgjobd_enqueue_workflow(jsonb)
   TO :"producer_role";
 \endif
 
 \if :{?operator_role}
   GRANT USAGE ON SCHEMA :"schema" TO :"operator_role";
   GRANT EXECUTE ON FUNCTION
-    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text),
-    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text),
+    :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
+    :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
     :"schema".pgjobd_enqueue_many(jsonb),
+    :"schema".pgjobd_enqueue_workflow(jsonb),
     :"schema".pgjobd_retry(bigint),
     :"schema".pgjobd_cancel(bigint, text),
     :"schema".pgjobd_cancel_many(bigint[], text),

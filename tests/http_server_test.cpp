@@ -15,6 +15,7 @@
 #include "http/listener_stop.hpp"
 #include "metrics/metrics.hpp"
 #include "support/metrics_text.hpp"
+#include "support/silent_client.hpp"
 
 namespace pgjobd {
 namespace {
@@ -191,6 +192,27 @@ TEST_F(HttpServerTest, StopsWithoutWaitingOutCivetwebsPoll) {
     const double stop =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
     EXPECT_LT(stop, 1.0) << listen << ": the stop took " << stop << " s";
+  }
+}
+
+// A client holds a connection without sending on it, nothing or half a request (a
+// scraper's stalled request): the worker that took it waits for the rest in 2 s polls and
+// mg_stop waits for that worker (http/listener_stop.hpp). The stop ends the wait: it takes
+// milliseconds, not up to 2 s (1.9-2.0 s before).
+TEST_F(HttpServerTest, StopsWhileAClientHoldsAConnectionSilently) {
+  for (const std::string sent : {"", "GET /metrics HTTP/1.1\r\nHo"}) {
+    auto other = std::make_unique<HttpServer>("127.0.0.1:0", metrics_->collectable(),
+                                              [] { return std::string(); });
+    const pgjobd::testing::SilentClient client(other->port(), sent);
+    ASSERT_TRUE(client.connected());
+    // civetweb hands accepted connections to its two workers in order: once a later request
+    // is answered, a worker holds the silent one.
+    EXPECT_EQ(get(other->port(), "/healthz").status, 200);
+    const auto before = std::chrono::steady_clock::now();
+    other.reset();
+    const double stop =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+    EXPECT_LT(stop, 0.5) << "sent '" << sent << "': the stop took " << stop << " s";
   }
 }
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "db/admin/admin_session.hpp"
 #include "db/pg_job_store.hpp"
 #include "db/sql_text.hpp"
 #include "support/claims.hpp"
@@ -104,6 +105,36 @@ TEST(Limits, SyncReportsWhatChangedAndWhoWroteItBefore) {
   EXPECT_EQ(loaded[0].limit.types, std::vector<std::string>{"x"});
   EXPECT_EQ(loaded[0].limit.concurrency, 5);
   EXPECT_EQ(loaded[0].written_by, "daemon-2");
+}
+
+// `pgjobd stats` (and the dashboard's queues page, which reads the same) shows a rate as
+// the writer's YAML has it: the sync keeps the text beside the starts per second, and the
+// same number written otherwise is a change. A row written without the text (by a daemon
+// older than schema v15) reads from the starts per second.
+TEST(Limits, StatsShowARateAsTheYamlWroteIt) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  AdminSession admin(schema.config().database, "test");
+  const auto shown = [&] { return admin.limit_stats().at(0).definition; };
+  LimitConfig limit = rate_limit({"x"}, 2, 1);
+  limit.rate = "120/m";
+  ASSERT_EQ(store.sync_limits({{"a", limit}}, "d1").changes.size(), 1U);
+  EXPECT_EQ(shown(), "types [x], rate 120/m");
+
+  limit.rate = "2/s";
+  const auto changes = store.sync_limits({{"a", limit}}, "d2").changes;
+  ASSERT_EQ(changes.size(), 1U) << "the same rate written otherwise is a change";
+  EXPECT_EQ(changes[0].change, "changed");
+  EXPECT_EQ(shown(), "types [x], rate 2/s");
+
+  limit.rate = "120/m";
+  ASSERT_EQ(store.sync_limits({{"a", limit}}, "d1").changes.size(), 1U);
+  ASSERT_EQ(schema.query("SELECT count(*) FROM " + schema.qualified("pgjobd_limits_sync") +
+                         "('{\"a\": {\"types\": [\"x\"], \"rate_per_second\": 2, "
+                         "\"burst\": 1}}', 'older')"),
+            "1")
+      << "an older daemon's write, without the text, is a change";
+  EXPECT_EQ(shown(), "types [x], rate 2/s");
 }
 
 // Another session holding the sync's advisory lock (any role can take it), or a row of

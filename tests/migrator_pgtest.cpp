@@ -211,7 +211,8 @@ TEST_F(MigratorTest, ReapplyingTheFunctionsChangesNothingAndKeepsTheirGrants) {
   const auto exec = [&](const std::string& sql) { pqxx::nontransaction(*conn_).exec(sql); };
   exec("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role);
   exec("GRANT EXECUTE ON FUNCTION " + s +
-       ".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text) TO " + role);
+       ".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text) TO " +
+       role);
   const std::string before = definitions(*conn_, db_.schema);
   EXPECT_NE(before.find("pgjobd_fn_"), std::string::npos) << "the grant is not compared";
   exec("UPDATE " + s + ".pgjobd_migrations SET functions_digest = 'another binary'");

@@ -518,6 +518,7 @@ TEST(UiStore, LimitsShowTheirDefinitionAndUse) {
   mail.queues = {"mail"};
   mail.key = "user";
   mail.rate_per_second = 10;
+  mail.rate = "600/m";
   mail.burst = 20;
   jobs.sync_limits({{"partner", partner}, {"mail", mail}}, "test");
   schema.insert_jobs("call_partner", 5);
@@ -528,7 +529,7 @@ TEST(UiStore, LimitsShowTheirDefinitionAndUse) {
   const auto limits = store.limits();
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[0].name, "mail");
-  EXPECT_EQ(limits[0].definition, "queues [mail], key user, rate 10/s, burst 20");
+  EXPECT_EQ(limits[0].definition, "queues [mail], key user, rate 600/m, burst 20");
   EXPECT_EQ(limits[0].running, 0);
   EXPECT_EQ(limits[0].partitions, 0) << "no job of it runs";
   EXPECT_EQ(limits[1].name, "partner");

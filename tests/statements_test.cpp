@@ -50,6 +50,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kLeadAndRescue, 6},
     {stmt::kResign, 1},
     {stmt::kPrune, 5},
+    {stmt::kRepairDependencies, 1},
     {stmt::kQueueStats, 1},
     {stmt::kPausedQueues, 1},
     {stmt::kDaemonReport, 7},

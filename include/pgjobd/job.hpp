@@ -21,6 +21,10 @@ struct Job {
   // Non-zero when the payload, as JSON text, was larger than worker.max_payload_bytes: it
   // was not read (payload is empty) and no handler sees the job; it ends dead.
   std::int64_t oversized_payload_bytes = 0;
+  // A job with parents (README "Dependencies"): how each ended and what it returned, the
+  // JSON text of the payload's `_parents` object ({"<id>": {"status", "result"}}); "" when
+  // the payload has none.
+  std::string parents;
 };
 
 enum class Outcome {

@@ -1,4 +1,5 @@
--- Cancel: a pending or failed job is cancelled at once; a running one is marked and its
+-- Cancel: a blocked, pending or failed job is cancelled at once (its blocked children are
+-- resolved by the trigger of pgjobd_dependencies.sql); a running one is marked and its
 -- daemon told (NOTIFY on pgjobd_cancel, delivered at commit: a rolled-back cancel
 -- cancels nothing); a finished one is left as it is. Idempotent: a second cancel of a
 -- running job keeps the first request's time and reason and notifies again (harmless,
@@ -26,7 +27,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_cancel(id bigint, reason text DEFAULT
           USING ERRCODE = 'no_data_found';
       END IF;
       message := coalesce('cancelled: ' || pgjobd_cancel.reason, 'cancelled');
-      IF was IN ('pending', 'failed') THEN
+      IF was IN ('blocked', 'pending', 'failed') THEN
         UPDATE @schema@.jobs j
         SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = message,
             cancel_requested_at = clock_timestamp(), cancel_reason = pgjobd_cancel.reason

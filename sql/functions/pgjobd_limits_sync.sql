@@ -2,10 +2,13 @@
 -- and returns what changed: (name, 'added' | 'changed' | 'removed', who wrote the
 -- definition before). A limit whose matching or key changed loses its buckets (its
 -- partitions mean something else now); one whose numbers changed keeps them: a lower
--- concurrency lets the jobs running above it finish. Daemons starting together write one
--- at a time.
+-- concurrency lets the jobs running above it finish. A rate written otherwise ("60/m" for
+-- "1/s") is a change too, so that what `pgjobd stats` shows is what the writer's YAML says.
+-- Daemons starting together write one at a time.
 -- `limits`: {"NAME": {"types": [..] | null, "queues": [..] | null, "key": text | null,
--- "concurrency": int | null, "rate_per_second": float | null, "burst": int}}.
+-- "concurrency": int | null, "rate_per_second": float | null, "rate_text": text | null,
+-- "burst": int}}; "rate_text" is the rate as written ("60/m"; absent from an older
+-- daemon's, which leaves it NULL).
 --
 -- It never waits long on another session's lock: a session holding the advisory lock, or
 -- a row of pgjobd_limits, would otherwise keep a starting daemon from ever becoming ready,
@@ -46,27 +49,31 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_limits_sync(limits jsonb, writer text
                  e.value ->> 'key' AS key,
                  (e.value ->> 'concurrency')::int AS concurrency,
                  (e.value ->> 'rate_per_second')::float8 AS rate_per_second,
+                 e.value ->> 'rate_text' AS rate_text,
                  coalesce((e.value ->> 'burst')::int, 1) AS burst
           FROM jsonb_each(limits) e ORDER BY e.key
         LOOP
           SELECT * INTO old FROM @schema@.pgjobd_limits l WHERE l.name = d.name FOR UPDATE;
           IF NOT FOUND THEN
             INSERT INTO @schema@.pgjobd_limits (name, types, queues, key, concurrency,
-                                            rate_per_second, burst, written_by)
+                                            rate_per_second, rate_text, burst, written_by)
             VALUES (d.name, d.types, d.queues, d.key, d.concurrency, d.rate_per_second,
-                    d.burst, writer);
+                    d.rate_text, d.burst, writer);
             c_name := c_name || d.name;
             c_change := c_change || 'added'::text;
             c_writer := c_writer || NULL::text;
-          ELSIF (old.types, old.queues, old.key, old.concurrency, old.rate_per_second, old.burst)
+          ELSIF (old.types, old.queues, old.key, old.concurrency, old.rate_per_second,
+                 old.rate_text, old.burst)
                 IS DISTINCT FROM
-                (d.types, d.queues, d.key, d.concurrency, d.rate_per_second, d.burst) THEN
+                (d.types, d.queues, d.key, d.concurrency, d.rate_per_second, d.rate_text,
+                 d.burst) THEN
             IF (old.types, old.queues, old.key) IS DISTINCT FROM (d.types, d.queues, d.key) THEN
               DELETE FROM @schema@.pgjobd_limit_buckets b WHERE b.limit_name = d.name;
             END IF;
             UPDATE @schema@.pgjobd_limits l
             SET types = d.types, queues = d.queues, key = d.key, concurrency = d.concurrency,
-                rate_per_second = d.rate_per_second, burst = d.burst, written_by = writer,
+                rate_per_second = d.rate_per_second, rate_text = d.rate_text, burst = d.burst,
+                written_by = writer,
                 updated_at = now()
             WHERE l.name = d.name;
             c_name := c_name || d.name;

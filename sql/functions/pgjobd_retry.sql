@@ -1,6 +1,6 @@
 -- The rules of `pgjobd retry` (before schema v4 in AdminSession::retry): only a failed,
--- dead or cancelled job; it becomes pending and due now; a dead job gets one more attempt
--- and keeps its error history. Returns the status it had. pgjobd_retry_job applies them
+-- dead or cancelled job; it becomes pending and due now (blocked, if it still waits for
+-- parents); a dead job gets one more attempt and keeps its error history. Returns the status it had. pgjobd_retry_job applies them
 -- without waking the daemons, so that pgjobd_retry_many wakes them once per call; only
 -- SECURITY DEFINER functions call it, so it needs no grant.
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry_job(id bigint)
@@ -23,8 +23,16 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry_job(id bigint)
           pgjobd_retry_job.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
       END IF;
       BEGIN
+        -- A child cancelled by a failed parent waits again for the parents that have not
+        -- ended (blocked), or, with none left, runs with every parent's end in `_parents`
+        -- (README "Dependencies").
         UPDATE @schema@.jobs j
-        SET status = 'pending', run_at = now(), finished_at = NULL,
+        SET status = CASE WHEN j.blocked_by > 0 THEN 'blocked' ELSE 'pending' END,
+            payload = CASE WHEN j.on_parent_failure IS NULL OR j.blocked_by > 0 THEN j.payload
+                      ELSE j.payload || jsonb_build_object('_parents', coalesce(
+                        (SELECT x.parents FROM @schema@.pgjobd_parents_of(ARRAY[j.id]) x),
+                        '{}'::jsonb)) END,
+            run_at = now(), finished_at = NULL,
             max_attempts = greatest(j.max_attempts, j.attempts + 1), updated_at = now()
         WHERE j.id = pgjobd_retry_job.id;
       EXCEPTION WHEN unique_violation THEN

@@ -76,6 +76,17 @@ pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, 
 
 namespace {
 
+// The payload's `_parents` object as JSON text, "" when there is none. Most payloads have
+// no parents: the text is searched before anything is parsed.
+std::string parents_of(const std::string& payload) {
+  if (payload.find("\"_parents\"") == std::string::npos) return {};
+  const nlohmann::json parsed = nlohmann::json::parse(payload, nullptr, false);
+  if (!parsed.is_object()) return {};
+  const auto parents = parsed.find("_parents");
+  if (parents == parsed.end() || !parents->is_object()) return {};
+  return parents->dump();
+}
+
 // A claimed job from the claim's columns 0..8, read in order through one column
 // iterator: each row[i] is a pqxx::field holding its own copy of the result's handles,
 // reference counts taken and dropped for every column of every claimed job.
@@ -96,6 +107,7 @@ Job job_from_row(const pqxx::row& row) {
   job.priority = (++column)->as<int>();
   job.queue_wait_seconds = field_as_double(++column);
   if (!payload_read) job.oversized_payload_bytes = (++column)->as<std::int64_t>();
+  job.parents = parents_of(job.payload);
   return job;
 }
 
@@ -202,6 +214,7 @@ LimitSync PgJobStore::sync_limits(const std::map<std::string, LimitConfig>& limi
           limit.concurrency > 0 ? nlohmann::json(limit.concurrency) : nlohmann::json();
       d["rate_per_second"] =
           limit.rate_per_second > 0 ? nlohmann::json(limit.rate_per_second) : nlohmann::json();
+      d["rate_text"] = limit.rate.empty() ? nlohmann::json() : nlohmann::json(limit.rate);
       d["burst"] = limit.burst;
     }
     pqxx::nontransaction txn(session_.connection());
@@ -261,6 +274,15 @@ int PgJobStore::collect_limit_garbage(Millis idle, int batch_size) {
     const auto rows =
         execute(txn, stmt::kLimitGarbage, static_cast<std::int64_t>(idle.count()), batch_size);
     return rows[0][0].as<int>();
+  });
+}
+
+int PgJobStore::repair_dependencies(int batch_size) {
+  connect();
+  return guarded("dependency repair", [&] {
+    pqxx::nontransaction txn(session_.connection());
+    count_round_trip();
+    return execute(txn, stmt::kRepairDependencies, batch_size)[0][0].as<int>();
   });
 }
 

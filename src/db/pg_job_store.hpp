@@ -61,6 +61,7 @@ class PgJobStore final : public JobStore {
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
+  int repair_dependencies(int batch_size) override;
   void report_daemon(const DaemonReport& report) override;
   void remove_daemon(const std::string& worker_id) override;
   int expire_daemons() override;

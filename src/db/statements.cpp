@@ -461,21 +461,30 @@ DELETE FROM {leader} WHERE role = 'maintenance' AND leader_id = $1)";
 // its share, else the end of its range). Traps, next to 3M done rows: without the ORDER BY
 // a sequential scan (400 MB, 0.58 s for a pass's last slice); without the cursor every slice
 // walked the deleted entries again (10 ms per 300,000); spelled `status = 'dead'`, a generic
-// plan also took jobs_queue_status_idx and sorted every expired dead row.
+// plan also took jobs_queue_status_idx and sorted every expired dead row. A parent stays
+// while a child of it is blocked (README "Dependencies": the child's `_parents` is built
+// from the parents' rows when it unblocks); the check is a filter of the same scan, and its
+// subquery runs only for rows with has_children.
 constexpr const char* kPruneSql = R"(
 WITH old_done AS (
-  SELECT id, finished_at FROM {jobs}
+  SELECT id, finished_at FROM {jobs} p
   WHERE status IN ('done', 'cancelled')
     AND finished_at >= $3::timestamptz
     AND finished_at < now() - $1::bigint * interval '1 millisecond'
+    AND NOT (has_children AND EXISTS (
+      SELECT 1 FROM {dependencies} d JOIN {jobs} c ON c.id = d.child_id
+      WHERE d.parent_id = p.id AND c.status = 'blocked'))
   ORDER BY finished_at
   LIMIT $5
   FOR UPDATE SKIP LOCKED
 ), old_dead AS (
-  SELECT id, finished_at FROM {jobs}
+  SELECT id, finished_at FROM {jobs} p
   WHERE status IN ('done', 'dead', 'cancelled') AND status NOT IN ('done', 'cancelled')
     AND finished_at >= $4::timestamptz
     AND finished_at < now() - $2::bigint * interval '1 millisecond'
+    AND NOT (has_children AND EXISTS (
+      SELECT 1 FROM {dependencies} d JOIN {jobs} c ON c.id = d.child_id
+      WHERE d.parent_id = p.id AND c.status = 'blocked'))
   ORDER BY finished_at
   LIMIT $5 - (SELECT count(*) FROM old_done)
   FOR UPDATE SKIP LOCKED
@@ -492,6 +501,27 @@ SELECT d.n::int,
 FROM (SELECT count(*) AS n FROM deleted) d,
      (SELECT count(*) AS n, max(finished_at) AS last FROM old_done) o,
      (SELECT max(finished_at) AS last FROM old_dead) x)";
+
+// kRepairDependencies: up to $1 parents that ended (or are gone) while an edge to a blocked
+// child still says they have not: the trigger did not fire (session_replication_role =
+// replica during a restore, triggers disabled by hand). pgjobd_resolve_parents does what the
+// trigger would have, for all of them in one call; it only touches edges still unresolved,
+// so a trigger resolving the same parent meanwhile is not counted twice. Walks the blocked
+// jobs on jobs_blocked_idx (every blocked job when there is nothing to repair), on the
+// leader, at the retention interval. Returns how many parents it resolved.
+constexpr const char* kRepairDependenciesSql = R"(
+SELECT count(*)::int,
+       {schema}.pgjobd_resolve_parents(coalesce(array_agg(e.parent_id), ARRAY[]::bigint[]),
+                                       coalesce(array_agg(e.status), ARRAY[]::text[]))
+FROM (
+  SELECT DISTINCT d.parent_id, coalesce(p.status, 'deleted') AS status
+  FROM {jobs} c
+  JOIN {dependencies} d ON d.child_id = c.id AND d.parent_status IS NULL
+  LEFT JOIN {jobs} p ON p.id = d.parent_id
+  WHERE c.status = 'blocked'
+    AND (p.id IS NULL OR p.status IN ('done', 'dead', 'cancelled'))
+  LIMIT $1
+) e)";
 
 // kQueueStats: live jobs of the served queues ($1) by queue and status, with the age of each
 // group's oldest due job: one query for both queue gauges, only for served queues (an
@@ -633,7 +663,7 @@ FROM {schema}.pgjobd_limits_sync($1::jsonb, $2::text))";
 constexpr const char* kLimitsLoadSql = R"(
 SELECT name, coalesce(array_to_json(types)::text, '[]'), coalesce(array_to_json(queues)::text, '[]'),
        coalesce(key, ''), coalesce(concurrency, 0), coalesce(rate_per_second, 0)::float8, burst,
-       coalesce(written_by, '')
+       coalesce(written_by, ''), coalesce(rate_text, '')
 FROM {limits} ORDER BY name)";
 
 // A job counts against a limit while its row is running
@@ -711,6 +741,7 @@ std::string with_tables(std::string sql, const std::string& schema) {
   replace_all(sql, "{limits}", schema + ".pgjobd_limits");
   replace_all(sql, "{limit_buckets}", schema + ".pgjobd_limit_buckets");
   replace_all(sql, "{audit}", schema + ".pgjobd_audit");
+  replace_all(sql, "{dependencies}", schema + ".pgjobd_dependencies");
   replace_all(sql, "{schema}", schema);
   return sql;
 }
@@ -734,6 +765,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kLeadAndRescue, on(lead_and_rescue_sql())},
       {kResign, on(kResignSql)},
       {kPrune, on(kPruneSql)},
+      {kRepairDependencies, on(kRepairDependenciesSql)},
       {kQueueStats, on(kQueueStatsSql)},
       {kPausedQueues, on(kPausedQueuesSql)},
       {kClaimLimited, on(kClaimLimitedSql)},

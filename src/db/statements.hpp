@@ -59,6 +59,9 @@ inline constexpr const char* kResign = "pgjobd_resign";
 // or after $3 (timestamptz), dead older than $2 ms finished at or after $4. Returns the
 // number deleted and the next $3 and $4 (text), for the next slice of the same pass.
 inline constexpr const char* kPrune = "pgjobd_prune";
+// The dependency repair: resolve up to $1 parents that ended or vanished while a blocked
+// child's edge to them is unresolved. Returns how many parents.
+inline constexpr const char* kRepairDependencies = "pgjobd_repair_dependencies";
 // Live jobs of the queues $1 (text[]) by queue and status, and the age in seconds of each
 // group's oldest due job.
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
@@ -77,12 +80,12 @@ inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 // columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
 inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
 // Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
-// rate_per_second, burst}}, $2 writer. Returns (name, change, previous writer), or one row
-// (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
+// rate_per_second, rate_text, burst}}, $2 writer. Returns (name, change, previous writer), or one
+// row (NULL, 'busy', what holds the lock) when another session's lock kept it from writing
 // (sql/functions/pgjobd_limits_sync.sql).
 inline constexpr const char* kLimitsSync = "pgjobd_limits_sync";
 // Every limit: name, types (JSON), queues (JSON), key, concurrency, rate_per_second, burst,
-// written_by ('' / 0 for none).
+// written_by, the rate as written ('' / 0 for none; '' too for a row an older daemon wrote).
 inline constexpr const char* kLimitsLoad = "pgjobd_limits_load";
 // Per limit: name, running jobs (concurrency limits), partitions with a running job.
 inline constexpr const char* kLimitUsage = "pgjobd_limit_usage";

@@ -30,8 +30,10 @@ Maintenance::Maintenance(const Config& config, const std::string& worker_id,
           std::make_unique<Leadership>(config, worker_id, session, pool, metrics, limits))),
       statistics_(loop_.add(
           std::make_unique<QueueStatistics>(queue_names(config), session, pool, metrics, health))),
-      retention_(retention_loop_.add(std::make_unique<Retention>(
-          config.retention, std::move(retention_session), leadership_, limits))) {
+      retention_(retention_loop_.add(
+          std::make_unique<Retention>(config.retention, retention_session, leadership_, limits))) {
+  retention_loop_.add(
+      std::make_unique<DependencyRepair>(std::move(retention_session), leadership_));
   if (limits != nullptr) {
     limits_sync_ =
         &loop_.add(std::make_unique<LimitsSync>(config.lease.duration, session, *limits, metrics));

@@ -2,10 +2,11 @@
 // The maintenance services as a daemon runs them, each a task with one job and its own
 // schedule: Leadership (the leadership, the rescue of expired leases, expired daemon
 // rows), DaemonRegistry (this daemon's row), QueueStatistics (the queue gauges, the schema
-// check), LimitsSync (README "Limits") and Retention (prune, idle limit partitions). Here
-// is decided which share a thread and a session: the first four make short statements
-// seconds apart and share the "maintenance" session; Retention, whose passes are the
-// longest work, has the "retention" session, which only a leader ever opens. So a
+// check), LimitsSync (README "Limits"), Retention (prune, idle limit partitions) and
+// DependencyRepair. Here is decided which share a thread and a session: the first four make
+// short statements seconds apart and share the "maintenance" session; Retention, whose
+// passes are the longest work, has the "retention" session, which only a leader ever opens,
+// and shares it with DependencyRepair, the leader's other occasional work. So a
 // follower holds one maintenance connection and the leader two. Lease heartbeats are not
 // here: LeaseRenewer sends them on a thread and session of their own, so nothing these
 // loops wait for can cost a lease.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "engine/daemon_registry.hpp"
+#include "engine/dependency_repair.hpp"
 #include "engine/health.hpp"
 #include "engine/leadership.hpp"
 #include "engine/limits_sync.hpp"

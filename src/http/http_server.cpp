@@ -57,7 +57,8 @@ int begin_request(mg_connection* conn) {
 
 struct HttpServer::State {
   int port = 0;
-  std::string knock_host;  // see http/listener_stop.hpp
+  std::string knock_host;               // see http/listener_stop.hpp
+  const mg_context* context = nullptr;  // the Exposer's, which it does not say
   std::shared_ptr<const Probes> probe;
   // The Exposer keeps only a weak_ptr; holding it here keeps /metrics populated.
   std::shared_ptr<prometheus::Collectable> metrics;
@@ -72,6 +73,7 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Co
   state_->metrics = std::move(metrics);
   CivetCallbacks callbacks;  // civetweb copies the struct; it need not outlive the call
   callbacks.begin_request = &begin_request;
+  watch_workers(callbacks);
   try {
     state_->exposer.emplace(listen, 2, &callbacks);
   } catch (const std::exception& e) {
@@ -85,6 +87,7 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Co
   }
   state_->port = ports.front();
   state_->knock_host = knock_address(listen);
+  state_->context = context_started_here();
   state_->exposer->RegisterCollectable(state_->metrics);
   ProbeRegistry& probes = probe_registry();
   std::lock_guard lock(probes.mutex);
@@ -94,7 +97,8 @@ HttpServer::HttpServer(const std::string& listen, std::shared_ptr<prometheus::Co
 HttpServer::~HttpServer() {
   // Stop serving first (joins civetweb's threads), then forget the probe, unless another
   // server has meanwhile taken the port and registered its own.
-  stop_with_knocks(state_->knock_host, state_->port, [this] { state_->exposer.reset(); });
+  stop_with_knocks(state_->knock_host, state_->port, state_->context,
+                   [this] { state_->exposer.reset(); });
   ProbeRegistry& probes = probe_registry();
   std::lock_guard lock(probes.mutex);
   if (auto found = probes.by_port.find(state_->port);

@@ -1,12 +1,19 @@
 #include "http/listener_stop.hpp"
 
+#include <civetweb.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <future>
+#include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "http/listen_address.hpp"
 
@@ -30,7 +37,89 @@ void knock(const std::string& host, int port) {
   freeaddrinfo(found);
 }
 
+// A real-time signal: nothing else in the process uses it, and none is ignored by default
+// (an ignored signal would not interrupt the poll).
+int wake_signal() { return SIGRTMIN + 3; }
+
+void on_wake_signal(int /*signal*/) {}
+
+// The workers of every watched listener that serve a connection now, each with its
+// context. An entry is added and removed only by its own thread (see listener_stop.hpp).
+class ServingWorkers {
+ public:
+  void list_this_thread(const mg_context* context) {
+    std::lock_guard lock(mutex_);
+    // An entry left by a connection whose connection_close civetweb skipped (CivetServer
+    // skips ours for one closed before its constructor returns).
+    forget_this_thread();
+    threads_.emplace_back(context, pthread_self());
+  }
+  void unlist_this_thread() {
+    std::lock_guard lock(mutex_);
+    forget_this_thread();
+  }
+  // Under the mutex: no listed thread can have unlisted itself and exited meanwhile.
+  void signal(const mg_context* context) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [their_context, thread] : threads_) {
+      if (their_context == context) pthread_kill(thread, wake_signal());
+    }
+  }
+
+ private:
+  void forget_this_thread() {  // with mutex_ held
+    const pthread_t self = pthread_self();
+    std::erase_if(threads_, [&](const auto& entry) { return pthread_equal(entry.second, self); });
+  }
+
+  std::mutex mutex_;
+  std::vector<std::pair<const mg_context*, pthread_t>> threads_;
+};
+
+ServingWorkers& serving_workers() {
+  static ServingWorkers workers;
+  return workers;
+}
+
+thread_local const mg_context* started_here = nullptr;
+
+void on_init_context(const mg_context* context) { started_here = context; }
+
+int on_init_connection(const mg_connection* conn, void** /*conn_data*/) {
+  // The thread that called mg_start may block it (the daemon blocks its own signals before
+  // starting any thread); a worker only ever gets it from a stop.
+  sigset_t wake_only;
+  sigemptyset(&wake_only);
+  sigaddset(&wake_only, wake_signal());
+  pthread_sigmask(SIG_UNBLOCK, &wake_only, nullptr);
+  serving_workers().list_this_thread(mg_get_context(conn));
+  return 0;
+}
+
+void on_connection_close(const mg_connection* /*conn*/) { serving_workers().unlist_this_thread(); }
+
+void on_exit_thread(const mg_context* /*context*/, int /*thread_type*/, void* /*pointer*/) {
+  serving_workers().unlist_this_thread();
+}
+
 }  // namespace
+
+void watch_workers(mg_callbacks& callbacks) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_handler = &on_wake_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(wake_signal(), &action, nullptr);
+  });
+  callbacks.init_context = &on_init_context;
+  callbacks.init_connection = &on_init_connection;
+  callbacks.connection_close = &on_connection_close;
+  callbacks.exit_thread = &on_exit_thread;
+}
+
+const mg_context* context_started_here() { return started_here; }
 
 std::string knock_address(const std::string& listen) {
   std::string host = listen_host(listen);
@@ -39,7 +128,8 @@ std::string knock_address(const std::string& listen) {
   return host;
 }
 
-void stop_with_knocks(const std::string& host, int port, const std::function<void()>& stop) {
+void stop_with_knocks(const std::string& host, int port, const mg_context* context,
+                      const std::function<void()>& stop) {
   std::promise<void> stopped;
   std::future<void> done = stopped.get_future();
   std::thread stopper([&stop, &stopped] {
@@ -48,6 +138,7 @@ void stop_with_knocks(const std::string& host, int port, const std::function<voi
   });
   while (done.wait_for(std::chrono::milliseconds(10)) == std::future_status::timeout) {
     knock(host, port);
+    serving_workers().signal(context);
   }
   stopper.join();
 }

@@ -1,12 +1,26 @@
 #pragma once
-// Stopping a civetweb listener promptly. civetweb's listening thread checks for a stop only
-// between its waits for a connection, which last up to 2 s (SOCKET_TIMEOUT_QUANTUM in
-// civetweb 1.15), and mg_stop waits for that thread: every stop of /metrics or of the
-// dashboard took up to 2 s, most of a daemon's exit after its drain. A connection of our
-// own ends the wait at once.
+// Stopping a civetweb listener promptly. mg_stop waits for the listening thread and every
+// worker, and each checks for a stop only between its polls, which last up to 2 s
+// (SOCKET_TIMEOUT_QUANTUM in civetweb 1.15): the listening thread's for a connection, a
+// worker's for a request on the connection it serves. Every stop of /metrics or of the
+// dashboard took up to 2 s, and so did the daemon's exit after `drained` while a client held
+// a connection without sending on it (a browser's idle or preconnected socket, a scraper's).
+// A connection of our own ends the listening thread's wait; a signal ends a worker's:
+// poll() is never restarted after a signal handler (signal(7)), and civetweb takes its
+// failure as the connection's end.
+//
+// civetweb hands out no worker's socket, and a descriptor found any other way may be closed
+// and reused by the time it is touched. Threads are safe to name instead: each worker lists
+// itself while it serves a connection (civetweb's init_connection callback, on the worker)
+// and unlists itself when it closes it and before it exits (connection_close, exit_thread,
+// both on the worker), all under one mutex, which the stop also holds while it signals the
+// listed ones: a listed thread is alive.
 
 #include <functional>
 #include <string>
+
+struct mg_callbacks;
+struct mg_context;
 
 namespace pgjobd {
 
@@ -14,10 +28,25 @@ namespace pgjobd {
 // as validated by the config): its own address, or loopback for a wildcard or "localhost".
 std::string knock_address(const std::string& listen);
 
-// Runs `stop` (which must end with the listener stopped, e.g. by mg_stop) on a thread of its
-// own and, until it returns, connects to host:port every 10 ms and closes the connection
-// at once. A knock that lands just before the stop begins is served and closed like any
-// other request; a knock after the listener closed is refused, which is fine.
-void stop_with_knocks(const std::string& host, int port, const std::function<void()>& stop);
+// Sets the callbacks that list a listener's workers (init_connection, connection_close,
+// exit_thread) and learn its context (init_context, see context_started_here) in
+// `callbacks`, which must not use them otherwise; and the handler of the signal that
+// interrupts the workers' waits, installed with SA_RESTART so that reads and writes in
+// progress (an answer being sent, a dashboard page's database calls) carry on.
+void watch_workers(mg_callbacks& callbacks);
+
+// The context that the last mg_start on this thread with watch_workers' callbacks made:
+// how a listener started through a wrapper that does not say (prometheus' Exposer) learns it.
+const mg_context* context_started_here();
+
+// Runs `stop` (which must end with `context` stopped, e.g. by mg_stop) on a thread of its
+// own and, until it returns, every 10 ms connects to host:port and closes the connection at
+// once, and signals the workers of `context` that serve a connection. A knock that lands just
+// before the stop begins is served and closed like any other request; a knock after the
+// listener closed is refused, which is fine. A signalled worker gives up the read it waits
+// in (for a request or a body) and closes the connection, as it would at its next check of
+// the stop; an answer being written goes on (civetweb polls again after an interrupted poll).
+void stop_with_knocks(const std::string& host, int port, const mg_context* context,
+                      const std::function<void()>& stop);
 
 }  // namespace pgjobd

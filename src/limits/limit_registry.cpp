@@ -35,7 +35,7 @@ bool LimitRegistry::differs_from_configured(const std::vector<LimitDefinition>& 
     const auto mine = configured_->find(definition.name);
     if (mine == configured_->end()) return true;
     LimitConfig expected = mine->second;
-    expected.rate.clear();  // the database keeps rate_per_second only
+    expected.rate.clear();  // loaded without it: "60/m" and "1/s" are the same limit
     if (!(expected == definition.limit)) return true;
   }
   return false;

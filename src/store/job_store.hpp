@@ -25,6 +25,7 @@ class JobStore : public ClaimStore,
                  public HeartbeatStore,
                  public LeadershipStore,
                  public RetentionStore,
+                 public DependencyStore,
                  public StatisticsStore,
                  public LimitStore,
                  public DaemonRegistryStore {};

@@ -1,6 +1,7 @@
 #pragma once
 // The maintenance services' stores (src/engine/maintenance_loop.hpp), one per service: the
-// leadership with the rescue, retention, the queue statistics, the daemons table.
+// leadership with the rescue, retention, the dependency repair, the queue statistics, the
+// daemons table.
 
 #include <cstdint>
 #include <string>
@@ -64,6 +65,16 @@ class RetentionStore {
   // Deletes up to batch_size bucket rows that say nothing any more: partitions of keyed
   // rate limits idle for longer than `idle`. Returns how many.
   virtual int collect_limit_garbage(Millis idle, int batch_size) = 0;
+};
+
+class DependencyStore {
+ public:
+  virtual ~DependencyStore() = default;
+
+  // Resolves up to batch_size parents that ended (or were deleted) while blocked children
+  // still wait for them, as the trigger would have (README "Dependencies": triggers off
+  // during a restore, session_replication_role = replica). Returns how many parents.
+  virtual int repair_dependencies(int batch_size) = 0;
 };
 
 class StatisticsStore {

@@ -143,6 +143,7 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
   mg_callbacks callbacks{};
   callbacks.begin_request = &begin_request;
   callbacks.log_message = &log_message;
+  watch_workers(callbacks);
   state_->context = mg_start(&callbacks, state_.get(), options);
   if (state_->context == nullptr) {
     mg_exit_library();
@@ -163,7 +164,8 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
 
 UiServer::~UiServer() {
   // Waits for requests in progress; milliseconds otherwise (http/listener_stop.hpp).
-  stop_with_knocks(state_->knock_host, state_->port, [this] { mg_stop(state_->context); });
+  stop_with_knocks(state_->knock_host, state_->port, state_->context,
+                   [this] { mg_stop(state_->context); });
   mg_exit_library();
 }
 

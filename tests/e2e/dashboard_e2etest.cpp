@@ -19,14 +19,6 @@
 namespace pgjobd::testing {
 namespace {
 
-// The port from "dashboard listening on http://127.0.0.1:PORT/"; 0 when not logged.
-int dashboard_port(DaemonProcess& ui) {
-  const std::string marker = "dashboard listening on http://127.0.0.1:";
-  if (!ui.wait_for_log(marker)) return 0;
-  const std::string log = ui.log();
-  return std::atoi(log.c_str() + log.find(marker) + marker.size());
-}
-
 // Runs `script` with /bin/sh -e; returns its exit code and its output (stdout and stderr).
 std::pair<int, std::string> run_shell(const std::string& script) {
   TempDir dir;
@@ -71,7 +63,7 @@ class HeldPort {
 void expect_probes(DaemonYaml& yaml, long ready_status, const std::string& ready_body) {
   yaml.set("ui", "{listen: \"127.0.0.1:0\"}");
   DaemonProcess ui(yaml.text(), {"ui"});
-  const int port = dashboard_port(ui);
+  const int port = ui.dashboard_port();
   ASSERT_GT(port, 0) << ui.log();
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
   const HttpResponse ready = http_get(port, "/readyz");
@@ -155,7 +147,7 @@ TEST(DashboardE2E, ReadmeScriptedLoginWorksAsWritten) {
   yaml.set("ui", "{listen: \"127.0.0.1:0\", users: {alice: {password_hash: " + yaml_quote(hash) +
                      ", role: operator}}}");
   DaemonProcess ui(yaml.text(), {"ui"});
-  const int port = dashboard_port(ui);
+  const int port = ui.dashboard_port();
   ASSERT_GT(port, 0) << ui.log();
   const std::string documented = "http://127.0.0.1:9465";
   const std::size_t at = script.find(documented);

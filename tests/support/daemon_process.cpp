@@ -298,11 +298,18 @@ bool DaemonProcess::wait_for_log(const std::string& text, std::chrono::milliseco
          log().find(text) != std::string::npos;
 }
 
-int DaemonProcess::metrics_port(std::chrono::milliseconds timeout) {
-  const std::string marker = "serving /metrics, /healthz and /readyz on port ";
+int DaemonProcess::port_after(const std::string& marker, std::chrono::milliseconds timeout) {
   if (!wait_for_log(marker, timeout)) return 0;
   const std::string text = log();
   return std::atoi(text.c_str() + text.find(marker) + marker.size());
+}
+
+int DaemonProcess::metrics_port(std::chrono::milliseconds timeout) {
+  return port_after("serving /metrics, /healthz and /readyz on port ", timeout);
+}
+
+int DaemonProcess::dashboard_port(std::chrono::milliseconds timeout) {
+  return port_after("dashboard listening on http://127.0.0.1:", timeout);
 }
 
 CliResult run_cli(const std::vector<std::string>& args, const EnvOverrides& env,

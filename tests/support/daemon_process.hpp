@@ -111,8 +111,13 @@ class DaemonProcess {
   // The port from "serving /metrics, /healthz and /readyz on port N" (metrics.listen with
   // port 0); 0 when it was not logged within `timeout`.
   int metrics_port(std::chrono::milliseconds timeout = 15s);
+  // The port from "dashboard listening on http://127.0.0.1:PORT/" (ui.listen on 127.0.0.1
+  // with port 0); 0 when it was not logged within `timeout`.
+  int dashboard_port(std::chrono::milliseconds timeout = 15s);
 
  private:
+  // The number logged right after `marker`; 0 when it was not logged within `timeout`.
+  int port_after(const std::string& marker, std::chrono::milliseconds timeout);
   void stop_for_cleanup();
 
   TempDir dir_;

@@ -33,6 +33,8 @@ const char* name_of(StoreMethod method) {
       return "resign";
     case StoreMethod::kPrune:
       return "prune";
+    case StoreMethod::kRepairDependencies:
+      return "repair_dependencies";
     case StoreMethod::kQueueStats:
       return "queue_stats";
     case StoreMethod::kPausedQueues:
@@ -730,7 +732,7 @@ LimitSync FakeJobStore::sync_limits(const std::map<std::string, LimitConfig>& li
   std::vector<LimitDefinition> next;
   for (const auto& [name, limit] : limits) {
     LimitDefinition definition{name, limit, writer};
-    definition.limit.rate.clear();  // the database keeps rate_per_second only
+    definition.limit.rate.clear();  // as load_limits returns it
     const auto old = std::find_if(table_->limits_.begin(), table_->limits_.end(),
                                   [&](const LimitDefinition& d) { return d.name == name; });
     if (old == table_->limits_.end()) {
@@ -773,6 +775,11 @@ std::vector<LimitUsage> FakeJobStore::limit_usage() {
 
 int FakeJobStore::collect_limit_garbage(Millis /*idle*/, int /*batch_size*/) {
   auto lock = table_->enter(StoreMethod::kLimitGarbage, role_);
+  return 0;
+}
+
+int FakeJobStore::repair_dependencies(int /*batch_size*/) {
+  auto lock = table_->enter(StoreMethod::kRepairDependencies, role_);
   return 0;
 }
 

@@ -39,6 +39,7 @@ enum class StoreMethod {
   kLeadAndRescue,
   kResign,
   kPrune,
+  kRepairDependencies,
   kQueueStats,
   kPausedQueues,
   kSchemaProblem,
@@ -52,7 +53,7 @@ enum class StoreMethod {
   kRemoveDaemon,
   kExpireDaemons,
 };
-inline constexpr std::size_t kStoreMethodCount = 19;
+inline constexpr std::size_t kStoreMethodCount = 20;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
@@ -276,6 +277,7 @@ class FakeJobStore final : public JobStore {
   std::vector<LimitDefinition> load_limits() override;
   std::vector<LimitUsage> limit_usage() override;
   int collect_limit_garbage(Millis idle, int batch_size) override;
+  int repair_dependencies(int batch_size) override;
   void report_daemon(const DaemonReport& report) override;
   void remove_daemon(const std::string& worker_id) override;
   int expire_daemons() override;

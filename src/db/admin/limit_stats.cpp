@@ -24,23 +24,22 @@ std::optional<long long> whole(double count) {
   return static_cast<long long>(rounded);
 }
 
+// A rate from the starts per second alone, as describe_limit_rate says. 60/m and 1/s are
+// the same number: the per-minute form is the one the README's examples use.
+std::string rate_from_per_second(double per_second) {
+  if (const auto n = whole(per_second); n && *n > 1) return std::to_string(*n) + "/s";
+  if (const auto m = whole(per_second * 60)) return std::to_string(*m) + "/m";
+  if (const auto h = whole(per_second * 3600)) return std::to_string(*h) + "/h";
+  char text[64];
+  std::snprintf(text, sizeof text, "%g/s", per_second);
+  return text;
+}
+
 }  // namespace
 
-std::string describe_limit_rate(double per_second, int burst) {
-  // The database keeps starts per second only, so 60/m and 1/s are the same number: the
-  // per-minute form is the one the README's examples use.
-  std::string rate;
-  if (const auto n = whole(per_second); n && *n > 1) {
-    rate = std::to_string(*n) + "/s";
-  } else if (const auto m = whole(per_second * 60)) {
-    rate = std::to_string(*m) + "/m";
-  } else if (const auto h = whole(per_second * 3600)) {
-    rate = std::to_string(*h) + "/h";
-  } else {
-    char text[64];
-    std::snprintf(text, sizeof text, "%g/s", per_second);
-    rate = text;
-  }
+std::string describe_limit_rate(const std::string& written, double per_second, int burst) {
+  // Empty for a row an older daemon wrote, which kept starts per second only.
+  const std::string rate = written.empty() ? rate_from_per_second(per_second) : written;
   return "rate " + rate + (burst == 1 ? "" : ", burst " + std::to_string(burst));
 }
 
@@ -70,8 +69,9 @@ std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn,
     if (std::string(row[2].c_str()) != "[]") parts.push_back("queues " + list(row[2].c_str()));
     if (!std::string(row[3].c_str()).empty()) parts.push_back(std::string("key ") + row[3].c_str());
     if (row[4].as<int>() > 0) parts.push_back("concurrency " + std::to_string(row[4].as<int>()));
-    if (row[5].as<double>() > 0)
-      parts.push_back(describe_limit_rate(row[5].as<double>(), row[6].as<int>()));
+    if (row[5].as<double>() > 0) {
+      parts.push_back(describe_limit_rate(row[8].c_str(), row[5].as<double>(), row[6].as<int>()));
+    }
     for (const auto& part : parts) out.definition += (out.definition.empty() ? "" : ", ") + part;
     const auto use = usage.find(out.name);
     if (use != usage.end()) std::tie(out.running, out.partitions) = use->second;

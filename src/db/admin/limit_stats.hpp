@@ -20,11 +20,12 @@ struct LimitStatsRow {
   std::int64_t partitions = 0;  // partitions with a running job
 };
 
-// A rate as YAML writes it (README "Limits"), from the starts per second the database
-// keeps: per second when that is a whole number above 1, else per minute, else per hour
-// when whole (60/m, 30/m for 0.5/s, 100/h), else per second as it is. "rate R", and
-// ", burst B" when B is not the default 1.
-std::string describe_limit_rate(double per_second, int burst);
+// A rate as YAML writes it (README "Limits"): `written`, the text the writing daemon's
+// YAML had; when that is empty (a row an older daemon wrote), from the starts per second:
+// per second when that is a whole number above 1, else per minute, else per hour when
+// whole (60/m, 30/m for 0.5/s, 100/h), else per second as it is. "rate R", and ", burst B"
+// when B is not the default 1.
+std::string describe_limit_rate(const std::string& written, double per_second, int burst);
 
 // `schema` unquoted. Two statements in `txn`.
 std::vector<LimitStatsRow> read_limit_stats(pqxx::transaction_base& txn, const std::string& schema);
