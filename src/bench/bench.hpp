@@ -23,6 +23,13 @@ struct BenchOptions {
   double idle_seconds = 20;             // window for idle_queries_per_s (after backoff)
   bool measure_latency = true;
   bool measure_idle = true;
+  // Dependencies (README "Results and workflows"): `workflow_runs` fan-outs of `fan_out`
+  // children of one root with one fan-in job over them all, next to the same number of
+  // independent jobs; then a chain of `chain_length` jobs, each waiting for the one before.
+  bool measure_workflows = false;
+  int fan_out = 10000;
+  int workflow_runs = 20;
+  int chain_length = 1000;
 };
 
 struct BenchReport {
@@ -47,6 +54,14 @@ struct BenchReport {
   std::optional<double> throughput_with_finished_rows_jobs_per_s;
   std::optional<double> finished_rows_ratio;  // that throughput / throughput_jobs_per_s
   bool checkpointed = false;                  // a CHECKPOINT ran before every timed burn-down
+  // --workflows: from the first child's start to the last one's end, median over the runs;
+  // the same for as many independent jobs enqueued at once (median of three).
+  std::optional<double> fan_out_children_jobs_per_s;
+  std::optional<double> independent_jobs_per_s;
+  std::optional<double> fan_out_ratio;  // children / independent
+  // From the last child's handler returning to the fan-in job's start, over the runs.
+  std::optional<double> fan_in_start_p50_ms, fan_in_start_p99_ms, fan_in_start_max_ms;
+  std::optional<double> chain_links_per_s;  // chain_length / (first start to last end)
 };
 
 // Runs every phase; progress goes to the log. Throws on database errors.

@@ -56,6 +56,15 @@ std::string bench_report_json(const BenchReport& r) {
        optional_rounded(r.throughput_with_finished_rows_jobs_per_s, 0)},
       {"finished_rows_ratio", optional_rounded(r.finished_rows_ratio, 3)},
       {"checkpointed", r.checkpointed},
+      {"workflows",
+       {{"fan_out_children_jobs_per_s", optional_rounded(r.fan_out_children_jobs_per_s, 0)},
+        {"independent_jobs_per_s", optional_rounded(r.independent_jobs_per_s, 0)},
+        {"fan_out_ratio", optional_rounded(r.fan_out_ratio, 3)},
+        {"fan_in_start_ms",
+         {{"p50", optional_rounded(r.fan_in_start_p50_ms, 2)},
+          {"p99", optional_rounded(r.fan_in_start_p99_ms, 2)},
+          {"max", optional_rounded(r.fan_in_start_max_ms, 2)}}},
+        {"chain_links_per_s", optional_rounded(r.chain_links_per_s, 0)}}},
   };
   return out.dump(2);
 }
@@ -98,6 +107,13 @@ std::string bench_report_table(const BenchReport& r) {
       opt(r.throughput_with_finished_rows_jobs_per_s, "%.0f"));
   row("finished_rows_ratio", opt(r.finished_rows_ratio, "%.3f"));
   row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
+  row("fan_out_children_jobs_per_s", opt(r.fan_out_children_jobs_per_s, "%.0f"));
+  row("independent_jobs_per_s", opt(r.independent_jobs_per_s, "%.0f"));
+  row("fan_out_ratio", opt(r.fan_out_ratio, "%.3f"));
+  row("fan_in_start_ms p50", opt(r.fan_in_start_p50_ms));
+  row("fan_in_start_ms p99", opt(r.fan_in_start_p99_ms));
+  row("fan_in_start_ms max", opt(r.fan_in_start_max_ms));
+  row("chain_links_per_s", opt(r.chain_links_per_s, "%.0f"));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -12,7 +13,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "bench/bench.hpp"
 #include "db/bench/bench_schema.hpp"
@@ -78,6 +81,37 @@ class CountingNoop {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::int64_t, Clock::time_point> starts_;
+};
+
+// The no-op handler recording when each job started and ended, for the workflow phase.
+class TimedNoop {
+ public:
+  struct Run {
+    Clock::time_point start, end;
+  };
+  Handler handler() {
+    return [this](const Job& job, const std::stop_token& stop) {
+      const auto start = Clock::now();
+      JobResult result = noop_handler(job, stop);
+      std::lock_guard lock(mutex_);
+      runs_[job.id] = {start, Clock::now()};
+      cv_.notify_all();
+      return result;
+    };
+  }
+  // Waits until `n` jobs ran since the last take(), then returns and forgets their runs.
+  std::map<std::int64_t, Run> take(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(600), [&] { return runs_.size() >= n; })) {
+      throw std::runtime_error("workflow run timed out");
+    }
+    return std::exchange(runs_, {});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::int64_t, Run> runs_;
 };
 
 Config engine_config(const BenchOptions& options) {
@@ -212,6 +246,85 @@ void latency_and_idle(const BenchOptions& options, BenchSchema& table, BenchRepo
   engine.drain();
 }
 
+double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
+
+// First start to last end of the runs whose ids `count` accepts.
+template <typename Pred>
+double span_seconds(const std::map<std::int64_t, TimedNoop::Run>& runs, Pred count) {
+  std::optional<Clock::time_point> first, last;
+  for (const auto& [id, run] : runs) {
+    if (!count(id)) continue;
+    first = first ? std::min(*first, run.start) : run.start;
+    last = last ? std::max(*last, run.end) : run.end;
+  }
+  return first ? std::chrono::duration<double>(*last - *first).count() : 0;
+}
+
+// Fan-outs with one fan-in, next to independent jobs; then a chain. An engine started once,
+// idle between runs, as a daemon serving workflows is.
+void workflows(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
+  table.truncate();
+  TimedNoop noop;
+  Engine engine(engine_config(options));
+  engine.register_handler(kType, noop.handler());
+  engine.start();
+  const auto n = static_cast<std::size_t>(options.fan_out);
+
+  std::vector<double> independent;
+  for (int run = 0; run < 3; ++run) {
+    table.insert_pending(options.fan_out);
+    const auto runs = noop.take(n);
+    independent.push_back(options.fan_out / span_seconds(runs, [](std::int64_t) { return true; }));
+  }
+
+  std::vector<double> children_rates, fan_in_ms;
+  for (int run = 0; run < options.workflow_runs; ++run) {
+    nlohmann::json nodes = nlohmann::json::array();
+    nodes.push_back({{"ref", "root"}, {"type", kType}});
+    nlohmann::json children = nlohmann::json::array();
+    for (int i = 0; i < options.fan_out; ++i) {
+      const std::string ref = "c" + std::to_string(i);
+      nodes.push_back({{"ref", ref}, {"type", kType}, {"depends_on", {"root"}}});
+      children.push_back(ref);
+    }
+    nodes.push_back({{"ref", "fanin"}, {"type", kType}, {"depends_on", children}});
+    const auto ids = table.insert_workflow(nodes.dump());
+    const std::int64_t root = ids.at("root"), fan_in = ids.at("fanin");
+    const auto runs = noop.take(n + 2);
+    const auto child = [&](std::int64_t id) { return id != root && id != fan_in; };
+    children_rates.push_back(options.fan_out / span_seconds(runs, child));
+    Clock::time_point last_child_end{};
+    for (const auto& [id, r] : runs) {
+      if (child(id)) last_child_end = std::max(last_child_end, r.end);
+    }
+    fan_in_ms.push_back(
+        std::chrono::duration<double, std::milli>(runs.at(fan_in).start - last_child_end).count());
+  }
+  report.independent_jobs_per_s = median(independent);
+  report.fan_out_children_jobs_per_s = median(children_rates);
+  report.fan_out_ratio = *report.fan_out_children_jobs_per_s / *report.independent_jobs_per_s;
+  report.fan_in_start_p50_ms = percentile(fan_in_ms, 0.50);
+  report.fan_in_start_p99_ms = percentile(fan_in_ms, 0.99);
+  report.fan_in_start_max_ms = *std::max_element(fan_in_ms.begin(), fan_in_ms.end());
+
+  nlohmann::json chain = nlohmann::json::array();
+  for (int i = 0; i < options.chain_length; ++i) {
+    nlohmann::json node = {{"ref", "l" + std::to_string(i)}, {"type", kType}};
+    if (i > 0) node["depends_on"] = {"l" + std::to_string(i - 1)};
+    chain.push_back(std::move(node));
+  }
+  table.insert_workflow(chain.dump());
+  const auto links = noop.take(static_cast<std::size_t>(options.chain_length));
+  report.chain_links_per_s =
+      options.chain_length / span_seconds(links, [](std::int64_t) { return true; });
+  spdlog::info(
+      "workflows: children {:.0f} jobs/s, independent {:.0f} jobs/s (ratio {:.3f}); fan-in "
+      "start p50 {:.2f} ms, p99 {:.2f} ms; chain {:.0f} links/s",
+      *report.fan_out_children_jobs_per_s, *report.independent_jobs_per_s, *report.fan_out_ratio,
+      *report.fan_in_start_p50_ms, *report.fan_in_start_p99_ms, *report.chain_links_per_s);
+  engine.drain();
+}
+
 }  // namespace
 
 BenchReport run_bench(const BenchOptions& raw_options) {
@@ -272,6 +385,11 @@ BenchReport run_bench(const BenchOptions& raw_options) {
         burn_down(options, table, options.jobs).jobs_per_s;
     report.finished_rows_ratio =
         *report.throughput_with_finished_rows_jobs_per_s / report.throughput_jobs_per_s;
+  }
+  if (options.measure_workflows) {
+    spdlog::info("workflows: {} fan-outs of {} children with a fan-in, a chain of {}",
+                 options.workflow_runs, options.fan_out, options.chain_length);
+    workflows(options, table, report);
   }
   report.peak_rss_mb = peak_rss_megabytes();
   table.drop();

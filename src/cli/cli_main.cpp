@@ -117,6 +117,14 @@ int cli_main(int argc, char** argv) {
       });
   bench->add_flag("--no-latency", no_latency, "Skip the latency and idle runs");
   bench->add_flag("--no-idle", no_idle, "Skip the idle run");
+  bench->add_flag("--workflows", bench_options.measure_workflows,
+                  "Also measure fan-out, fan-in and chains of dependent jobs");
+  bench->add_option("--fan-out", bench_options.fan_out,
+                    "Children per fan-out with --workflows (default 10000)");
+  bench->add_option("--workflow-runs", bench_options.workflow_runs,
+                    "Fan-out runs with --workflows (default 20)");
+  bench->add_option("--chain-length", bench_options.chain_length,
+                    "Jobs in the chain with --workflows (default 1000)");
   bench->add_flag("--json", bench_json, "Print JSON");
 
   try {

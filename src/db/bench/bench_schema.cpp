@@ -70,6 +70,19 @@ void BenchSchema::insert_finished(long long n) {
   });
 }
 
+std::map<std::string, std::int64_t> BenchSchema::insert_workflow(const std::string& nodes_json) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    std::map<std::string, std::int64_t> ids;
+    for (const auto& row : txn.exec_params("SELECT ref, id FROM " + quote_identifier(schema_) +
+                                               ".pgjobd_enqueue_workflow($1::jsonb)",
+                                           nodes_json)) {
+      ids.emplace(row[0].as<std::string>(), row[1].as<std::int64_t>());
+    }
+    return ids;
+  });
+}
+
 std::int64_t BenchSchema::insert_one() {
   return run([&] {
     pqxx::nontransaction txn(session_->connection());

@@ -3,6 +3,7 @@
 // (so its statements are not counted as the engine's). Failures are thrown as DbError.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,8 @@ class BenchSchema {
   void insert_pending(int n);
   // One bulk INSERT of n jobs already done, as a long-running queue accumulates them.
   void insert_finished(long long n);
+  // pgjobd_enqueue_workflow(nodes): the id of each node's ref.
+  std::map<std::string, std::int64_t> insert_workflow(const std::string& nodes_json);
   // One pending job in its own autocommitted INSERT; returns its id.
   std::int64_t insert_one();
   // Whether any job is left to finish (pending, failed or running).
