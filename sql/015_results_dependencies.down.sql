@@ -4,7 +4,11 @@
 -- this version take arguments v14's do not (its binary re-creates its own on migrate).
 DROP TRIGGER IF EXISTS jobs_parent_ended ON jobs;
 DROP TRIGGER IF EXISTS jobs_dependency_deleted ON jobs;
+DROP TRIGGER IF EXISTS jobs_parents_resolve ON jobs;
+DROP TRIGGER IF EXISTS jobs_dead_letter ON jobs;
 DROP FUNCTION IF EXISTS pgjobd_dependencies_end();
+DROP FUNCTION IF EXISTS pgjobd_dependencies_resolve();
+DROP FUNCTION IF EXISTS pgjobd_dead_letter();
 DROP FUNCTION IF EXISTS pgjobd_resolve_parents(bigint[], text[]);
 DROP FUNCTION IF EXISTS pgjobd_parents_of(bigint[]);
 DROP FUNCTION IF EXISTS pgjobd_enqueue_workflow(jsonb);

@@ -4,6 +4,7 @@
 DROP TRIGGER IF EXISTS jobs_notify_insert ON jobs;
 DROP TRIGGER IF EXISTS jobs_parent_ended ON jobs;
 DROP TRIGGER IF EXISTS jobs_dependency_deleted ON jobs;
+DROP TRIGGER IF EXISTS jobs_parents_resolve ON jobs;
 DROP TRIGGER IF EXISTS jobs_dead_letter ON jobs;
 DO $teardown$
 DECLARE

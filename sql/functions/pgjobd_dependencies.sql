@@ -12,13 +12,16 @@
 
 -- The parents' ends of each of `children` as its `_parents` object, for all of them in one
 -- query (a call per child, planned alone, read every edge of a 10,000-child fan-out again:
--- 5 ms each). A deleted parent's result is NULL.
+-- 5 ms each). A deleted parent's result is NULL. Each parent's result is read by its id (a
+-- subquery, not a join): a plan made for an array of unknown size merge-joined the edges
+-- with the whole primary key of jobs, for a chain's single parent too (30 ms per link).
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_parents_of(children bigint[])
   RETURNS TABLE (child bigint, parents jsonb) LANGUAGE sql STABLE
   SET search_path = pg_catalog, pg_temp AS $body$
-    SELECT d.child_id, jsonb_object_agg(d.parent_id::text,
-                         jsonb_build_object('status', d.parent_status, 'result', p.result))
-    FROM @schema@.pgjobd_dependencies d LEFT JOIN @schema@.jobs p ON p.id = d.parent_id
+    SELECT d.child_id, jsonb_object_agg(d.parent_id::text, jsonb_build_object(
+             'status', d.parent_status,
+             'result', (SELECT p.result FROM @schema@.jobs p WHERE p.id = d.parent_id)))
+    FROM @schema@.pgjobd_dependencies d
     WHERE d.child_id = ANY (children)
     GROUP BY d.child_id
   $body$;
@@ -91,7 +94,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_resolve_parents(ended bigint[], statu
           SET payload = c.payload || jsonb_build_object('_parents', x.parents),
               run_at = greatest(c.run_at, now())
           FROM @schema@.pgjobd_parents_of(unblocked) x
-          WHERE c.id = x.child;
+          -- = ANY: the function's row count is a guess (1,000), and a merge join on it
+          -- walked the whole primary key for each link of a chain (7 ms per link at 60,000
+          -- rows); the ids bound the scan to the jobs unblocked.
+          WHERE c.id = ANY (unblocked) AND c.id = x.child;
           woken := true;
         END IF;
       END LOOP;
@@ -104,26 +110,66 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_resolve_parents(ended bigint[], statu
 
 REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_resolve_parents(bigint[], text[]) FROM PUBLIC;
 
--- A parent ended (its row's terminal update, or its delete); a child deleted takes its
--- edges with it. The WHEN clauses keep every other row's update free of any call.
+-- A parent ended (its row's terminal update, or its delete): the row triggers note it, and
+-- the statement's trigger resolves every parent the statement ended in one call, so a
+-- completion batch of 200 parents of one fan-in job updates that job once, not 200 times
+-- (0.25 ms per parent, each a new version of the same row, against one call per batch). The
+-- note is a transaction-local setting, "id:status," per parent, emptied by the statement
+-- trigger that reads it (AFTER ROW triggers fire before the statement's AFTER trigger). A
+-- child deleted takes its edges with it at once. The WHEN clauses keep every other row's
+-- update free of any call, and every other statement's to a setting read.
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_dependencies_end() RETURNS trigger
   LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    DECLARE
+      ended text;
     BEGIN
       IF TG_OP = 'DELETE' THEN
         IF OLD.on_parent_failure IS NOT NULL THEN
           DELETE FROM @schema@.pgjobd_dependencies d WHERE d.child_id = OLD.id;
         END IF;
-        IF OLD.has_children THEN
-          PERFORM @schema@.pgjobd_resolve_parents(ARRAY[OLD.id], ARRAY['deleted']);
+        IF NOT OLD.has_children THEN
+          RETURN NULL;
         END IF;
+        ended := 'deleted';
       ELSE
-        PERFORM @schema@.pgjobd_resolve_parents(ARRAY[OLD.id], ARRAY[NEW.status]);
+        ended := NEW.status;
       END IF;
+      -- A child the resolution itself ends is its loop's work, not a new note.
+      IF current_setting('pgjobd.resolving', true) = 'on' THEN
+        RETURN NULL;
+      END IF;
+      PERFORM set_config('pgjobd.ended',
+                         coalesce(current_setting('pgjobd.ended', true), '') || OLD.id || ':' ||
+                           ended || ',', true);
       RETURN NULL;
     END
     $body$;
 
 REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_dependencies_end() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION @schema@.pgjobd_dependencies_resolve() RETURNS trigger
+  LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+    DECLARE
+      ended constant text := current_setting('pgjobd.ended', true);
+      ids bigint[];
+      statuses text[];
+    BEGIN
+      IF ended IS NULL OR ended = '' THEN
+        RETURN NULL;
+      END IF;
+      PERFORM set_config('pgjobd.ended', '', true);
+      SELECT array_agg(split_part(e, ':', 1)::bigint ORDER BY n),
+             array_agg(split_part(e, ':', 2) ORDER BY n)
+        INTO ids, statuses
+      FROM unnest(string_to_array(rtrim(ended, ','), ',')) WITH ORDINALITY AS x(e, n);
+      IF cardinality(ids) > 0 THEN
+        PERFORM @schema@.pgjobd_resolve_parents(ids, statuses);
+      END IF;
+      RETURN NULL;
+    END
+    $body$;
+
+REVOKE EXECUTE ON FUNCTION @schema@.pgjobd_dependencies_resolve() FROM PUBLIC;
 
 CREATE OR REPLACE TRIGGER jobs_parent_ended AFTER UPDATE OF status ON @schema@.jobs
   FOR EACH ROW
@@ -135,3 +181,10 @@ CREATE OR REPLACE TRIGGER jobs_dependency_deleted AFTER DELETE ON @schema@.jobs
   FOR EACH ROW
   WHEN (OLD.has_children OR OLD.on_parent_failure IS NOT NULL)
   EXECUTE FUNCTION @schema@.pgjobd_dependencies_end();
+
+-- Once per UPDATE or DELETE statement on jobs (a data-modifying CTE's too): a setting read
+-- unless a row trigger above noted a parent. (No WHEN: a statement trigger's WHEN is
+-- evaluated when the statement ends, before the row triggers that write the note fire.)
+CREATE OR REPLACE TRIGGER jobs_parents_resolve AFTER UPDATE OR DELETE ON @schema@.jobs
+  FOR EACH STATEMENT
+  EXECUTE FUNCTION @schema@.pgjobd_dependencies_resolve();

@@ -83,37 +83,6 @@ class CountingNoop {
   std::map<std::int64_t, Clock::time_point> starts_;
 };
 
-// The no-op handler recording when each job started and ended, for the workflow phase.
-class TimedNoop {
- public:
-  struct Run {
-    Clock::time_point start, end;
-  };
-  Handler handler() {
-    return [this](const Job& job, const std::stop_token& stop) {
-      const auto start = Clock::now();
-      JobResult result = noop_handler(job, stop);
-      std::lock_guard lock(mutex_);
-      runs_[job.id] = {start, Clock::now()};
-      cv_.notify_all();
-      return result;
-    };
-  }
-  // Waits until `n` jobs ran since the last take(), then returns and forgets their runs.
-  std::map<std::int64_t, Run> take(std::size_t n) {
-    std::unique_lock lock(mutex_);
-    if (!cv_.wait_for(lock, std::chrono::seconds(600), [&] { return runs_.size() >= n; })) {
-      throw std::runtime_error("workflow run timed out");
-    }
-    return std::exchange(runs_, {});
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<std::int64_t, Run> runs_;
-};
-
 Config engine_config(const BenchOptions& options) {
   Config config = options.engine;
   config.worker.concurrency = options.concurrency;
@@ -248,33 +217,30 @@ void latency_and_idle(const BenchOptions& options, BenchSchema& table, BenchRepo
 
 double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
 
-// First start to last end of the runs whose ids `count` accepts.
-template <typename Pred>
-double span_seconds(const std::map<std::int64_t, TimedNoop::Run>& runs, Pred count) {
-  std::optional<Clock::time_point> first, last;
-  for (const auto& [id, run] : runs) {
-    if (!count(id)) continue;
-    first = first ? std::min(*first, run.start) : run.start;
-    last = last ? std::max(*last, run.end) : run.end;
-  }
-  return first ? std::chrono::duration<double>(*last - *first).count() : 0;
-}
-
 // Fan-outs with one fan-in, next to independent jobs; then a chain. An engine started once,
-// idle between runs, as a daemon serving workflows is.
+// idle between runs, as a daemon serving workflows is. Spans and delays are read from the
+// rows (started_at, finished_at: the database's clock), so they include the completions,
+// where dependencies cost.
 void workflows(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
   table.truncate();
-  TimedNoop noop;
+  CountingNoop noop;
   Engine engine(engine_config(options));
-  engine.register_handler(kType, noop.handler());
+  engine.register_handler(kType, noop.handler(false));
   engine.start();
-  const auto n = static_cast<std::size_t>(options.fan_out);
+  const long long n = options.fan_out;
+  long long ran = 0;
+  const auto settle = [&](long long runs) {
+    noop.expect(ran += runs);
+    if (!noop.wait(std::chrono::seconds(600))) throw std::runtime_error("workflow run timed out");
+    while (table.any_unfinished()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
 
   std::vector<double> independent;
   for (int run = 0; run < 3; ++run) {
+    const std::int64_t before = table.max_id();
     table.insert_pending(options.fan_out);
-    const auto runs = noop.take(n);
-    independent.push_back(options.fan_out / span_seconds(runs, [](std::int64_t) { return true; }));
+    settle(n);
+    independent.push_back(options.fan_out / table.finish_span_seconds(before, table.max_id() + 1));
   }
 
   std::vector<double> children_rates, fan_in_ms;
@@ -290,15 +256,11 @@ void workflows(const BenchOptions& options, BenchSchema& table, BenchReport& rep
     nodes.push_back({{"ref", "fanin"}, {"type", kType}, {"depends_on", children}});
     const auto ids = table.insert_workflow(nodes.dump());
     const std::int64_t root = ids.at("root"), fan_in = ids.at("fanin");
-    const auto runs = noop.take(n + 2);
-    const auto child = [&](std::int64_t id) { return id != root && id != fan_in; };
-    children_rates.push_back(options.fan_out / span_seconds(runs, child));
-    Clock::time_point last_child_end{};
-    for (const auto& [id, r] : runs) {
-      if (child(id)) last_child_end = std::max(last_child_end, r.end);
-    }
-    fan_in_ms.push_back(
-        std::chrono::duration<double, std::milli>(runs.at(fan_in).start - last_child_end).count());
+    // One INSERT numbers the workflow's jobs in order: root, the children, the fan-in.
+    if (fan_in - root != n + 1) throw std::runtime_error("workflow ids are not consecutive");
+    settle(n + 2);
+    children_rates.push_back(options.fan_out / table.finish_span_seconds(root, fan_in));
+    fan_in_ms.push_back(table.start_after_ms(fan_in, root, fan_in));
   }
   report.independent_jobs_per_s = median(independent);
   report.fan_out_children_jobs_per_s = median(children_rates);
@@ -306,17 +268,17 @@ void workflows(const BenchOptions& options, BenchSchema& table, BenchReport& rep
   report.fan_in_start_p50_ms = percentile(fan_in_ms, 0.50);
   report.fan_in_start_p99_ms = percentile(fan_in_ms, 0.99);
   report.fan_in_start_max_ms = *std::max_element(fan_in_ms.begin(), fan_in_ms.end());
-
   nlohmann::json chain = nlohmann::json::array();
   for (int i = 0; i < options.chain_length; ++i) {
     nlohmann::json node = {{"ref", "l" + std::to_string(i)}, {"type", kType}};
     if (i > 0) node["depends_on"] = {"l" + std::to_string(i - 1)};
     chain.push_back(std::move(node));
   }
+  const std::int64_t before_chain = table.max_id();
   table.insert_workflow(chain.dump());
-  const auto links = noop.take(static_cast<std::size_t>(options.chain_length));
+  settle(options.chain_length);
   report.chain_links_per_s =
-      options.chain_length / span_seconds(links, [](std::int64_t) { return true; });
+      options.chain_length / table.finish_span_seconds(before_chain, table.max_id() + 1);
   spdlog::info(
       "workflows: children {:.0f} jobs/s, independent {:.0f} jobs/s (ratio {:.3f}); fan-in "
       "start p50 {:.2f} ms, p99 {:.2f} ms; chain {:.0f} links/s",

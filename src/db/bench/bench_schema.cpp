@@ -107,6 +107,36 @@ bool BenchSchema::any_unfinished() {
   });
 }
 
+std::int64_t BenchSchema::max_id() {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn.exec("SELECT coalesce(max(id), 0) FROM " + table_)[0][0].as<std::int64_t>();
+  });
+}
+
+double BenchSchema::finish_span_seconds(std::int64_t after, std::int64_t upto) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn
+        .exec_params("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM " +
+                         table_ + " WHERE id > $1 AND id < $2",
+                     after, upto)[0][0]
+        .as<double>();
+  });
+}
+
+double BenchSchema::start_after_ms(std::int64_t job, std::int64_t after, std::int64_t upto) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn
+        .exec_params("SELECT extract(epoch FROM (SELECT started_at FROM " + table_ +
+                         " WHERE id = $1) - max(finished_at))::float8 * 1000 FROM " + table_ +
+                         " WHERE id > $2 AND id < $3",
+                     job, after, upto)[0][0]
+        .as<double>();
+  });
+}
+
 // VACUUM ANALYZE gives fresh statistics and visibility map, as autovacuum would leave a
 // table at rest; the CHECKPOINT then writes out the dirty pages and WAL of the bulk load
 // before the timed phase rather than during it.

@@ -38,6 +38,15 @@ class BenchSchema {
   std::int64_t insert_one();
   // Whether any job is left to finish (pending, failed or running).
   bool any_unfinished();
+  // The largest job id (0 for none).
+  std::int64_t max_id();
+  // Seconds from the first start to the last finish of the jobs with ids in (after, upto),
+  // by the database's clock (started_at, finished_at): what the daemon wrote, completions
+  // included.
+  double finish_span_seconds(std::int64_t after, std::int64_t upto);
+  // Milliseconds from the last finish among the ids in (after, upto) to job `job`'s start,
+  // by the database's clock.
+  double start_after_ms(std::int64_t job, std::int64_t after, std::int64_t upto);
 
   // Before a timed phase: VACUUM ANALYZE, then a CHECKPOINT. Returns whether the checkpoint
   // ran: it needs superuser or pg_checkpoint, and after the first refusal (logged as a
