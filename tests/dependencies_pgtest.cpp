@@ -574,5 +574,34 @@ TEST(Dependencies, AClaimedChildCarriesItsParents) {
   EXPECT_EQ(jobs[1].parents, "");
 }
 
+// With retention.done 0 a daemon deletes a done job as it completes it: its children see it
+// done (without a result: none is kept), not deleted by hand, and run.
+TEST(Dependencies, AParentDeletedAsItCompletesIsDone) {
+  TestSchema schema;
+  Session app(schema);
+  const std::string parent = app.query("SELECT {s}.pgjobd_enqueue('a')");
+  const std::string child =
+      app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + parent + "])");
+  PgJobStore store(schema.config().database, "test");
+  const auto jobs = store.claim(testing::claim_of(5));
+  ASSERT_EQ(jobs.size(), 1u);
+  const auto report =
+      store.complete({{{jobs[0].id, jobs[0].attempt}, Outcome::kDone, {}, {}}}, "w", true);
+  EXPECT_EQ(report.written, 1);
+  EXPECT_EQ(schema.count("id = " + parent), 0);
+  EXPECT_EQ(state_of(schema, child), "pending|0|");
+  EXPECT_EQ(schema.query("SELECT payload->'_parents'->'" + parent +
+                         "'->>'status' FROM {jobs} "
+                         "WHERE id = " +
+                         child),
+            "done");
+  // A job deleted by hand is still a failure for its children.
+  const std::string other = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string orphan =
+      app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + other + "])");
+  schema.exec("DELETE FROM {jobs} WHERE id = " + other);
+  EXPECT_EQ(state_of(schema, orphan), "cancelled|0|cancelled: parent " + other + " ended deleted");
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -130,7 +130,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_dependencies_end() RETURNS trigger
         IF NOT OLD.has_children THEN
           RETURN NULL;
         END IF;
-        ended := 'deleted';
+        -- A daemon with retention.done 0 deletes its done jobs as it completes them, and
+        -- says so (src/db/statements.cpp, done_write): their children see them done.
+        ended := CASE WHEN current_setting('pgjobd.ended_as', true) = 'done' THEN 'done'
+                      ELSE 'deleted' END;
       ELSE
         ended := NEW.status;
       END IF;

@@ -61,9 +61,12 @@ std::string unused_param(int n, const char* type) {
 
 // How a done job is written, row j, before the statement's WHERE: kept as done (its lease
 // cleared; locked_by stays, naming who ran the attempt; its result `result`, a jsonb
-// expression) or, with retention.done = 0, deleted with its result.
+// expression) or, with retention.done = 0, deleted with its result. A deletion notes that
+// it deletes done jobs (pgjobd.ended_as, for this transaction), so that the children of a
+// parent deleted here see it done, not deleted by hand (sql/functions/pgjobd_dependencies.sql).
 std::string done_write(bool delete_done, const std::string& result) {
-  return delete_done ? "DELETE FROM {jobs} j"
+  return delete_done ? "DELETE FROM {jobs} j\n"
+                       "  USING (SELECT set_config('pgjobd.ended_as', 'done', true)) AS ended_as"
                      : "UPDATE {jobs} j\n  SET status = 'done', finished_at = now(), "
                        "updated_at = now(), locked_until = NULL,\n      result = " +
                            result;
