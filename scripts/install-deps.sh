@@ -53,15 +53,26 @@ if ((${#missing[@]})); then
 fi
 
 # node-pg depends on Debian's nodejs: next to another build of node (NodeSource's, which does
-# not satisfy Debian's node modules) apt cannot install it, and ExamplesE2E skips the Node
-# example, saying so.
+# not satisfy Debian's node modules) apt cannot install it; its modules are then unpacked
+# into node_pg_dir, which ExamplesE2E adds to NODE_PATH.
+node_pg_dir=/usr/local/lib/pgjobd-test/node-pg
 if [[ -n "${with_node_pg:-}" ]] && ! installed node-pg; then
   export DEBIAN_FRONTEND=noninteractive
   if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then apt-get update -qq; fi
   if apt-get install -s -qq --no-install-recommends node-pg >/dev/null 2>&1; then
     echo "installing: node-pg" >&2
     apt-get install -y -qq --no-install-recommends node-pg >/dev/null
-  else
-    echo "not installing node-pg: apt cannot install it next to this nodejs" >&2
+  elif [[ ! -e "$node_pg_dir/usr/share/nodejs/pg/package.json" ]]; then
+    # Debian's pure-JavaScript modules, unpacked where ExamplesE2E looks (NODE_PATH): the
+    # same code as the package, without its dependency on Debian's nodejs.
+    echo "unpacking node-pg into $node_pg_dir: apt cannot install it next to this nodejs" >&2
+    debs=$(mktemp -d)
+    chmod 755 "$debs"  # apt downloads as its own user, _apt
+    (cd "$debs" && apt-get download -qq node-pg node-split2 node-readable-stream \
+      node-inherits node-safe-buffer node-string-decoder node-util-deprecate \
+      node-core-util-is node-isarray node-process-nextick-args node-through2 node-xtend)
+    mkdir -p "$node_pg_dir"
+    for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$node_pg_dir"; done
+    rm -rf "$debs"
   fi
 fi
