@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "engine/daemon_registry.hpp"
-#include "engine/dependency_repair.hpp"
 #include "engine/dead_letter_sync.hpp"
+#include "engine/dependency_repair.hpp"
 #include "engine/health.hpp"
 #include "engine/leadership.hpp"
 #include "engine/limits_sync.hpp"

@@ -42,9 +42,9 @@ const prometheus::Histogram::BucketBoundaries kBatchBuckets = {
 // the README lists them. A fixed list, so a new caller shows up as "(other)" in a test
 // instead of as a series nobody documented.
 const std::set<std::string, std::less<>> kDbOperations = {
-    "claim",         "complete",      "connect",       "heartbeat",      "listen",   "prune",
-    "rescue",        "resign",        "stats",         "schema check",   "schedule", "limits",
-    "daemon report", "daemon remove", "daemon expiry", "dead letters",   "notify finished"};
+    "claim",         "complete",      "connect",       "heartbeat",    "listen",         "prune",
+    "rescue",        "resign",        "stats",         "schema check", "schedule",       "limits",
+    "daemon report", "daemon remove", "daemon expiry", "dead letters", "notify finished"};
 
 const std::string kOther = Metrics::kOtherLabel;
 
