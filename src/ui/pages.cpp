@@ -122,7 +122,7 @@ std::string render_links(const char* title, const char* table_id, const std::vec
                      "\"><thead><tr><th>Id</th><th>Type</th><th>Status</th>" +
                      (with_parent_status ? "<th>Ended as</th>" : "") + "</tr></thead><tbody>\n";
   for (const JobLink& link : links) {
-    html += "<tr data-job-id=\"" + std::to_string(link.id) + "\"><td class=\"num\">" +
+    html += "<tr data-job-id=\"" + std::to_string(link.id) + R"("><td class="num">)" +
             job_link(link.id) + "</td><td class=\"type\">" +
             esc_short(link.type, kMaxListTypeShown) + "</td><td class=\"job-status\">" +
             (link.status.empty() ? std::string("gone") : status_badge(link.status)) + "</td>";
