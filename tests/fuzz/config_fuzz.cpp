@@ -46,7 +46,8 @@ void text_list(YAML::Emitter& out, const std::vector<std::string>& values) {
 // here too; the round trip then checks that the loader reads it back as it was.
 
 void emit_handler(YAML::Emitter& out, const HandlerConfig& handler) {
-  const auto& [kind, argv, exit_codes, http_url, sql, builtin, timeout, kill_grace] = handler;
+  const auto& [kind, argv, exit_codes, http_url, sql, builtin, timeout, kill_grace, dead_letter] =
+      handler;
   out << YAML::BeginMap;
   switch (kind) {
     case HandlerConfig::Kind::kExec:
@@ -77,6 +78,18 @@ void emit_handler(YAML::Emitter& out, const HandlerConfig& handler) {
   }
   key(out, "timeout");
   out << ms(timeout);
+  if (dead_letter) {
+    const auto& [dead_type, dead_queue] = *dead_letter;
+    key(out, "dead_letter");
+    out << YAML::BeginMap;
+    key(out, "type");
+    text(out, dead_type);
+    if (!dead_queue.empty()) {
+      key(out, "queue");
+      text(out, dead_queue);
+    }
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
 }
 
@@ -191,7 +204,8 @@ void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
 }
 
 void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
-  const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch] = worker;
+  const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch,
+               notify_finished] = worker;
   out << YAML::BeginMap;
   key(out, "concurrency");
   out << concurrency;
@@ -210,7 +224,9 @@ void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
   key(out, "max_result_bytes");
   out << max_result_bytes;
   key(out, "prefetch");
-  out << prefetch << YAML::EndMap;
+  out << prefetch;
+  key(out, "notify_finished");
+  out << notify_finished << YAML::EndMap;
 }
 
 void emit_ui(YAML::Emitter& out, const pgjobd::UiConfig& ui) {
