@@ -55,7 +55,9 @@ enum class StoreMethod {
   kSyncDeadLetters,
   kAnnounceFinished,
 };
-inline constexpr std::size_t kStoreMethodCount = 20;
+// Counted from the last method, so that a method added at the end cannot outgrow the arrays.
+inline constexpr std::size_t kStoreMethodCount =
+    static_cast<std::size_t>(StoreMethod::kAnnounceFinished) + 1;
 
 enum class FakeStatus { kPending, kRunning, kDone, kFailed, kDead, kCancelled };
 
