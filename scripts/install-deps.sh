@@ -55,7 +55,7 @@ fi
 # node-pg depends on Debian's nodejs: next to another build of node (NodeSource's, which does
 # not satisfy Debian's node modules) apt cannot install it; its modules are then unpacked
 # into node_pg_dir, which ExamplesE2E adds to NODE_PATH.
-node_pg_dir=/usr/local/lib/pgjobd-test/node-pg
+node_pg_dir=/usr/local/lib/debian-node-pg
 if [[ -n "${with_node_pg:-}" ]] && ! installed node-pg; then
   export DEBIAN_FRONTEND=noninteractive
   if ! compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null; then apt-get update -qq; fi

@@ -488,6 +488,19 @@ TEST(JobStore, HeartbeatExtendsOnlyOwnedLeases) {
   EXPECT_EQ(schema.count("locked_until > now() + interval '50 seconds'"), 1);
 }
 
+// A job rescued and claimed again by the same daemon while its earlier attempt's completion
+// still waits (another session held the row) is in one heartbeat with both attempts: the
+// current one is renewed, not taken for lost.
+TEST(JobStore, AHeartbeatListingAJobWithTwoAttemptsRenewsTheCurrentOne) {
+  TestSchema schema;
+  schema.insert_jobs("a", 1);
+  PgJobStore store(schema.config().database, "test");
+  const auto id = ids_of(store.claim({{{"default", 1}}, {"a"}, 1, "w", Millis(1000)}))[0];
+  schema.exec("UPDATE {jobs} SET attempts = 2 WHERE id = " + std::to_string(id));
+  const auto report = store.heartbeat({{id, 1}, {id, 2}}, "w", Millis(60000));
+  EXPECT_EQ(report.kept, (std::vector<JobAttempt>{{id, 2}}));
+}
+
 TEST(JobStore, RescueReturnsExpiredJobsOrKillsExhaustedOnes) {
   TestSchema schema;
   schema.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('a', 5), ('a', 1), ('a', 5)");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
@@ -441,12 +442,21 @@ HeartbeatReport PgJobStore::heartbeat(const std::vector<JobAttempt>& jobs,
                                       const std::string& worker_id, Millis lease) {
   connect();
   return guarded("heartbeat", [&] {
-    std::vector<std::int64_t> ids, attempts;
-    ids.reserve(jobs.size());
-    attempts.reserve(jobs.size());
+    // One attempt per id, the latest: a job rescued and claimed again while its earlier
+    // attempt's completion still waits comes with both, and the statement matches an id to
+    // one attempt (array_position finds the first); the earlier one is not ours any more,
+    // and the current one, matched to it, was taken for lost and stopped.
+    std::map<std::int64_t, int> latest;
     for (const JobAttempt& job : jobs) {
-      ids.push_back(job.id);
-      attempts.push_back(job.attempt);
+      const auto [at, added] = latest.emplace(job.id, job.attempt);
+      if (!added) at->second = std::max(at->second, job.attempt);
+    }
+    std::vector<std::int64_t> ids, attempts;
+    ids.reserve(latest.size());
+    attempts.reserve(latest.size());
+    for (const auto& [id, attempt] : latest) {
+      ids.push_back(id);
+      attempts.push_back(attempt);
     }
     pqxx::nontransaction txn(session_.connection());
     count_round_trip();

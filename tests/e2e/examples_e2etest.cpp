@@ -43,12 +43,12 @@ ExampleRun run_example(const std::string& command) {
 
 // Debian's node-pg lives in /usr/share/nodejs, which Debian's node searches and another
 // build of node does not; next to another node, scripts/install-deps.sh unpacks the same
-// package under /usr/local/lib/pgjobd-test/node-pg.
+// package under /usr/local/lib/debian-node-pg.
 std::string node_command() {
   const char* path = std::getenv("NODE_PATH");
   return "env NODE_PATH=" +
          shell_quote(std::string(path ? path : "") +
-                     ":/usr/share/nodejs:/usr/local/lib/pgjobd-test/node-pg/usr/share/nodejs") +
+                     ":/usr/share/nodejs:/usr/local/lib/debian-node-pg/usr/share/nodejs") +
          " node";
 }
 
