@@ -68,7 +68,7 @@ if [[ -n "${with_node_pg:-}" ]] && ! installed node-pg; then
     echo "unpacking node-pg into $node_pg_dir: apt cannot install it next to this nodejs" >&2
     debs=$(mktemp -d)
     chmod 755 "$debs"  # apt downloads as its own user, _apt
-    (cd "$debs" && apt-get download -qq node-pg node-split2 node-readable-stream \
+    (cd "$debs" && apt-get download -qq -o APT::Sandbox::User=root node-pg node-split2 node-readable-stream \
       node-inherits node-safe-buffer node-string-decoder node-util-deprecate \
       node-core-util-is node-isarray node-process-nextick-args node-through2 node-xtend)
     mkdir -p "$node_pg_dir"
