@@ -10,6 +10,7 @@
 // counted (pgjobd_finished_unannounced_total) rather than kept without bound; a waiter's
 // timeout re-check covers them.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +60,9 @@ class FinishedNotifier final : public Service {
   static constexpr std::size_t kMaxPayloadBytes = 7900;
   // Ids waiting to be sent, at most (800 KB): beyond it they are dropped and counted.
   static constexpr std::size_t kMaxQueued = 100000;
+  // How long ids gather after a send before the next one: what a waiter may wait beyond
+  // the completion's commit.
+  static constexpr std::chrono::milliseconds kGather{10};
 
  private:
   void run(const std::stop_token& stop);
