@@ -107,7 +107,7 @@ constexpr ConfigKey kKeys[] = {
     field<&Config::worker, &WorkerConfig::notify_finished>(
         "worker.notify_finished", "true", kLive,
         "announce the jobs this daemon ends (done, dead, cancelled) on the `pgjobd_finished` "
-        "channel after their commit, one small transaction per batch of completions (see "
+        "channel after their commit, one small transaction per 10 ms at most (see "
         "[Results and workflows](#results-and-workflows))"),
     field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
                                                     "poll interval while jobs keep arriving (> 0)"),
