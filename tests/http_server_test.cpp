@@ -212,7 +212,9 @@ TEST_F(HttpServerTest, StopsWhileAClientHoldsAConnectionSilently) {
     other.reset();
     const double stop =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
-    EXPECT_LT(stop, 0.5) << "sent '" << sent << "': the stop took " << stop << " s";
+    // Without the stop's signal a silent client holds it for civetweb's 2 s poll quantum;
+    // 1 s leaves room for a loaded machine under TSan (0.52 s seen there once).
+    EXPECT_LT(stop, 1.0) << "sent '" << sent << "': the stop took " << stop << " s";
   }
 }
 

@@ -442,7 +442,9 @@ TEST_F(UiServerTest, StopsWhileClientsHoldConnectionsSilently) {
   server_.reset();
   const double stop =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
-  EXPECT_LT(stop, 0.5) << "the stop took " << stop << " s";
+  // Without the stop's signal: civetweb's 2 s poll quantum; 1 s leaves room for a loaded
+  // machine under TSan.
+  EXPECT_LT(stop, 1.0) << "the stop took " << stop << " s";
 }
 
 TEST_F(UiServerTest, PageWithTwoHundredJobsStaysUnder150KB) {
