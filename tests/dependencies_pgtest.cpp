@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "support/claims.hpp"
 #include "support/test_database.hpp"
 #include "support/test_text.hpp"
+#include "support/wait_until.hpp"
 
 namespace pgjobd {
 namespace {
@@ -45,18 +47,20 @@ void finish(TestSchema& schema, const std::string& id, const std::string& status
 }
 
 // How a parent ends: the statement that ends it (as the completer, an operator's UPDATE or
-// pgjobd_cancel would) and the status its edges get.
+// pgjobd_cancel would), the status its edges get (a done parent's are not written: its row
+// says it) and the status its children see.
 struct Ending {
   const char* name;
   const char* sql;
   const char* edge;
+  const char* seen = edge;
 };
 
 const Ending kEndings[] = {
     {"done",
      "UPDATE {jobs} SET status = 'done', finished_at = now(), result = '{\"n\": 7}' "
      "WHERE id = $P",
-     "done"},
+     "", "done"},
     {"dead",
      "UPDATE {jobs} SET status = 'dead', finished_at = now(), last_error = 'x' WHERE id = $P",
      "dead"},
@@ -115,7 +119,7 @@ TEST(Dependencies, EveryParentOutcomeByEveryPolicy) {
       const auto payload =
           nlohmann::json::parse(schema.query("SELECT payload FROM {jobs} WHERE id = " + child));
       EXPECT_EQ(payload["k"], 1);
-      EXPECT_EQ(payload["_parents"][parent]["status"], ending.edge);
+      EXPECT_EQ(payload["_parents"][parent]["status"], ending.seen);
       const nlohmann::json expected =
           failed ? nlohmann::json() : nlohmann::json::parse("{\"n\": 7}");
       EXPECT_EQ(payload["_parents"][parent]["result"], expected);
@@ -601,6 +605,70 @@ TEST(Dependencies, AParentDeletedAsItCompletesIsDone) {
       app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + other + "])");
   schema.exec("DELETE FROM {jobs} WHERE id = " + other);
   EXPECT_EQ(state_of(schema, orphan), "cancelled|0|cancelled: parent " + other + " ended deleted");
+}
+
+// A daemon's completion batch names the parents it ended itself (src/db/statements.cpp,
+// kCompleteNoted): the row trigger, a PL/pgSQL call per parent, stays quiet while the
+// statement's trigger resolves them, with done and failed parents in one batch, a child
+// counting each of its parents once, across batches, and seeing every parent's result.
+TEST(Dependencies, ADaemonsBatchNamesItsParentsWithoutARowTriggerCall) {
+  TestSchema schema;
+  Session app(schema);
+  const std::string p1 = app.query("SELECT {s}.pgjobd_enqueue('a')");
+  const std::string p2 = app.query("SELECT {s}.pgjobd_enqueue('a')");
+  const std::string p3 = app.query("SELECT {s}.pgjobd_enqueue('a')");
+  const std::string all = "ARRAY[" + p1 + ", " + p2 + ", " + p3 + "]";
+  const std::string cancelled =
+      app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => " + all + ")");
+  const std::string runs = app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => " + all +
+                                     ", on_parent_failure => 'run')");
+  const std::string waits =
+      app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + p1 + "])");
+  Config config = schema.config();
+  config.database.url += (config.database.url.find('?') == std::string::npos ? "?" : "&");
+  config.database.url += "options=-c%20track_functions%3Dpl";
+  {
+    PgJobStore store(config.database, "test");
+    auto jobs = store.claim(testing::claim_of(3));
+    ASSERT_EQ(jobs.size(), 3u);
+    std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.id < b.id; });
+    // p1 and p2 done in one batch: `runs` and `cancelled` still wait for p3 (counted once
+    // each), `waits` runs.
+    auto report =
+        store.complete({{{jobs[0].id, jobs[0].attempt}, Outcome::kDone, {}, {}, "{\"n\": 1}"},
+                        {{jobs[1].id, jobs[1].attempt}, Outcome::kDone, {}, {}, "{\"n\": 2}"}},
+                       "w", false);
+    EXPECT_EQ(report.written, 2);
+    EXPECT_EQ(state_of(schema, runs), "blocked|1|");
+    EXPECT_EQ(state_of(schema, cancelled), "blocked|1|");
+    EXPECT_EQ(state_of(schema, waits), "pending|0|");
+    report =
+        store.complete({{{jobs[2].id, jobs[2].attempt}, Outcome::kDead, "boom", {}}}, "w", false);
+    EXPECT_EQ(report.written, 1);
+  }
+  EXPECT_EQ(state_of(schema, cancelled), "cancelled|0|cancelled: parent " + p3 + " ended dead");
+  EXPECT_EQ(state_of(schema, runs), "pending|0|");
+  const auto parents = nlohmann::json::parse(
+      schema.query("SELECT payload->'_parents' FROM {jobs} WHERE id = " + runs));
+  EXPECT_EQ(parents[p1]["status"], "done");
+  EXPECT_EQ(parents[p1]["result"], nlohmann::json::parse("{\"n\": 1}"));
+  EXPECT_EQ(parents[p2]["result"], nlohmann::json::parse("{\"n\": 2}"));
+  EXPECT_EQ(parents[p3]["status"], "dead");
+  // The store's session has ended, so its function statistics are written: the statement
+  // trigger ran for each batch, the row trigger never.
+  const auto calls = [&](const std::string& function) {
+    return schema.query(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+        "WHERE schemaname = '" +
+        schema.name() + "' AND funcname = '" + function + "'");
+  };
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        schema.exec("SELECT pg_stat_clear_snapshot()");
+        return calls("pgjobd_dependencies_resolve") != "0";
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(calls("pgjobd_dependencies_end"), "0");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry_job(id bigint)
     DECLARE
       was text;
       holder bigint;
+      open_parents int;
     BEGIN
       IF pgjobd_retry_job.id IS NULL THEN
         RAISE EXCEPTION 'pgjobd_retry: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -22,13 +23,23 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_retry_job(id bigint)
         RAISE EXCEPTION 'pgjobd_retry: job % is %: only failed, dead or cancelled jobs can be retried',
           pgjobd_retry_job.id, was USING ERRCODE = 'object_not_in_prerequisite_state';
       END IF;
+      -- A child cancelled by a failed parent waits again for the parents that have not
+      -- ended (blocked), or, with none left, runs with every parent's end in `_parents`
+      -- (README "Dependencies"). They are counted again: the parents that ended while it
+      -- was cancelled did not count down a job that was not blocked. A parent ending now
+      -- is waited for (FOR SHARE), then read as it ended; one that ends after the count
+      -- finds the job blocked and counts it down.
+      SELECT count(*)::int INTO open_parents FROM (
+        SELECT 1 FROM @schema@.pgjobd_dependencies d
+        JOIN @schema@.jobs p ON p.id = d.parent_id
+        WHERE d.child_id = pgjobd_retry_job.id AND d.parent_status IS NULL
+          AND p.status NOT IN ('done', 'dead', 'cancelled')
+        FOR SHARE OF p) o;
       BEGIN
-        -- A child cancelled by a failed parent waits again for the parents that have not
-        -- ended (blocked), or, with none left, runs with every parent's end in `_parents`
-        -- (README "Dependencies").
         UPDATE @schema@.jobs j
-        SET status = CASE WHEN j.blocked_by > 0 THEN 'blocked' ELSE 'pending' END,
-            payload = CASE WHEN j.on_parent_failure IS NULL OR j.blocked_by > 0 THEN j.payload
+        SET status = CASE WHEN open_parents > 0 THEN 'blocked' ELSE 'pending' END,
+            blocked_by = open_parents,
+            payload = CASE WHEN j.on_parent_failure IS NULL OR open_parents > 0 THEN j.payload
                       ELSE j.payload || jsonb_build_object('_parents', coalesce(
                         (SELECT x.parents FROM @schema@.pgjobd_parents_of(ARRAY[j.id]) x),
                         '{}'::jsonb)) END,

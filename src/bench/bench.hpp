@@ -24,8 +24,9 @@ struct BenchOptions {
   bool measure_latency = true;
   bool measure_idle = true;
   // Dependencies (README "Results and workflows"): `workflow_runs` fan-outs of `fan_out`
-  // children of one root with one fan-in job over them all, next to the same number of
-  // independent jobs; then a chain of `chain_length` jobs, each waiting for the one before.
+  // children of one root with one fan-in job over them all, each after a burst of the same
+  // number of independent jobs; then a chain of `chain_length` jobs, each waiting for the one
+  // before.
   bool measure_workflows = false;
   int fan_out = 10000;
   int workflow_runs = 20;
@@ -55,10 +56,10 @@ struct BenchReport {
   std::optional<double> finished_rows_ratio;  // that throughput / throughput_jobs_per_s
   bool checkpointed = false;                  // a CHECKPOINT ran before every timed burn-down
   // --workflows: from the first child's start to the last one's end, median over the runs;
-  // the same for as many independent jobs enqueued at once (median of three).
+  // the same for as many independent jobs enqueued at once before each run.
   std::optional<double> fan_out_children_jobs_per_s;
   std::optional<double> independent_jobs_per_s;
-  std::optional<double> fan_out_ratio;  // children / independent
+  std::optional<double> fan_out_ratio;  // median of each run's children / independent
   // From the last child's handler returning to the fan-in job's start, over the runs.
   std::optional<double> fan_in_start_p50_ms, fan_in_start_p99_ms, fan_in_start_max_ms;
   std::optional<double> chain_links_per_s;  // chain_length / (first start to last end)

@@ -263,7 +263,7 @@ done AS (
     AND j.attempts = CASE WHEN $9::int > 0 THEN $9::int
                           ELSE {done_attempt} END
     AND {still_ours}
-  RETURNING j.id
+  RETURNING j.id, j.has_children
 ),)";
 
 constexpr const char* kCompleteOtherCte = R"(
@@ -290,7 +290,7 @@ other AS (
   WHERE (SELECT count(*) FROM ordered) >= 0 AND j.id = ANY ({other_ids})
     AND j.attempts = {attempt}
     AND {still_ours}
-  RETURNING j.id
+  RETURNING j.id, j.status, j.has_children
 ))";
 
 // Every statement writing several of a daemon's running jobs (heartbeat, completion) locks
@@ -313,8 +313,25 @@ WITH ordered AS (
   FOR UPDATE OF l
 ),)";
 constexpr const char* kCompleteCount = R"(
-SELECT CASE WHEN set_config('lock_timeout', $11::text, true) IS NOT NULL
-            THEN ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int END)";
+SELECT CASE WHEN set_config('lock_timeout', $11::text, true) IS NOT NULL{noted}
+            THEN ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int END{noted_end})";
+// kComplete (rows kept, none skipped: nearly every batch) tells the dependency triggers
+// which parents it ended (sql/functions/pgjobd_dependencies.sql) instead of leaving it to
+// a row trigger per parent: pgjobd.noted, set before `done` and `other` write a row (the
+// outer CASE's condition runs first, the CTEs when a count reads them), turns the row
+// trigger off for this transaction, and the note lists the parents, which the statement's
+// trigger then resolves. Parents are rare: the note's scan of the written ids is all a
+// batch without any pays.
+constexpr const char* kCompleteNoted = R"(
+             AND set_config('pgjobd.noted', 'on', true) IS NOT NULL
+            THEN CASE WHEN set_config('pgjobd.ended',
+                   coalesce(current_setting('pgjobd.ended', true), '') || (
+                     SELECT coalesce(string_agg(e.id || ':' || e.status || ',', ''), '')
+                     FROM (SELECT d.id, 'done' AS status FROM done d WHERE d.has_children
+                           UNION ALL
+                           SELECT o.id, o.status FROM other o
+                           WHERE o.has_children AND o.status IN ('dead', 'cancelled')) e),
+                   true) IS NOT NULL)";
 
 // kCompleteSkipLocked: the batch again, writing only the rows `ordered` could lock (in id
 // order, skipping held ones). A skipped row still ours (read without a lock from the
@@ -357,7 +374,9 @@ std::string completion(bool delete_done, bool skip_locked) {
   return fill(std::string(skip_locked ? kCompleteSkipLockedCte : kCompleteLockCte) +
                   kCompleteDoneCte + kCompleteOtherCte +
                   (skip_locked ? kCompleteHeld : kCompleteCount),
-              {{"{done_ids}", skip_locked ? kLockedDoneIds : kDoneIds},
+              {{"{noted}", delete_done ? "" : kCompleteNoted},
+               {"{noted_end}", delete_done ? "" : " END"},
+               {"{done_ids}", skip_locked ? kLockedDoneIds : kDoneIds},
                {"{other_ids}", skip_locked ? kLockedOtherIds : kOtherIds},
                {"{unused_results}", delete_done ? "\n" + unused_param(10, "jsonb[]") + "," : ""},
                {"{done_write}", done_write(delete_done, "CASE WHEN $10::jsonb[] IS NOT NULL THEN " +
@@ -519,26 +538,38 @@ FROM (SELECT count(*) AS n FROM deleted) d,
      (SELECT count(*) AS n, max(finished_at) AS last FROM old_done) o,
      (SELECT max(finished_at) AS last FROM old_dead) x)";
 
-// kRepairDependencies: up to $1 parents that ended (or are gone) while an edge to a blocked
-// child still says they have not: the trigger did not fire (session_replication_role =
-// replica during a restore, triggers disabled by hand). pgjobd_resolve_parents does what the
-// trigger would have, for all of them in one call; it only touches edges still unresolved,
-// so a trigger resolving the same parent meanwhile is not counted twice. Walks the blocked
-// jobs on jobs_blocked_idx (every blocked job when there is nothing to repair), on the
-// leader, at the retention interval. Returns how many parents it resolved.
+// kRepairDependencies: up to $1 parents that ended (or are gone) while the trigger did not
+// fire (session_replication_role = replica during a restore, triggers disabled by hand),
+// in one call of pgjobd_resolve_parents, which does what the trigger would have. A failed
+// or vanished parent shows as an unwritten edge to a blocked child. A done parent's edges
+// are never written (sql/functions/pgjobd_dependencies.sql), so a missed one shows only as
+// a blocked child whose unwritten edges all lead to done parents: one of them is passed
+// for it, and the function counts that parent's blocked children again from their edges.
+// Walks the blocked jobs on jobs_blocked_idx (every blocked job when there is nothing to
+// repair), on the leader, at the retention interval. Returns how many parents it passed.
 constexpr const char* kRepairDependenciesSql = R"(
 SELECT count(*)::int,
        {schema}.pgjobd_resolve_parents(coalesce(array_agg(e.parent_id), ARRAY[]::bigint[]),
                                        coalesce(array_agg(e.status), ARRAY[]::text[]))
-FROM (
+FROM ((
   SELECT DISTINCT d.parent_id, coalesce(p.status, 'deleted') AS status
   FROM {jobs} c
   JOIN {dependencies} d ON d.child_id = c.id AND d.parent_status IS NULL
   LEFT JOIN {jobs} p ON p.id = d.parent_id
   WHERE c.status = 'blocked'
-    AND (p.id IS NULL OR p.status IN ('done', 'dead', 'cancelled'))
+    AND (p.id IS NULL OR p.status IN ('dead', 'cancelled'))
   LIMIT $1
-) e)";
+) UNION ALL (
+  SELECT s.parent_id, 'done'
+  FROM {jobs} c
+  CROSS JOIN LATERAL (SELECT min(d.parent_id) AS parent_id FROM {dependencies} d
+                      WHERE d.child_id = c.id AND d.parent_status IS NULL) s
+  WHERE c.status = 'blocked' AND s.parent_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM {dependencies} d LEFT JOIN {jobs} p ON p.id = d.parent_id
+                    WHERE d.child_id = c.id AND d.parent_status IS NULL
+                      AND (p.id IS NULL OR p.status <> 'done'))
+  LIMIT $1
+) LIMIT $1) e)";
 
 // kQueueStats: live and blocked jobs of the served queues ($1) by queue and status, with the
 // age of each group's oldest due job: one query for the queue gauges, only for served queues

@@ -182,13 +182,14 @@ std::string summary_columns() {
 }
 
 // A job's first $2 parents or children (by id) with their type and status ('' for a job
-// gone), and how many there are, counted up to $3: rows of pgjobd_dependencies by its
-// primary key (child_id, parent_id) or its parent_id index.
-std::string job_links(const char* self, const char* other, const char* parent_status) {
+// gone), `ended` (an expression of the edge x.parent_status and the other job's row j),
+// and how many there are, counted up to $3: rows of pgjobd_dependencies by its primary key
+// (child_id, parent_id) or its parent_id index.
+std::string job_links(const char* self, const char* other, const char* ended) {
   const std::string deps = "{schema}.pgjobd_dependencies";
-  return std::string("SELECT x.id, coalesce(j.type, ''), coalesce(j.status, ''), x.ended, t.n ") +
-         "FROM (SELECT d." + other + " AS id, " + parent_status + " AS ended FROM " + deps +
-         " d WHERE d." + self + " = $1 ORDER BY d." + other + " LIMIT $2) x " +
+  return std::string("SELECT x.id, coalesce(j.type, ''), coalesce(j.status, ''), ") + ended +
+         ", t.n FROM (SELECT d." + other + " AS id, d.parent_status FROM " + deps + " d WHERE d." +
+         self + " = $1 ORDER BY d." + other + " LIMIT $2) x " +
          "CROSS JOIN (SELECT count(*) AS n FROM (SELECT 1 FROM " + deps + " d WHERE d." + self +
          " = $1 LIMIT $3) c) t LEFT JOIN {jobs} j ON j.id = x.id ORDER BY x.id";
 }
@@ -225,8 +226,12 @@ UiStatements ui_statements(const std::string& schema) {
           "coalesce(j.cancel_reason, ''), CASE WHEN $2::bool THEN jsonb_pretty(j.result) END "
           "FROM {jobs} j WHERE j.id = $1",
       schema);
-  s.job_parents =
-      expand(job_links("child_id", "parent_id", "coalesce(d.parent_status, '')"), schema);
+  // A parent that ended done leaves its edge unwritten while its row is kept
+  // (sql/functions/pgjobd_dependencies.sql): the row says it.
+  s.job_parents = expand(job_links("child_id", "parent_id",
+                                   "coalesce(x.parent_status, CASE WHEN j.status = 'done' "
+                                   "THEN 'done' END, '')"),
+                         schema);
   s.job_children = expand(job_links("parent_id", "child_id", "''"), schema);
   // The kept attempts (pgjobd_job_attempts: attempt_log, and a done job's last attempt),
   // then the one running now, which no log holds yet.
