@@ -399,7 +399,8 @@ TEST(UiStore, JobDetailHasItsResultParentsAndChildren) {
   const auto made = store.job(std::stoll(parent), true);
   ASSERT_TRUE(made);
   ASSERT_TRUE(made->result_json);
-  EXPECT_EQ(*made->result_json, "{\n    \"n\": 1\n}");
+  EXPECT_EQ(*made->result_json, "{\"n\": 1}") << "compact: the page indents it";
+  EXPECT_FALSE(made->result_cut);
   EXPECT_TRUE(made->parents.empty());
   ASSERT_EQ(made->children.size(), 50u);
   EXPECT_EQ(made->children[0], (ui::JobLink{std::stoll(child), "use", "blocked", ""}));
@@ -415,6 +416,22 @@ TEST(UiStore, JobDetailHasItsResultParentsAndChildren) {
   EXPECT_EQ(used->parents[1], (ui::JobLink{999999999, "", "", ""}));
   EXPECT_EQ(used->parents_total, (ui::BoundedCount{2, false}));
   EXPECT_TRUE(used->children.empty());
+}
+
+// A payload or result of megabytes arrives as its first kJsonTextSent characters and a
+// flag: the rest never leaves the server.
+TEST(UiStore, JobDetailSendsABoundedPrefixOfHugeJson) {
+  TestSchema schema;
+  const std::string id = schema.query(
+      "INSERT INTO {jobs} (type, status, attempts, finished_at, payload, result) VALUES ('big', "
+      "'done', 1, now(), jsonb_build_array(repeat('é', 3000000)), '[1]') RETURNING id");
+  PgUiStore store(schema.config().database);
+  const auto job = store.job(std::stoll(id), true);
+  ASSERT_TRUE(job && job->payload_json && job->result_json);
+  EXPECT_TRUE(job->payload_cut);
+  EXPECT_EQ(job->payload_json->size(), 2 + (ui::kJsonTextSent - 2) * 2) << "characters, not bytes";
+  EXPECT_FALSE(job->result_cut);
+  EXPECT_EQ(*job->result_json, "[1]");
 }
 
 TEST(UiStore, JobDetailHasEveryAttemptAndTheRunningOneLast) {
@@ -675,7 +692,7 @@ void expect_no_table_scan(TestSchema& schema) {
       {sql.jobs, "NULL, 'mail', NULL, 9223372036854775807, 51, 10000"},
       {sql.jobs, "NULL, 'rare', NULL, 9223372036854775807, 51, 10000"},
       {sql.jobs, "'done', 'mail', 'resize', 4000000, 51, 10000"},
-      {sql.job, "4000000, true"},
+      {sql.job, "4000000, true, 65536"},
       {sql.job_attempts, "4000000"},
       {sql.job_parents, "4000000, 100, 10001"},
       {sql.job_children, "4000000, 100, 10001"},

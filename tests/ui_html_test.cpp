@@ -138,15 +138,60 @@ TEST(UiAuthTest, SessionsExpireAndMakeRoom) {
   table.set_flash(a.id, "ignored");
 }
 
-TEST(UiAuthTest, ThrottleCountsFailuresPerAddressAndForgetsOnSuccess) {
+TEST(UiAuthTest, ThrottleCountsFailuresPerAddress) {
   LoginThrottle throttle;
-  for (int i = 0; i < LoginThrottle::kMaxFailures - 1; ++i) throttle.failed("10.0.0.1");
-  EXPECT_TRUE(throttle.allowed("10.0.0.1"));
-  throttle.failed("10.0.0.1");
-  EXPECT_FALSE(throttle.allowed("10.0.0.1"));
-  EXPECT_TRUE(throttle.allowed("10.0.0.2")) << "per address";
-  throttle.succeeded("10.0.0.1");
-  EXPECT_TRUE(throttle.allowed("10.0.0.1"));
+  for (int i = 0; i < LoginThrottle::kMaxFailuresPerAddress - 1; ++i) {
+    throttle.failed("10.0.0.1", "user" + std::to_string(i), false);
+  }
+  EXPECT_TRUE(throttle.allowed("10.0.0.1", "alice"));
+  throttle.failed("10.0.0.1", "alice", true);
+  EXPECT_FALSE(throttle.allowed("10.0.0.1", "alice"));
+  EXPECT_FALSE(throttle.allowed("10.0.0.1", "mallory")) << "whatever name it tries next";
+  EXPECT_TRUE(throttle.allowed("10.0.0.2", "alice")) << "per address";
+}
+
+TEST(UiAuthTest, ThrottleCountsFailuresPerUserFromEveryAddress) {
+  LoginThrottle throttle;
+  for (int i = 0; i < LoginThrottle::kMaxFailuresPerUser; ++i) {
+    throttle.failed("10.0.1." + std::to_string(i), "alice", true);
+  }
+  EXPECT_FALSE(throttle.allowed("10.0.2.1", "alice")) << "a fresh address guessing alice";
+  EXPECT_TRUE(throttle.allowed("10.0.2.1", "bob"));
+}
+
+TEST(UiAuthTest, ThrottleCountsAnIpv6HostByItsSlash64) {
+  EXPECT_EQ(LoginThrottle::address_key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(LoginThrottle::address_key("2001:db8:1:2:bbbb::9"), "2001:db8:1:2::/64");
+  EXPECT_EQ(LoginThrottle::address_key("10.0.0.1"), "10.0.0.1");
+}
+
+// A flood of addresses and made-up names stays within the table's bound and cannot evict
+// the count of a configured user.
+TEST(UiAuthTest, ThrottleTablesStayBoundedAndKeepRealUsers) {
+  LoginThrottle throttle;
+  for (int i = 0; i < LoginThrottle::kMaxFailuresPerUser; ++i) {
+    throttle.failed("10.1.0." + std::to_string(i), "alice", true);
+  }
+  for (std::size_t i = 0; i < 3 * LoginThrottle::kMaxEntries; ++i) {
+    throttle.failed("10.2." + std::to_string(i / 256) + "." + std::to_string(i % 256),
+                    "x" + std::to_string(i), false);
+  }
+  EXPECT_EQ(throttle.size(), 2 * LoginThrottle::kMaxEntries);
+  EXPECT_FALSE(throttle.allowed("10.3.0.1", "alice"));
+}
+
+TEST(UiAuthTest, PrettyJsonIndentsLikeJsonbPrettyWithinItsBounds) {
+  EXPECT_EQ(
+      pretty_json(R"({"a": [1, 2], "b": {}, "c": "x,{"})", 1000, 32).text,
+      "{\n    \"a\": [\n        1,\n        2\n    ],\n    \"b\": {},\n    \"c\": \"x,{\"\n}");
+  const std::string deep = std::string(10000, '[') + std::string(10000, ']');
+  const PrettyJson shown = pretty_json(deep, 48 * 1024, 32);
+  EXPECT_TRUE(shown.flattened);
+  EXPECT_FALSE(shown.cut);
+  EXPECT_LT(shown.text.size(), 24u * 1024) << "32 levels indented, the rest on one line";
+  const PrettyJson huge = pretty_json("[\"" + std::string(1 << 20, 'p') + "\"]", 1000, 32);
+  EXPECT_TRUE(huge.cut);
+  EXPECT_LE(huge.text.size(), 1000u);
 }
 
 TEST(UiPagesTest, HostileValuesAreEscapedOnEveryPage) {

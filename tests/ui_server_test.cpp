@@ -15,6 +15,7 @@
 #include "support/fake_ui_store.hpp"
 #include "support/silent_client.hpp"
 #include "ui/auth.hpp"
+#include "ui/dashboard.hpp"
 #include "ui/ui_server.hpp"
 
 namespace pgjobd::ui {
@@ -116,7 +117,8 @@ class UiServerTest : public ::testing::Test {
     } else if (method != "GET") {
       curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
     }
-    const std::string cookies = cookie.empty() ? "" : "pgjobd_session=" + cookie;
+    const std::string cookies =
+        cookie.empty() ? "" : session_cookie_name(server_->port()) + "=" + cookie;
     if (!cookies.empty()) curl_easy_setopt(curl, CURLOPT_COOKIE, cookies.c_str());
     curl_slist* list = nullptr;
     for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
@@ -143,8 +145,8 @@ class UiServerTest : public ::testing::Test {
     EXPECT_EQ(result.status, 303) << result.body;
     std::smatch match;
     const std::string cookie = result.header("set-cookie");
-    static const std::regex kCookie("pgjobd_session=([0-9a-f]+);");
-    EXPECT_TRUE(std::regex_search(cookie, match, kCookie)) << cookie;
+    const std::regex cookie_pattern(session_cookie_name(server_->port()) + "=([0-9a-f]+);");
+    EXPECT_TRUE(std::regex_search(cookie, match, cookie_pattern)) << cookie;
     return match.size() > 1 ? match[1].str() : "";
   }
 
@@ -182,7 +184,7 @@ TEST_F(UiServerTest, WrongPasswordIs401AndSetsNoCookie) {
 }
 
 TEST_F(UiServerTest, RepeatedFailedLoginsAreThrottled) {
-  for (int i = 0; i < LoginThrottle::kMaxFailures; ++i) {
+  for (int i = 0; i < LoginThrottle::kMaxFailuresPerAddress; ++i) {
     EXPECT_EQ(post("/login", "user=alice&password=guess" + std::to_string(i), "").status, 401);
   }
   HttpResult refused = post("/login", "user=alice&password=alice-secret", "");
@@ -196,7 +198,8 @@ TEST_F(UiServerTest, LoginSetsAStrictHttpOnlyCookie) {
   ASSERT_EQ(result.status, 303) << result.body;
   EXPECT_EQ(result.header("location"), "/");
   const std::string cookie = result.header("set-cookie");
-  EXPECT_TRUE(cookie.starts_with("pgjobd_session=")) << cookie;
+  EXPECT_TRUE(cookie.starts_with("pgjobd_session_" + std::to_string(server_->port()) + "="))
+      << cookie;
   EXPECT_NE(cookie.find("; HttpOnly"), std::string::npos) << cookie;
   EXPECT_NE(cookie.find("; SameSite=Strict"), std::string::npos) << cookie;
   EXPECT_NE(cookie.find("; Path=/"), std::string::npos) << cookie;
@@ -348,7 +351,7 @@ TEST_F(UiServerTest, HostileJobFieldsAreEscaped) {
   }
   const std::string detail = get("/jobs/42", session).body;
   EXPECT_NE(detail.find("&lt;script&gt;alert(&#39;type&#39;)&lt;/script&gt;"), std::string::npos);
-  EXPECT_NE(detail.find("<pre id=\"job-payload\">{&quot;html&quot;: &quot;&lt;/pre&gt;"),
+  EXPECT_NE(detail.find("<pre id=\"job-payload\">{\n    &quot;html&quot;: &quot;&lt;/pre&gt;"),
             std::string::npos)
       << detail;
 }
@@ -485,7 +488,7 @@ TEST_F(UiServerTest, JobPageStaysUnder150KBWithAHugePayloadAndManyAttempts) {
   const std::size_t total =
       page.body.size() + get("/ui/app.css").body.size() + get("/ui/app.js").body.size();
   EXPECT_LT(total, 150u * 1024);
-  EXPECT_NE(page.body.find("(1,048,578 bytes in all)"), std::string::npos);
+  EXPECT_NE(page.body.find("… (cut: the page shows the first 49,152 bytes)"), std::string::npos);
   EXPECT_NE(page.body.find("<tr data-attempt=\"300\">"), std::string::npos) << "latest shown";
   EXPECT_EQ(page.body.find("<tr data-attempt=\"280\">"), std::string::npos);
   EXPECT_NE(page.body.find("The last 20 of 300 attempts."), std::string::npos);
@@ -552,6 +555,45 @@ TEST_F(UiServerTest, LogoutAndRemovedUsersEndSessions) {
   EXPECT_EQ(get("/", bob).status, 303) << "a reload that removes a user ends their sessions";
 }
 
+TEST_F(UiServerTest, AChangedPasswordHashEndsThatUsersSessionsOnly) {
+  const std::string alice = login("alice", "alice-secret");
+  const std::string bob = login("bob", "bob-secret");
+  UiConfig changed = config_;
+  changed.users["alice"].password_hash = hash_of("alice-new");
+  server_->apply(changed);
+  EXPECT_EQ(get("/", alice).status, 303) << "a session made with the old password is over";
+  EXPECT_EQ(get("/", bob).status, 200);
+  EXPECT_EQ(get("/", login("alice", "alice-new")).status, 200);
+}
+
+// Logging in as oneself between guesses at another user's password resets no count.
+TEST_F(UiServerTest, OwnLoginsBetweenGuessesDoNotResetTheThrottle) {
+  int refused_at = 0;
+  for (int i = 1; i <= 3 * LoginThrottle::kMaxFailuresPerAddress && refused_at == 0; ++i) {
+    const long guess = post("/login", "user=alice&password=guess" + std::to_string(i), "").status;
+    if (guess == 429) refused_at = i;
+    post("/login", "user=bob&password=bob-secret", "");
+  }
+  EXPECT_EQ(refused_at, LoginThrottle::kMaxFailuresPerAddress + 1);
+}
+
+TEST_F(UiServerTest, EveryQueryParameterMustBeText) {
+  const std::string session = login("alice", "alice-secret");
+  for (const char* path : {"/jobs?queue=%ff%fe", "/jobs?type=%c0%af", "/jobs?status=%ff",
+                           "/jobs?id=%ff", "/jobs?before=%00", "/jobs?limit=%ed%a0%80", "/?x=%ff",
+                           "/queues?queue=a%00b", "/audit?%ff=1"}) {
+    const HttpResult page = get(path, session);
+    EXPECT_EQ(page.status, 400) << path << page.body;
+  }
+  const HttpResult queue = get("/jobs?queue=%ff%fe", session);
+  EXPECT_NE(queue.body.find("queue: not valid UTF-8"), std::string::npos) << queue.body;
+  EXPECT_TRUE(fake_->filters().empty()) << "no list was asked of the store";
+  const std::string token = csrf_of(get("/jobs", session).body);
+  EXPECT_EQ(post("/queues/%ff/pause", "csrf=" + token, session).status, 400);
+  EXPECT_EQ(post("/jobs/3/cancel", "csrf=" + token + "&reason=%ff", session).status, 400);
+  EXPECT_TRUE(fake_->calls().empty());
+}
+
 TEST_F(UiServerTest, NoUsersOnLoopbackMeansAnonymousOperator) {
   config_.users.clear();
   HttpResult page = get("/");
@@ -560,8 +602,8 @@ TEST_F(UiServerTest, NoUsersOnLoopbackMeansAnonymousOperator) {
   EXPECT_EQ(page.body.find("logout-button"), std::string::npos);
   std::smatch match;
   const std::string cookie = page.header("set-cookie");
-  static const std::regex kCookie("pgjobd_session=([0-9a-f]+);");
-  ASSERT_TRUE(std::regex_search(cookie, match, kCookie)) << cookie;
+  const std::regex cookie_pattern(session_cookie_name(server_->port()) + "=([0-9a-f]+);");
+  ASSERT_TRUE(std::regex_search(cookie, match, cookie_pattern)) << cookie;
   const std::string session = match[1].str();
   const std::string token = csrf_of(get("/jobs", session).body);
   EXPECT_EQ(post("/queues/default/pause", "csrf=" + token, session).status, 303);

@@ -1,6 +1,7 @@
 // Passwords (libxcrypt) and in-memory sessions.
 #include "ui/auth.hpp"
 
+#include <arpa/inet.h>
 #include <crypt.h>
 #include <sys/random.h>
 
@@ -87,11 +88,13 @@ void SessionTable::drop_expired(Clock::time_point now) {
   std::erase_if(sessions_, [&](const auto& entry) { return entry.second.expires <= now; });
 }
 
-Session SessionTable::create(const std::string& user, std::chrono::milliseconds ttl) {
+Session SessionTable::create(const std::string& user, std::chrono::milliseconds ttl,
+                             const std::string& password_hash) {
   Session session;
   session.id = random_hex(32);
   session.csrf = random_hex(32);
   session.user = user;
+  session.password_hash = password_hash;
   const Clock::time_point now = Clock::now();
   session.expires = now + ttl;
   std::lock_guard lock(mutex_);
@@ -141,37 +144,92 @@ std::size_t SessionTable::size() {
   return sessions_.size();
 }
 
-bool LoginThrottle::allowed(const std::string& address) {
-  std::lock_guard lock(mutex_);
-  auto found = records_.find(address);
+std::string LoginThrottle::address_key(const std::string& address) {
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, address.c_str(), &v6) != 1) return address;
+  std::fill(v6.s6_addr + 8, v6.s6_addr + 16, 0);
+  char text[INET6_ADDRSTRLEN];
+  if (inet_ntop(AF_INET6, &v6, text, sizeof text) == nullptr) return address;
+  return std::string(text) + "/64";
+}
+
+bool LoginThrottle::Table::below(const std::string& key, int limit, Clock::time_point now) {
+  auto found = records_.find(key);
   if (found == records_.end()) return true;
-  if (Clock::now() - found->second.window_start >= kWindow) {
+  if (now - found->second.window_start >= kWindow) {
     records_.erase(found);
     return true;
   }
-  return found->second.failures < kMaxFailures;
+  return found->second.failures < limit;
 }
 
-void LoginThrottle::failed(const std::string& address) {
-  const Clock::time_point now = Clock::now();
-  std::lock_guard lock(mutex_);
-  // Old windows go first, so that a scan of many addresses cannot grow the map for ever.
-  if (records_.size() >= 10000) {
-    std::erase_if(records_,
-                  [&](const auto& entry) { return now - entry.second.window_start >= kWindow; });
-    if (records_.size() >= 10000) records_.clear();
+void LoginThrottle::Table::add(const std::string& key, bool pinned, Clock::time_point now) {
+  auto found = records_.find(key);
+  if (found == records_.end()) {
+    if (records_.size() >= kMaxEntries) {
+      std::erase_if(records_,
+                    [&](const auto& entry) { return now - entry.second.window_start >= kWindow; });
+    }
+    if (records_.size() >= kMaxEntries) {
+      // The oldest window among those this record may evict; none: it is not counted.
+      auto oldest = records_.end();
+      for (auto it = records_.begin(); it != records_.end(); ++it) {
+        if (it->second.pinned && !pinned) continue;
+        if (oldest == records_.end() || it->second.window_start < oldest->second.window_start) {
+          oldest = it;
+        }
+      }
+      if (oldest == records_.end()) return;
+      records_.erase(oldest);
+    }
+    found = records_.emplace(key, Record{0, now, pinned}).first;
   }
-  Record& record = records_[address];
-  if (record.failures == 0 || now - record.window_start >= kWindow) {
-    record.failures = 0;
-    record.window_start = now;
-  }
+  Record& record = found->second;
+  if (now - record.window_start >= kWindow) record = Record{0, now, pinned};
+  record.pinned = record.pinned || pinned;
   ++record.failures;
 }
 
-void LoginThrottle::succeeded(const std::string& address) {
+bool LoginThrottle::allowed(const std::string& address, const std::string& user) {
+  const Clock::time_point now = Clock::now();
   std::lock_guard lock(mutex_);
-  records_.erase(address);
+  const bool address_ok = addresses_.below(address_key(address), kMaxFailuresPerAddress, now);
+  const bool user_ok = users_.below(user.substr(0, kMaxNameBytes), kMaxFailuresPerUser, now);
+  return address_ok && user_ok;
+}
+
+void LoginThrottle::failed(const std::string& address, const std::string& user, bool known_user) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(mutex_);
+  addresses_.add(address_key(address), false, now);
+  users_.add(user.substr(0, kMaxNameBytes), known_user, now);
+}
+
+std::size_t LoginThrottle::size() {
+  std::lock_guard lock(mutex_);
+  return addresses_.size() + users_.size();
+}
+
+bool PasswordGate::enter() {
+  std::unique_lock lock(mutex_);
+  if (!running_) {
+    running_ = true;
+    return true;
+  }
+  if (waiting_) return false;
+  waiting_ = true;
+  free_.wait(lock, [&] { return !running_; });
+  waiting_ = false;
+  running_ = true;
+  return true;
+}
+
+void PasswordGate::leave() {
+  {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+  }
+  free_.notify_one();
 }
 
 }  // namespace pgjobd::ui

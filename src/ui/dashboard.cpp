@@ -13,6 +13,7 @@
 
 #include "log/secrets.hpp"
 #include "store/db_error.hpp"
+#include "text/utf8.hpp"
 #include "ui/assets.hpp"
 #include "ui/csrf.hpp"
 #include "ui/html.hpp"
@@ -57,14 +58,43 @@ Response redirect(const std::string& location) {
   return response;
 }
 
-std::string session_cookie(const std::string& id, std::chrono::milliseconds ttl) {
-  // No Secure flag: the dashboard itself speaks plain HTTP (a TLS proxy may front it).
-  return std::string(kSessionCookie) + "=" + id + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
+std::string session_cookie(int port, const std::string& id, std::chrono::milliseconds ttl) {
+  // No Secure flag, hence no __Host- prefix (it requires Secure): the dashboard itself
+  // speaks plain HTTP (a TLS proxy may front it).
+  return session_cookie_name(port) + "=" + id + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(ttl).count());
 }
 
-std::string expired_cookie() {
-  return std::string(kSessionCookie) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
+std::string expired_cookie(int port) {
+  return session_cookie_name(port) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
+}
+
+// Text fit for a query: valid UTF-8 without control characters (PostgreSQL refuses
+// invalid UTF-8 and NUL, and no queue, type or reason holds a control character).
+bool is_plain_text(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const Utf8Character character = read_utf8_character(text, i);
+    if (character.length == 0 || character.code < 0x20 || character.code == 0x7f) return false;
+    i += character.length;
+  }
+  return true;
+}
+
+// The message of a 400 for the first parameter of a query string or form that is not plain
+// text, naming it; "" when all are.
+std::string text_problem(const Form& form) {
+  for (const auto& [name, values] : form) {
+    if (!is_plain_text(name)) {
+      return "a parameter name is not valid UTF-8 text: '" + truncate_utf8(valid_utf8(name), 100) +
+             "'";
+    }
+    for (const std::string& value : values) {
+      if (!is_plain_text(value)) {
+        return name + ": not valid UTF-8 text (or holds a control character)";
+      }
+    }
+  }
+  return "";
 }
 
 // A return address from a form: a path of this dashboard, never another site ("//evil",
@@ -147,6 +177,8 @@ std::string action_flash(const std::string& what, const ActionResult& result) {
 
 }  // namespace
 
+std::string session_cookie_name(int port) { return "pgjobd_session_" + std::to_string(port); }
+
 struct Dashboard::Caller {
   Session session;
   bool can_act = false;
@@ -171,7 +203,15 @@ void Dashboard::apply(const UiConfig& config) {
   // The address and the store's timeout were fixed at start.
   next->listen = config_->listen;
   next->statement_timeout = config_->statement_timeout;
+  const std::shared_ptr<const UiConfig> applied = next;
   config_ = std::move(next);
+  // A changed or removed password hash ends the sessions opened with the old one (handle()
+  // refuses them too; this frees them now).
+  sessions_.erase_stale([&](const std::string& user) {
+    if (applied->users.empty()) return std::string();
+    auto found = applied->users.find(user);
+    return found == applied->users.end() ? std::string("(gone)") : found->second.password_hash;
+  });
 }
 
 bool Dashboard::schedules_exist() {
@@ -250,9 +290,11 @@ Response Dashboard::handle(const Request& request) {
   if (request.path == "/login") {
     if (!is_get) return login(request, config);
     if (config.users.empty()) return redirect("/");
-    if (auto session = sessions_.find(request.session_id);
-        session && config.users.count(session->user) > 0) {
-      return redirect("/");
+    if (auto session = sessions_.find(request.session_id); session) {
+      auto user = config.users.find(session->user);
+      if (user != config.users.end() && user->second.password_hash == session->password_hash) {
+        return redirect("/");
+      }
     }
     Response response;
     response.body = render_login(false, "");
@@ -273,7 +315,9 @@ Response Dashboard::handle(const Request& request) {
     caller.can_act = true;
   } else {
     auto user = session ? config.users.find(session->user) : config.users.end();
-    if (user == config.users.end()) {
+    if (user == config.users.end() || user->second.password_hash != session->password_hash) {
+      // A session of a user gone, or made with a password since changed, is over.
+      if (session) sessions_.erase(session->id);
       session.reset();
     } else {
       caller.can_act = user->second.role == "operator";
@@ -300,8 +344,8 @@ Response Dashboard::handle(const Request& request) {
     response = error_page(&caller, config, 500, "Internal error; the log says more.");
   }
   if (caller.new_session) {
-    response.headers.emplace_back("Set-Cookie",
-                                  session_cookie(caller.session.id, config.session_ttl));
+    response.headers.emplace_back(
+        "Set-Cookie", session_cookie(request.port, caller.session.id, config.session_ttl));
   }
   return response;
 }
@@ -323,18 +367,21 @@ Response Dashboard::login(const Request& request, const UiConfig& config) {
     return error_page(nullptr, config, 403, "this form must be sent from this dashboard's pages");
   }
   if (config.users.empty()) return redirect("/");
-  if (!login_throttle_.allowed(request.remote_address)) {
-    spdlog::warn("dashboard: login from {} refused: too many failed attempts",
-                 request.remote_address);
-    Response response;
-    response.status = 429;
-    response.headers.emplace_back("Retry-After", "300");
-    response.body = render_login(true, "");
-    return response;
-  }
   const Form form = parse_form(request.body);
   const std::string name = first(form, "user");
   const std::string password = first(form, "password");
+  const auto too_many = [&](const char* why, const char* retry_after) {
+    spdlog::warn("dashboard: login from {} refused: {}", request.remote_address, why);
+    Response response;
+    response.status = 429;
+    response.headers.emplace_back("Retry-After", retry_after);
+    response.body = render_login(true, "");
+    return response;
+  };
+  if (!login_throttle_.allowed(request.remote_address, name)) {
+    return too_many("too many failed attempts", "300");
+  }
+  if (!password_gate_.enter()) return too_many("other logins are being checked", "1");
   auto user = config.users.find(name);
   bool ok = false;
   if (user != config.users.end()) {
@@ -344,21 +391,23 @@ Response Dashboard::login(const Request& request, const UiConfig& config) {
     static const std::string kDummy = hash_password("pgjobd: no such user");
     verify_password(kDummy, password);
   }
+  password_gate_.leave();
   if (!ok) {
-    login_throttle_.failed(request.remote_address);
-    spdlog::warn("dashboard: failed login for user '{}' from {}", name, request.remote_address);
+    login_throttle_.failed(request.remote_address, name, user != config.users.end());
+    spdlog::warn("dashboard: failed login for user '{}' from {}",
+                 truncate_utf8(valid_utf8(name), 100), request.remote_address);
     Response response;
     response.status = 401;
     response.body = render_login(true, name);
     return response;
   }
-  login_throttle_.succeeded(request.remote_address);
   // A fresh id at login: a session id planted before it is worth nothing after it.
   if (!request.session_id.empty()) sessions_.erase(request.session_id);
-  const Session session = sessions_.create(name, config.session_ttl);
+  const Session session = sessions_.create(name, config.session_ttl, user->second.password_hash);
   spdlog::info("dashboard: user '{}' logged in from {}", name, request.remote_address);
   Response response = redirect("/");
-  response.headers.emplace_back("Set-Cookie", session_cookie(session.id, config.session_ttl));
+  response.headers.emplace_back("Set-Cookie",
+                                session_cookie(request.port, session.id, config.session_ttl));
   return response;
 }
 
@@ -371,6 +420,10 @@ Response Dashboard::route_get(const Request& request, const Caller& caller,
   context.csrf = caller.session.csrf;
   context.refresh_seconds = static_cast<int>(config.refresh.count() / 1000);
   const std::string& path = request.path;
+  // Whatever the page, a parameter that is not text is refused before any query is made.
+  if (std::string problem = text_problem(parse_form(request.query)); !problem.empty()) {
+    return error_page(&caller, config, 400, problem);
+  }
 
   Response response;
   const auto page = [&](auto render) {
@@ -433,10 +486,15 @@ Response Dashboard::route_post(const Request& request, const Caller& caller,
                       "the form's token is missing or stale: reload the page and try again");
   }
   const std::string& path = request.path;
+  // A queue or schedule name in the path and the form's fields reach the database as text.
+  if (!is_plain_text(path)) return error_page(&caller, config, 400, "path: not valid UTF-8 text");
+  if (std::string problem = text_problem(form); !problem.empty()) {
+    return error_page(&caller, config, 400, problem);
+  }
   if (path == "/logout") {
     sessions_.erase(caller.session.id);
     Response response = redirect(config.users.empty() ? "/" : "/login");
-    response.headers.emplace_back("Set-Cookie", expired_cookie());
+    response.headers.emplace_back("Set-Cookie", expired_cookie(request.port));
     return response;
   }
   if (!caller.can_act) {

@@ -17,7 +17,10 @@
 
 namespace pgjobd::ui {
 
-inline constexpr const char* kSessionCookie = "pgjobd_session";
+// The session cookie's name on the dashboard listening on `port`: "pgjobd_session_PORT".
+// Browsers keep cookies per host, not per port, so two dashboards on one host under one
+// name would replace each other's sessions at every login.
+std::string session_cookie_name(int port);
 
 struct Request {
   std::string method;  // GET, HEAD or POST (others are refused)
@@ -26,8 +29,9 @@ struct Request {
   std::string body;    // form body of a POST
   std::string host;    // the Host header
   std::optional<std::string> origin, referer;
-  std::string session_id;  // the pgjobd_session cookie, empty when absent
+  std::string session_id;  // the session_cookie_name(port) cookie, empty when absent
   std::string remote_address;
+  int port = 0;  // the port this request came in on
 };
 
 struct Response {
@@ -67,6 +71,7 @@ class Dashboard {
 
   SessionTable sessions_;
   LoginThrottle login_throttle_;
+  PasswordGate password_gate_;
 
   // UiStore is used by one thread at a time; civetweb serves on several.
   std::mutex store_mutex_;

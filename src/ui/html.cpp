@@ -132,4 +132,76 @@ std::map<std::string, std::vector<std::string>> parse_form(std::string_view text
   return fields;
 }
 
+PrettyJson pretty_json(std::string_view json, std::size_t max_bytes, int max_indent) {
+  PrettyJson out;
+  int depth = 0;
+  // A line break and indentation, except inside levels deeper than max_indent: those are
+  // written compactly, as PostgreSQL's text has them.
+  const auto newline = [&](int level) {
+    if (level > max_indent) {
+      out.flattened = true;
+      return;
+    }
+    out.text += '\n';
+    out.text.append(static_cast<std::size_t>(std::max(depth, 0)) * 4, ' ');
+  };
+  const auto next_token = [&](std::size_t from) {
+    while (from < json.size() && std::isspace(static_cast<unsigned char>(json[from])) != 0) ++from;
+    return from;
+  };
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    if (out.text.size() >= max_bytes) {
+      out.cut = next_token(i) < json.size();
+      return out;
+    }
+    const char c = json[i];
+    switch (c) {
+      case '"': {
+        // The whole string, escapes and all (cut at max_bytes for one huge string).
+        std::size_t end = i + 1;
+        while (end < json.size() && json[end] != '"') end += json[end] == '\\' ? 2 : 1;
+        end = std::min(end + 1, json.size());
+        const std::size_t room = max_bytes - out.text.size();
+        if (end - i > room) {
+          out.text.append(json.substr(i, utf8_cut(json.substr(i), room)));
+          out.cut = true;
+          return out;
+        }
+        out.text.append(json.substr(i, end - i));
+        i = end - 1;
+        break;
+      }
+      case '{':
+      case '[': {
+        const std::size_t after = next_token(i + 1);
+        if (after < json.size() && json[after] == (c == '{' ? '}' : ']')) {
+          out.text += c == '{' ? "{}" : "[]";
+          i = after;
+          break;
+        }
+        out.text += c;
+        ++depth;
+        newline(depth);
+        break;
+      }
+      case '}':
+      case ']':
+        --depth;
+        newline(depth + 1);
+        out.text += c;
+        break;
+      case ',':
+        out.text += ',';
+        newline(depth);
+        break;
+      case ':':
+        out.text += ": ";
+        break;
+      default:
+        if (std::isspace(static_cast<unsigned char>(c)) == 0) out.text += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace pgjobd::ui

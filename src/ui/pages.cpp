@@ -25,6 +25,8 @@ constexpr std::size_t kMaxDetailShown = 500;
 constexpr std::size_t kMaxListTypeShown = 100;
 constexpr std::size_t kMaxListQueueShown = 60;
 constexpr std::size_t kMaxListErrorShown = 100;
+// Payloads and results are indented this many levels at most (deeper ones on one line).
+constexpr int kMaxJsonIndent = 32;
 
 // `text` escaped, cut to at most `limit` bytes of HTML (never inside an entity or a UTF-8
 // sequence), with a note of the full size when cut.
@@ -37,6 +39,21 @@ std::string esc_short(const std::string& text, std::size_t limit) {
   html.resize(end);
   return html + " … (" + format_thousands(static_cast<std::int64_t>(text.size())) +
          " bytes in all)";
+}
+
+// A payload or result, indented, escaped and bounded by `limit` bytes of text (before
+// escaping; esc_short bounds it after), with a note of what was left out.
+std::string json_shown(const std::string& json, bool cut_by_store, std::size_t limit) {
+  const PrettyJson pretty = pretty_json(json, limit, kMaxJsonIndent);
+  std::string html = esc_short(pretty.text, limit);
+  if (pretty.cut || cut_by_store) {
+    html += "\n… (cut: the page shows the first " +
+            format_thousands(static_cast<std::int64_t>(limit)) + " bytes)";
+  }
+  if (pretty.flattened) {
+    html += "\n(levels deeper than " + std::to_string(kMaxJsonIndent) + " are shown on one line)";
+  }
+  return html;
 }
 
 std::string cell(const std::string& text, const std::string& css_class = "") {
@@ -315,15 +332,15 @@ std::string render_job(const PageContext& context, const JobDetail& job, bool sh
   }
   main += "<h2>Payload</h2>";
   if (show_payloads && job.payload_json) {
-    main +=
-        "<pre id=\"job-payload\">" + esc_short(*job.payload_json, kMaxPayloadShown) + "</pre>\n";
+    main += "<pre id=\"job-payload\">" +
+            json_shown(*job.payload_json, job.payload_cut, kMaxPayloadShown) + "</pre>\n";
   } else {
     main += "<p id=\"payload-hidden\">Payloads are hidden (ui.show_payloads: false).</p>\n";
   }
   // What the handler returned: as private as the payload it was made from.
   if (show_payloads && job.result_json) {
     main += "<h2>Result</h2><pre id=\"job-result\">" +
-            esc_short(*job.result_json, kMaxResultShown) + "</pre>\n";
+            json_shown(*job.result_json, job.result_cut, kMaxResultShown) + "</pre>\n";
   }
   main += render_links("Parents", "job-parents", job.parents, job.parents_total, true);
   main += render_links("Children", "job-children", job.children, job.children_total, false);

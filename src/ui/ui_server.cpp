@@ -90,9 +90,11 @@ int begin_request(mg_connection* conn) {
   request.origin = header(conn, "Origin");
   request.referer = header(conn, "Referer");
   request.remote_address = info->remote_addr;
+  request.port = info->server_port;
   if (const char* cookies = mg_get_header(conn, "Cookie")) {
     char value[256];
-    if (mg_get_cookie(cookies, kSessionCookie, value, sizeof value) > 0) {
+    if (mg_get_cookie(cookies, session_cookie_name(request.port).c_str(), value, sizeof value) >
+        0) {
       request.session_id = value;
     }
   }

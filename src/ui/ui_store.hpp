@@ -113,10 +113,17 @@ struct JobLink {
   bool operator==(const JobLink&) const = default;
 };
 
+// How much of a payload's or result's JSON text the store fetches: a page shows at most
+// 48 KB of it (pages.cpp), so a 100 MB payload costs the daemon 64 K characters, not 100 MB.
+inline constexpr std::size_t kJsonTextSent = 64 * 1024;
+
 struct JobDetail {
   JobSummary summary;
-  std::optional<std::string> payload_json;  // pretty-printed; absent when not shown
-  std::optional<std::string> result_json;   // pretty-printed; absent when none or not shown
+  // JSON text as PostgreSQL writes it, at most kJsonTextSent characters of it (the rest
+  // never leaves the server); absent when not shown, or for a result, when none.
+  std::optional<std::string> payload_json;
+  std::optional<std::string> result_json;
+  bool payload_cut = false, result_cut = false;  // longer than kJsonTextSent characters
   // The first few (by id) of the jobs it depends on and of those depending on it, and how
   // many there are.
   std::vector<JobLink> parents, children;

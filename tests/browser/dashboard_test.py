@@ -232,8 +232,8 @@ class BrowserCase(unittest.TestCase):
         self.assertEqual(self.text("#whoami"), user)
 
     def session_cookie(self):
-        cookie = self.driver.get_cookie("pgjobd_session")
-        self.assertIsNotNone(cookie, "no pgjobd_session cookie in the browser")
+        cookie = self.driver.get_cookie(harness.session_cookie_name(self.port))
+        self.assertIsNotNone(cookie, "no session cookie in the browser")
         return cookie["value"]
 
     def page_csrf(self):
@@ -341,14 +341,14 @@ class DashboardTest(BrowserCase):
         self.submit_and_wait(self.one("#login-submit"))
         self.assertEqual(self.page(), "login")
         self.assertTrue(self.text("#login-error"))
-        self.assertIsNone(self.driver.get_cookie("pgjobd_session"))
+        self.assertIsNone(self.driver.get_cookie(harness.session_cookie_name(self.port)))
         resp = self.client.post("/login", [("user", "alice"), ("password", "nope")])
         self.assertEqual(resp.status, 401)
         resp = self.client.post("/login", [("user", "mallory"), ("password", "nope")])
         self.assertEqual(resp.status, 401)
         # The right one: the overview, an HttpOnly, SameSite=Strict cookie.
         self.login("alice")
-        cookie = self.driver.get_cookie("pgjobd_session")
+        cookie = self.driver.get_cookie(harness.session_cookie_name(self.port))
         self.assertTrue(cookie["httpOnly"])
         self.assertEqual(cookie.get("sameSite"), "Strict")
         session = cookie["value"]

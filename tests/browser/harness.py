@@ -229,6 +229,11 @@ class Response:
         return self.body.decode("utf-8", errors="replace")
 
 
+def session_cookie_name(port):
+    """The dashboard's session cookie on `port` (its name carries the port)."""
+    return f"pgjobd_session_{port}"
+
+
 class Client:
     """Plain HTTP to the dashboard (http.client, no redirects followed): the requests a
     browser would not make, and byte counts."""
@@ -236,12 +241,13 @@ class Client:
     def __init__(self, port):
         self.port = port
         self.origin = f"http://127.0.0.1:{port}"
+        self.cookie_name = session_cookie_name(port)
 
     def request(self, method, path, cookie=None, fields=None, headers=None):
         all_headers = dict(headers or {})
         body = None
         if cookie:
-            all_headers["Cookie"] = f"pgjobd_session={cookie}"
+            all_headers["Cookie"] = f"{self.cookie_name}={cookie}"
         if fields is not None:
             body = urllib.parse.urlencode(fields)
             all_headers["Content-Type"] = "application/x-www-form-urlencoded"
@@ -277,10 +283,10 @@ class Client:
             raise AssertionError(f"POST /login as {user}: 303 to {resp.header('location')!r}, "
                                  "not to /")
         for value in resp.all_headers("set-cookie"):
-            m = re.match(r"\s*pgjobd_session=([^;]*)", value)
+            m = re.match(r"\s*" + self.cookie_name + r"=([^;]*)", value)
             if m:
                 return m.group(1)
-        raise AssertionError(f"POST /login as {user}: no pgjobd_session cookie set")
+        raise AssertionError(f"POST /login as {user}: no {self.cookie_name} cookie set")
 
 
 CSRF_INPUT = re.compile(r"<input\b[^>]*\bname=[\"']?csrf[\"']?[^>]*>", re.I)

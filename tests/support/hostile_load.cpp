@@ -69,18 +69,18 @@ bool built_with_sanitizers() {
 #endif
 }
 
-void expect_rss_bounded(pid_t pid, const std::string& when) {
+void expect_rss_bounded(pid_t pid, const std::string& when, long bound_kib) {
   const long rss = status_kib(pid, "VmRSS");
   const long peak = status_kib(pid, "VmHWM");
   std::cout << "[ RSS      ] " << ::testing::UnitTest::GetInstance()->current_test_info()->name()
             << " " << when << ": VmRSS " << rss / 1024 << " MiB, VmHWM (peak) " << peak / 1024
-            << " MiB, bound " << kRssBoundKib / 1024 << " MiB"
+            << " MiB, bound " << bound_kib / 1024 << " MiB"
             << (built_with_sanitizers() ? " (not enforced: sanitizer build)" : "") << std::endl;
   ASSERT_GT(rss, 0) << "no VmRSS for pid " << pid;
   ASSERT_GT(peak, 0) << "no VmHWM for pid " << pid;
   if (built_with_sanitizers()) return;
-  EXPECT_LT(rss, kRssBoundKib) << when;
-  EXPECT_LT(peak, kRssBoundKib) << when;
+  EXPECT_LT(rss, bound_kib) << when;
+  EXPECT_LT(peak, bound_kib) << when;
 }
 
 std::string summary_by_type(TestSchema& schema) {

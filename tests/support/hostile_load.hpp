@@ -40,8 +40,8 @@ void insert_normal_half(TestSchema& schema);
 // and quarantine make the RSS many times larger: the bound is then reported, not enforced.
 bool built_with_sanitizers();
 // Prints the daemon's VmRSS and VmHWM (its peak RSS, so a spike between samples counts
-// too) and expects both below kRssBoundKib.
-void expect_rss_bounded(pid_t pid, const std::string& when);
+// too) and expects both below `bound_kib`.
+void expect_rss_bounded(pid_t pid, const std::string& when, long bound_kib = kRssBoundKib);
 
 // The size in bytes of job `id`'s last_error, printed as "[ STORED   ] <what> kept as N
 // bytes" for the record of what the bounds keep.

@@ -15,6 +15,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether `text` (the statement's kJsonTextSent + 1 characters at most) held more than
+// kJsonTextSent characters; if so, drops the extra one.
+bool cut_json(std::string& text) {
+  std::size_t characters = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;
+    if (++characters > ui::kJsonTextSent) {
+      text.resize(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string text_of(const pqxx::field& field) { return field.is_null() ? "" : field.c_str(); }
 
 ui::BoundedCount bounded(std::int64_t counted, std::int64_t bound) {
@@ -243,13 +257,14 @@ ui::JobPage PgUiStore::jobs(const ui::JobFilter& filter) {
 std::optional<ui::JobDetail> PgUiStore::job(std::int64_t id, bool with_payload) {
   return read("dashboard job", [&](pqxx::transaction_base& txn) -> std::optional<ui::JobDetail> {
     ++sent_;
-    const pqxx::result rows = txn.exec_params(sql_.job, id, with_payload);
+    const pqxx::result rows =
+        txn.exec_params(sql_.job, id, with_payload, static_cast<std::int64_t>(ui::kJsonTextSent));
     if (rows.empty()) return std::nullopt;
     const pqxx::row row = rows[0];
     ui::JobDetail d;
     d.summary = summary_of(row);
     int c = kSummaryColumns;
-    if (!row[c].is_null()) d.payload_json = row[c].c_str();
+    if (!row[c].is_null()) d.payload_cut = cut_json(d.payload_json.emplace(row[c].c_str()));
     d.locked_by = text_of(row[++c]);
     d.locked_until = text_of(row[++c]);
     d.started_at = text_of(row[++c]);
@@ -257,7 +272,7 @@ std::optional<ui::JobDetail> PgUiStore::job(std::int64_t id, bool with_payload) 
     d.unique_key = text_of(row[++c]);
     d.cancel_requested = row[++c].as<bool>();
     d.cancel_reason = text_of(row[++c]);
-    if (!row[++c].is_null()) d.result_json = row[c].c_str();
+    if (!row[++c].is_null()) d.result_cut = cut_json(d.result_json.emplace(row[c].c_str()));
     const auto links = [&](const std::string& sql, std::vector<ui::JobLink>& out,
                            ui::BoundedCount& total) {
       ++sent_;

@@ -219,11 +219,11 @@ UiStatements ui_statements(const std::string& schema) {
       "AND ($3::text IS NULL OR j.queue = $3) AND ($4::text IS NULL OR j.type = $4)",
       schema);
   s.job = expand(
-      "SELECT {summary}, CASE WHEN $2::bool THEN jsonb_pretty(j.payload) END, "
+      "SELECT {summary}, CASE WHEN $2::bool THEN left(j.payload::text, $3 + 1) END, "
       "coalesce(j.locked_by, ''), " +
           iso("j.locked_until") + ", " + iso("j.started_at") + ", " + iso("j.updated_at") +
           ", coalesce(j.unique_key, ''), j.cancel_requested_at IS NOT NULL, "
-          "coalesce(j.cancel_reason, ''), CASE WHEN $2::bool THEN jsonb_pretty(j.result) END "
+          "coalesce(j.cancel_reason, ''), CASE WHEN $2::bool THEN left(j.result::text, $3 + 1) END "
           "FROM {jobs} j WHERE j.id = $1",
       schema);
   // A parent that ended done leaves its edge unwritten while its row is kept
@@ -238,7 +238,7 @@ UiStatements ui_statements(const std::string& schema) {
   s.job_attempts = expand(
       "SELECT a.attempt, coalesce(a.worker, ''), " + iso("a.started_at") + ", " +
           iso("a.ended_at") +
-          ", coalesce(a.seconds, 0), coalesce(a.outcome, ''), coalesce(a.error, '') "
+          ", coalesce(a.seconds, 0), coalesce(a.outcome, ''), coalesce(left(a.error, 2000), '') "
           "FROM {schema}.pgjobd_job_attempts($1::bigint) a "
           "UNION ALL "
           "SELECT j.attempts, coalesce(j.locked_by, ''), " +
