@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "http/host_header.hpp"
 #include "http/listener_stop.hpp"
 #include "metrics/metrics.hpp"
 #include "support/metrics_text.hpp"
@@ -147,6 +148,31 @@ TEST_F(HttpServerTest, ReadyzFollowsTheProbe) {
 
 TEST_F(HttpServerTest, UnknownPathIsNotFound) {
   EXPECT_EQ(get(server_->port(), "/nope").status, 404);
+}
+
+// README "HTTP endpoints": bound to loopback, a foreign Host (a DNS-rebinding page) gets
+// 403; a loopback one, or none, the answer, which browsers must not sniff.
+TEST_F(HttpServerTest, OnLoopbackAnswersOnlyALoopbackHostAndForbidsSniffing) {
+  const std::string port = std::to_string(server_->port());
+  const std::string own = testing::raw_exchange(
+      server_->port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:" + port + "\r\n\r\n");
+  EXPECT_TRUE(own.starts_with("HTTP/1.1 200")) << own;
+  EXPECT_NE(own.find("\r\nX-Content-Type-Options: nosniff\r\n"), std::string::npos) << own;
+  const std::string foreign = testing::raw_exchange(
+      server_->port(), "GET /metrics HTTP/1.1\r\nHost: evil.example:" + port + "\r\n\r\n");
+  EXPECT_TRUE(foreign.starts_with("HTTP/1.1 403")) << foreign;
+  EXPECT_EQ(foreign.find("pgjobd_"), std::string::npos) << foreign;
+}
+
+TEST(LoopbackHost, NamesLoopbackListenAddressesAndHostHeaders) {
+  for (const char* loopback :
+       {"127.0.0.1:9464", "127.1.2.3", "localhost:9464", "LocalHost", "[::1]:9464", "[::1]"}) {
+    EXPECT_TRUE(is_loopback_host_header(loopback)) << loopback;
+  }
+  for (const char* other : {"0.0.0.0:9464", "9464", "[::]:9464", "10.0.0.1:9464",
+                            "127.0.0.1.evil.example", "localhost.evil.example:80", "[::1]x"}) {
+    EXPECT_FALSE(is_loopback_host_header(other)) << other;
+  }
 }
 
 TEST_F(HttpServerTest, ThrowingProbeIsNotReady) {

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -43,42 +45,113 @@ int wake_signal() { return SIGRTMIN + 3; }
 
 void on_wake_signal(int /*signal*/) {}
 
-// The workers of every watched listener that serve a connection now, each with its
-// context. An entry is added and removed only by its own thread (see listener_stop.hpp).
+using Clock = std::chrono::steady_clock;
+
+// A worker that serves a connection now: its listener and connection, the client's address
+// ("" until the watchdog has read it), and when the watchdog interrupts it (max: not before
+// it ends the connection).
+struct ServedConnection {
+  const mg_context* context;
+  const mg_connection* connection;
+  pthread_t thread;
+  std::string address;
+  Clock::time_point deadline;
+};
+
+// The workers of every watched listener that serve a connection now. An entry is added and
+// removed only by its own thread (see listener_stop.hpp).
 class ServingWorkers {
  public:
-  void list_this_thread(const mg_context* context) {
+  ServingWorkers() {
+    // Detached and never destroyed (see serving_workers): it waits on this object's
+    // members until the process exits.
+    std::thread([this] { enforce_deadlines(); }).detach();
+  }
+
+  void list_this_thread(const mg_connection* connection) {
     std::lock_guard lock(mutex_);
     // An entry left by a connection whose connection_close civetweb skipped (CivetServer
     // skips ours for one closed before its constructor returns).
     forget_this_thread();
-    threads_.emplace_back(context, pthread_self());
+    threads_.push_back({mg_get_context(connection), connection, pthread_self(), "",
+                        Clock::now() + kRequestReadDeadline});
+    deadline_added_.notify_one();
   }
   void unlist_this_thread() {
     std::lock_guard lock(mutex_);
     forget_this_thread();
   }
+  void clear_this_threads_deadline() {
+    std::lock_guard lock(mutex_);
+    const pthread_t self = pthread_self();
+    for (auto& served : threads_) {
+      if (pthread_equal(served.thread, self)) served.deadline = Clock::time_point::max();
+    }
+  }
   // Under the mutex: no listed thread can have unlisted itself and exited meanwhile.
   void signal(const mg_context* context) {
     std::lock_guard lock(mutex_);
-    for (const auto& [their_context, thread] : threads_) {
-      if (their_context == context) pthread_kill(thread, wake_signal());
+    for (const auto& served : threads_) {
+      if (served.context == context) pthread_kill(served.thread, wake_signal());
     }
   }
 
  private:
   void forget_this_thread() {  // with mutex_ held
     const pthread_t self = pthread_self();
-    std::erase_if(threads_, [&](const auto& entry) { return pthread_equal(entry.second, self); });
+    std::erase_if(threads_, [&](const auto& served) { return pthread_equal(served.thread, self); });
+  }
+
+  // civetweb has filled in the client's address before init_connection, but its
+  // mg_get_request_info answers only once the connection is marked a request, right after
+  // init_connection returns. The address cannot change while the entry is listed.
+  // Under the mutex; true when the address is known.
+  bool learn_address(ServedConnection& served, Clock::time_point now) {
+    if (!served.address.empty()) return true;
+    const mg_request_info* info = mg_get_request_info(served.connection);
+    if (info == nullptr) return false;
+    served.address = info->remote_addr;
+    const auto held = std::count_if(threads_.begin(), threads_.end(), [&](const auto& other) {
+      return &other != &served && other.context == served.context &&
+             other.address == served.address;
+    });
+    if (held >= kConnectionsPerAddress) served.deadline = now;
+    return true;
+  }
+
+  // The watchdog. A signal that lands while the worker is not in poll() (between two reads)
+  // interrupts nothing, so an overdue worker is signalled every 10 ms until it unlists.
+  [[noreturn]] void enforce_deadlines() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      const Clock::time_point now = Clock::now();
+      Clock::time_point next = Clock::time_point::max();
+      for (auto& served : threads_) {
+        if (!learn_address(served, now)) next = std::min(next, now + std::chrono::milliseconds(1));
+        if (served.deadline <= now) {
+          pthread_kill(served.thread, wake_signal());
+          next = std::min(next, now + std::chrono::milliseconds(10));
+        } else {
+          next = std::min(next, served.deadline);
+        }
+      }
+      if (next == Clock::time_point::max()) {
+        deadline_added_.wait(lock);
+      } else {
+        deadline_added_.wait_until(lock, next);
+      }
+    }
   }
 
   std::mutex mutex_;
-  std::vector<std::pair<const mg_context*, pthread_t>> threads_;
+  std::condition_variable deadline_added_;
+  std::vector<ServedConnection> threads_;
 };
 
 ServingWorkers& serving_workers() {
-  static ServingWorkers workers;
-  return workers;
+  // Leaked on purpose: its watchdog thread uses it until the process ends.
+  static ServingWorkers* const workers = new ServingWorkers;
+  return *workers;
 }
 
 thread_local const mg_context* started_here = nullptr;
@@ -87,12 +160,12 @@ void on_init_context(const mg_context* context) { started_here = context; }
 
 int on_init_connection(const mg_connection* conn, void** /*conn_data*/) {
   // The thread that called mg_start may block it (the daemon blocks its own signals before
-  // starting any thread); a worker only ever gets it from a stop.
+  // starting any thread); a worker only ever gets it from a stop or a deadline.
   sigset_t wake_only;
   sigemptyset(&wake_only);
   sigaddset(&wake_only, wake_signal());
   pthread_sigmask(SIG_UNBLOCK, &wake_only, nullptr);
-  serving_workers().list_this_thread(mg_get_context(conn));
+  serving_workers().list_this_thread(conn);
   return 0;
 }
 
@@ -120,6 +193,10 @@ void watch_workers(mg_callbacks& callbacks) {
 }
 
 const mg_context* context_started_here() { return started_here; }
+
+std::string request_timeout_option() { return std::to_string(kRequestReadDeadline.count()); }
+
+void request_read() { serving_workers().clear_this_threads_deadline(); }
 
 std::string knock_address(const std::string& listen) {
   std::string host = listen_host(listen);

@@ -15,7 +15,18 @@
 // and unlists itself when it closes it and before it exits (connection_close, exit_thread,
 // both on the worker), all under one mutex, which the stop also holds while it signals the
 // listed ones: a listed thread is alive.
+//
+// The same list bounds slow and idle clients (README "Metrics" and "Dashboard"). civetweb
+// serves one connection per worker and bounds a request's headers by request_timeout_ms,
+// but not its body: a body trickling a byte at a time holds mg_read for as long as the
+// client likes. So each listed worker carries a deadline, and one watchdog thread signals a
+// worker whose deadline passed (again every 10 ms until it lets the connection go): the
+// request, headers and body, must be read within kRequestReadDeadline of the worker taking
+// the connection. A connection from an address that already holds kConnectionsPerAddress
+// workers of the listener gets a deadline of now (the watchdog reads the address; civetweb
+// does not show it to init_connection): it is closed within milliseconds, unanswered.
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -27,6 +38,24 @@ namespace pgjobd {
 // Where to connect to reach a listener on `listen` (host:port, [v6]:port or a bare port,
 // as validated by the config): its own address, or loopback for a wildcard or "localhost".
 std::string knock_address(const std::string& listen);
+
+// The bounds every watched listener applies (see above). With keep-alive off (civetweb's
+// default, which our listeners keep) a connection carries one request, so these bound the
+// connection's reads too.
+inline constexpr std::chrono::milliseconds kRequestReadDeadline{5000};
+inline constexpr int kConnectionsPerAddress = 8;
+// Workers per listener: more than the slow connections the tests hold open (50, from 50
+// addresses) while the probes must still answer. Each holds one 16 KB request buffer
+// (civetweb's max_request_size) and a stack whose touched pages are a few tens of KB.
+inline constexpr int kListenerThreads = 64;
+
+// civetweb's request_timeout_ms for a watched listener: the same bound for the headers,
+// which civetweb enforces itself when the watchdog's signal lands outside its poll.
+std::string request_timeout_option();
+
+// Called by a listener's begin_request hook on the worker once the request is read in full
+// (for the dashboard after its body): what follows, the answer, has no deadline of ours.
+void request_read();
 
 // Sets the callbacks that list a listener's workers (init_connection, connection_close,
 // exit_thread) and learn its context (init_context, see context_started_here) in

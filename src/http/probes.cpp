@@ -21,17 +21,21 @@ std::string ask(const ReadinessProbe* probe, const char* unknown) {
   }
 }
 
-void send_text(mg_connection* conn, int status, const std::string& body) {
+}  // namespace
+
+int send_plain_text(mg_connection* conn, int status, const std::string& body) {
   mg_response_header_start(conn, status);
   mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
   mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  // A browser must not take the text (a database error quoted in a 503, a label value in
+  // /metrics) for HTML or script.
+  mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
   mg_response_header_add(conn, "Content-Length", std::to_string(body.size()).c_str(), -1);
   mg_response_header_send(conn);
   const mg_request_info* info = mg_get_request_info(conn);
   if (std::strcmp(info->request_method, "HEAD") != 0) mg_write(conn, body.data(), body.size());
+  return status;
 }
-
-}  // namespace
 
 int answer_probe(mg_connection* conn, const Probes* probes) {
   const mg_request_info* info = mg_get_request_info(conn);
@@ -41,11 +45,11 @@ int answer_probe(mg_connection* conn, const Probes* probes) {
   const std::string reason = health ? ask(probes ? &probes->liveness : nullptr, "")
                                     : ask(probes ? &probes->readiness : nullptr, "starting");
   if (reason.empty()) {
-    send_text(conn, 200, health ? "ok\n" : "ready\n");
+    send_plain_text(conn, 200, health ? "ok\n" : "ready\n");
     return 200;
   }
   // The reasons quote database errors: the last line of defence for the password.
-  send_text(conn, 503, scrub_process_secrets(reason) + "\n");
+  send_plain_text(conn, 503, scrub_process_secrets(reason) + "\n");
   return 503;
 }
 

@@ -24,4 +24,8 @@ struct Probes {
 // listener has not registered them yet: alive, not yet ready ("starting").
 int answer_probe(mg_connection* conn, const Probes* probes);
 
+// Sends `body` as text/plain with `status`, not to be cached nor sniffed (no body for HEAD);
+// returns `status`.
+int send_plain_text(mg_connection* conn, int status, const std::string& body);
+
 }  // namespace pgjobd

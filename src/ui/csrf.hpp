@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "http/host_header.hpp"
+
 namespace pgjobd::ui {
 
 // True when `url` ("http://host:port" or a Referer "http://host:port/path?...") names the
@@ -16,9 +18,8 @@ bool same_origin(std::string_view url, std::string_view host);
 // "null"), else Referer; neither present means refused.
 bool request_from_own_origin(const char* origin, const char* referer, std::string_view host);
 
-// The Host header's host part is a loopback name (127.x.y.z, localhost, [::1]). A dashboard
-// listening on loopback accepts only those: a DNS-rebinding page, whose requests carry its
-// own host name, is turned away before it can read a token.
-bool is_loopback_host_header(std::string_view host);
+// A dashboard listening on loopback accepts only a loopback Host (http/host_header.hpp): a
+// DNS-rebinding page is turned away before it can read a token.
+using pgjobd::is_loopback_host_header;
 
 }  // namespace pgjobd::ui

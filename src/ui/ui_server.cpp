@@ -63,22 +63,36 @@ std::optional<std::string> header(mg_connection* conn, const char* name) {
   return value == nullptr ? std::nullopt : std::optional<std::string>(value);
 }
 
-// Reads the body up to Dashboard::kMaxBody; false when it is longer.
-bool read_body(mg_connection* conn, std::string& body) {
+// Reads the body up to Dashboard::kMaxBody: 0 when read, else the status that refuses it
+// (413 longer, 408 not all there within the deadline or the connection failed).
+int read_body(mg_connection* conn, std::string& body) {
   char buffer[8192];
   while (true) {
     const int got = mg_read(conn, buffer, sizeof buffer);
-    if (got <= 0) return true;
-    if (body.size() + static_cast<std::size_t>(got) > Dashboard::kMaxBody) return false;
+    if (got == 0) return 0;
+    // The connection's deadline interrupted the read (http/listener_stop.hpp), or it broke.
+    if (got < 0) return 408;
+    if (body.size() + static_cast<std::size_t>(got) > Dashboard::kMaxBody) return 413;
     body.append(buffer, static_cast<std::size_t>(got));
   }
 }
 
+void send_text(mg_connection* conn, int status, const char* text) {
+  Response response;
+  response.status = status;
+  response.content_type = "text/plain; charset=utf-8";
+  response.body = text;
+  send(conn, response, false);
+}
+
 int begin_request(mg_connection* conn) {
   auto* state = static_cast<UiServer::State*>(mg_get_user_data(mg_get_context(conn)));
+  const mg_request_info* info = mg_get_request_info(conn);
+  const bool post =
+      info->request_method != nullptr && std::strcmp(info->request_method, "POST") == 0;
+  if (!post) request_read();  // a POST's body is still to come (read_body)
   // Before the login and the Host check: a load balancer or kubelet probes without either.
   if (const int status = answer_probe(conn, &state->probes)) return status;
-  const mg_request_info* info = mg_get_request_info(conn);
   Request request;
   request.method = info->request_method != nullptr ? info->request_method : "";
   // The decoded path before civetweb's clean-up, so that a queue name with "/" or ".."
@@ -98,13 +112,14 @@ int begin_request(mg_connection* conn) {
       request.session_id = value;
     }
   }
-  if (request.method == "POST" && !read_body(conn, request.body)) {
-    Response response;
-    response.status = 413;
-    response.content_type = "text/plain; charset=utf-8";
-    response.body = "request body too large\n";
-    send(conn, response, false);
-    return 413;
+  if (post) {
+    if (const int refused = read_body(conn, request.body)) {
+      send_text(
+          conn, refused,
+          refused == 413 ? "request body too large\n" : "request body not received in time\n");
+      return refused;
+    }
+    request_read();
   }
   Response response;
   try {
@@ -138,10 +153,12 @@ UiServer::UiServer(const UiConfig& config, std::unique_ptr<UiStore> store)
     : state_(std::make_unique<State>(config, std::move(store))) {
   mg_init_library(0);
   const std::string ports = civetweb_listen(config.listen);
-  const char* options[] = {"listening_ports", ports.c_str(), "num_threads", "4",
-                           // A client that sends its request slowly holds one of the
-                           // four threads at most this long.
-                           "request_timeout_ms", "10000", nullptr};
+  // Slow clients: README "Dashboard" and http/listener_stop.hpp.
+  const std::string threads = std::to_string(kListenerThreads);
+  const std::string request_timeout = request_timeout_option();
+  const char* options[] = {
+      "listening_ports",    ports.c_str(),           "num_threads", threads.c_str(),
+      "request_timeout_ms", request_timeout.c_str(), nullptr};
   mg_callbacks callbacks{};
   callbacks.begin_request = &begin_request;
   callbacks.log_message = &log_message;

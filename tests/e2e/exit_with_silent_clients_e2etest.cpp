@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/daemon_process.hpp"
+#include "support/listening_daemon.hpp"
 #include "support/silent_client.hpp"
 #include "support/test_database.hpp"
 
@@ -28,22 +29,8 @@ long long ms(Clock::duration duration) {
 // Generous for a loaded machine; each wait was up to 2 s.
 constexpr long long kBoundMs = 500;
 
-// A daemon serving /metrics and the dashboard on free loopback ports.
-class ExitWithSilentClientsE2E : public ::testing::Test {
+class ExitWithSilentClientsE2E : public ListeningDaemonTest {
  protected:
-  void SetUp() override {
-    DaemonYaml yaml(schema_.name());
-    yaml.set("metrics", "{listen: \"127.0.0.1:0\"}")
-        .set("ui", "{listen: \"127.0.0.1:0\"}")
-        .handler("ping", "{builtin: noop}");
-    daemon_.emplace(yaml.text());
-    ASSERT_TRUE(daemon_->wait_ready()) << daemon_->log();
-    metrics_ = daemon_->metrics_port();
-    dashboard_ = daemon_->dashboard_port();
-    ASSERT_GT(metrics_, 0) << daemon_->log();
-    ASSERT_GT(dashboard_, 0) << daemon_->log();
-  }
-
   // SIGTERM; the time until `drained` is logged, and from then until the exit (code 0).
   void stop(long long& to_drained, long long& to_exit) {
     const auto signalled = Clock::now();
@@ -56,11 +43,6 @@ class ExitWithSilentClientsE2E : public ::testing::Test {
     std::printf("[ silent clients ] SIGTERM to drained %lld ms, drained to exit %lld ms\n",
                 to_drained, to_exit);
   }
-
-  TestSchema schema_;
-  std::optional<DaemonProcess> daemon_;
-  int metrics_ = 0;
-  int dashboard_ = 0;
 };
 
 // The dashboard stops alongside the drain and the process waits for it after `drained`.
