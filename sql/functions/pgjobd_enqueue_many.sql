@@ -18,20 +18,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_many(jobs jsonb)
       inserted bigint[];
       element_count int;
     BEGIN
-      IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_many: jobs must be a JSON array of objects, not %',
-          coalesce(jsonb_typeof(jobs), 'NULL') USING ERRCODE = 'invalid_parameter_value';
-      END IF;
+      PERFORM @schema@.pgjobd_check_array('pgjobd_enqueue_many', 'jobs', jobs, 100000, 67108864);
       element_count := jsonb_array_length(jobs);
-      IF element_count > 100000 THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_many: jobs has % elements, over the bound of 100000 '
-                        'per call', element_count USING ERRCODE = 'program_limit_exceeded';
-      END IF;
-      IF pg_column_size(jobs) > 67108864 THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_many: jobs is % bytes, over the bound of 67108864 '
-                        '(64 MiB) per call', pg_column_size(jobs)
-          USING ERRCODE = 'program_limit_exceeded';
-      END IF;
       -- Without its payload: the checks need none of it, and a copy per use of `job`
       -- would cost the payload's size each time.
       FOR job, n IN SELECT CASE jsonb_typeof(e.value) WHEN 'object' THEN e.value - 'payload'

@@ -32,22 +32,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_workflow(nodes jsonb)
       u int;
       v int;
     BEGIN
-      IF nodes IS NULL OR jsonb_typeof(nodes) <> 'array' THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes must be a JSON array of objects, not %',
-          coalesce(jsonb_typeof(nodes), 'NULL') USING ERRCODE = 'invalid_parameter_value';
-      END IF;
       -- README "Bounds of the SQL functions": ten times the largest graph measured
       -- (bench --workflows: 10,002 nodes, 20,000 edges), far below what the server can hold.
-      IF jsonb_array_length(nodes) > 100000 THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes has % elements, over the bound of '
-                        '100000 per call', jsonb_array_length(nodes)
-          USING ERRCODE = 'program_limit_exceeded';
-      END IF;
-      IF pg_column_size(nodes) > 67108864 THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes is % bytes, over the bound of 67108864 '
-                        '(64 MiB) per call', pg_column_size(nodes)
-          USING ERRCODE = 'program_limit_exceeded';
-      END IF;
+      PERFORM @schema@.pgjobd_check_array('pgjobd_enqueue_workflow', 'nodes', nodes, 100000,
+                                          67108864);
       -- Each check is one query over every node, naming the first that fails it: a loop
       -- of checks per node took 0.5 s for 10,000 nodes.
       SELECT e.n - 1, jsonb_typeof(e.value) INTO n, problem
