@@ -3,9 +3,9 @@
 -- the key), then all are inserted in one statement. Ids are drawn from the jobs sequence
 -- beforehand so each inserted row is matched to its element: RETURNING cannot say which
 -- input row a row came from. An element whose unique_key is taken gets the holder's id:
--- an earlier element of the same array, else a live row visible to the statement, else
--- (a holder committed or finished while the statement ran) it is enqueued on its own
--- through pgjobd_enqueue_ex, which waits and retries as it must.
+-- an earlier element of the same array, else a live row visible to the statement after
+-- the insert, else (the holder finished meanwhile) it is enqueued on its own through
+-- pgjobd_enqueue_ex, which waits and retries as it must.
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_many(jobs jsonb)
   RETURNS SETOF bigint LANGUAGE plpgsql SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp AS $body$
