@@ -68,6 +68,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_dependencies,
 REVOKE EXECUTE ON FUNCTION
   :"schema".pgjobd_check_job(text, text, jsonb, text, int, timestamptz, int, text),
   :"schema".pgjobd_check_queue(text, text),
+  :"schema".pgjobd_check_array(text, text, jsonb, int, int),
   :"schema".pgjobd_enqueue_ex(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
   :"schema".pgjobd_enqueue(text, jsonb, text, int, timestamptz, int, text, bigint[], text),
   :"schema".pgjobd_enqueue_many(jsonb),

@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "db/call_deadline.hpp"  // Millis
 #include "support/wait_until.hpp"
 
 namespace pgjobd {

@@ -12,6 +12,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_cancel_many(ids bigint[], reason text
         RAISE EXCEPTION 'pgjobd_cancel_many: ids must not be NULL'
           USING ERRCODE = 'null_value_not_allowed';
       END IF;
+      IF cardinality(ids) > 100000 THEN
+        RAISE EXCEPTION 'pgjobd_cancel_many: ids has % elements, over the bound of 100000 per call',
+          cardinality(ids) USING ERRCODE = 'program_limit_exceeded';
+      END IF;
       FOREACH job IN ARRAY ids LOOP
         id := job;
         status := NULL;

@@ -19,6 +19,12 @@ BEGIN
     RAISE EXCEPTION '%: payload must not be NULL (''{}'' is the empty payload)', context
       USING ERRCODE = 'null_value_not_allowed';
   END IF;
+  -- README "Bounds of the SQL functions": inserting a value costs the server a few copies
+  -- of it; larger payloads can still be INSERTed into jobs directly.
+  IF pg_column_size(payload) > 67108864 THEN
+    RAISE EXCEPTION '%: payload is % bytes, over the bound of 67108864 (64 MiB) per call',
+      context, pg_column_size(payload) USING ERRCODE = 'program_limit_exceeded';
+  END IF;
   PERFORM @schema@.pgjobd_check_queue(context, queue);
   IF priority IS NULL THEN
     RAISE EXCEPTION '%: priority must not be NULL', context

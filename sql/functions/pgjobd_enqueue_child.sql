@@ -14,7 +14,12 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_child(
     BEGIN
       IF on_parent_failure IS NULL OR on_parent_failure NOT IN ('cancel', 'run') THEN
         RAISE EXCEPTION 'pgjobd_enqueue: on_parent_failure must be ''cancel'' or ''run'', not %',
-          coalesce(quote_literal(on_parent_failure), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+          coalesce(quote_literal(left(on_parent_failure, 100)), 'NULL')
+          USING ERRCODE = 'invalid_parameter_value';
+      END IF;
+      IF cardinality(depends_on) > 100000 THEN
+        RAISE EXCEPTION 'pgjobd_enqueue: depends_on has % elements, over the bound of 100000 '
+                        'per call', cardinality(depends_on) USING ERRCODE = 'program_limit_exceeded';
       END IF;
       IF jsonb_typeof(payload) <> 'object' THEN
         RAISE EXCEPTION 'pgjobd_enqueue: a job with depends_on needs an object payload (its '

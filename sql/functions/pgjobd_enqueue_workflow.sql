@@ -32,10 +32,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_workflow(nodes jsonb)
       u int;
       v int;
     BEGIN
-      IF nodes IS NULL OR jsonb_typeof(nodes) <> 'array' THEN
-        RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes must be a JSON array of objects, not %',
-          coalesce(jsonb_typeof(nodes), 'NULL') USING ERRCODE = 'invalid_parameter_value';
-      END IF;
+      -- README "Bounds of the SQL functions": ten times the largest graph measured
+      -- (bench --workflows: 10,002 nodes, 20,000 edges), far below what the server can hold.
+      PERFORM @schema@.pgjobd_check_array('pgjobd_enqueue_workflow', 'nodes', nodes, 100000,
+                                          67108864);
       -- Each check is one query over every node, naming the first that fails it: a loop
       -- of checks per node took 0.5 s for 10,000 nodes.
       SELECT e.n - 1, jsonb_typeof(e.value) INTO n, problem
@@ -99,7 +99,15 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_enqueue_workflow(nodes jsonb)
         RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes[%].depends_on: must be an array of '
                         'refs (strings)', n USING ERRCODE = 'invalid_parameter_value';
       END IF;
-      SELECT e.n - 1, quote_literal(e.value ->> 'on_parent_failure') INTO n, problem
+      -- The edges become arrays and a join: bounded apart from the bytes, as one-letter refs
+      -- would make 64 MiB about 13 million edges.
+      SELECT coalesce(sum(jsonb_array_length(e.value -> 'depends_on')), 0) INTO n
+      FROM jsonb_array_elements(nodes) e WHERE e.value ? 'depends_on';
+      IF n > 1000000 THEN
+        RAISE EXCEPTION 'pgjobd_enqueue_workflow: nodes have % depends_on entries in all, over '
+                        'the bound of 1000000 per call', n USING ERRCODE = 'program_limit_exceeded';
+      END IF;
+      SELECT e.n - 1, quote_literal(left(e.value ->> 'on_parent_failure', 100)) INTO n, problem
       FROM jsonb_array_elements(nodes) WITH ORDINALITY e(value, n)
       WHERE coalesce(e.value ->> 'on_parent_failure', 'cancel') NOT IN ('cancel', 'run')
       ORDER BY e.n LIMIT 1;

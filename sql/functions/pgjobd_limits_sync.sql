@@ -30,6 +30,19 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_limits_sync(limits jsonb, writer text
       c_writer text[] := '{}';
       holders text;
     BEGIN
+      -- A daemon's limits: section is far below these; they keep a caller with this
+      -- function's grant from making the server hold more (README "Bounds of the SQL
+      -- functions").
+      IF pg_column_size(limits) > 16777216 THEN
+        RAISE EXCEPTION 'pgjobd_limits_sync: limits is % bytes, over the bound of 16777216 '
+                        '(16 MiB) per call', pg_column_size(limits)
+          USING ERRCODE = 'program_limit_exceeded';
+      END IF;
+      IF jsonb_typeof(limits) = 'object'
+         AND (SELECT count(*) FROM jsonb_object_keys(limits)) > 10000 THEN
+        RAISE EXCEPTION 'pgjobd_limits_sync: limits has % limits, over the bound of 10000 per call',
+          (SELECT count(*) FROM jsonb_object_keys(limits)) USING ERRCODE = 'program_limit_exceeded';
+      END IF;
       BEGIN
         PERFORM pg_advisory_xact_lock(hashtext('pgjobd_limits_sync'), hashtext(@schema_name@));
         FOR old IN

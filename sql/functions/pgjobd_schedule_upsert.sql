@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_schedule_upsert(
       IF pgjobd_schedule_upsert.name IS NULL
          OR pgjobd_schedule_upsert.name !~ '^[A-Za-z0-9_.-]{1,100}$' THEN
         RAISE EXCEPTION 'pgjobd_schedule_upsert: name must be 1..100 letters, digits, _, - or ., not %',
-          coalesce(quote_literal(pgjobd_schedule_upsert.name), 'NULL')
+          coalesce(quote_literal(left(pgjobd_schedule_upsert.name, 101)), 'NULL')
           USING ERRCODE = 'invalid_parameter_value';
       END IF;
       PERFORM @schema@.pgjobd_check_job('pgjobd_schedule_upsert', pgjobd_schedule_upsert.type,
@@ -25,6 +25,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_schedule_upsert(
       IF (pgjobd_schedule_upsert.cron IS NULL) = (pgjobd_schedule_upsert.every IS NULL) THEN
         RAISE EXCEPTION 'pgjobd_schedule_upsert: give exactly one of cron and every'
           USING ERRCODE = 'invalid_parameter_value';
+      END IF;
+      IF octet_length(pgjobd_schedule_upsert.cron) > 1000 THEN
+        RAISE EXCEPTION 'pgjobd_schedule_upsert: cron is % bytes, over the bound of 1000',
+          octet_length(pgjobd_schedule_upsert.cron) USING ERRCODE = 'program_limit_exceeded';
       END IF;
       IF pgjobd_schedule_upsert.cron IS NOT NULL
          AND pgjobd_schedule_upsert.cron !~ '^\s*(@[A-Za-z]+|\S+(\s+\S+){4,5})\s*$' THEN
@@ -39,7 +43,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_schedule_upsert(
       IF pgjobd_schedule_upsert.timezone IS NULL OR NOT EXISTS (
            SELECT 1 FROM pg_timezone_names z WHERE z.name = pgjobd_schedule_upsert.timezone) THEN
         RAISE EXCEPTION 'pgjobd_schedule_upsert: unknown timezone %',
-          coalesce(quote_literal(pgjobd_schedule_upsert.timezone), 'NULL')
+          coalesce(quote_literal(left(pgjobd_schedule_upsert.timezone, 100)), 'NULL')
           USING ERRCODE = 'invalid_parameter_value';
       END IF;
       IF pgjobd_schedule_upsert.overlap IS NULL

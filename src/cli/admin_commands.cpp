@@ -13,6 +13,7 @@
 #include "cli/config_loading.hpp"
 #include "cli/error_output.hpp"
 #include "db/admin/admin_session.hpp"
+#include "log/conninfo_display.hpp"
 #include "log/logging.hpp"
 #include "store/db_error.hpp"
 
@@ -66,7 +67,7 @@ int run_check_config(const std::string& config_path, ConfigUse for_use) {
     std::cout << " (" << config->handlers.size() << " handler(s), " << config->worker.queues.size()
               << " queue(s), ";
   }
-  std::cout << "database " << mask_password(config->database.url) << ")\n";
+  std::cout << "database " << describe_conninfo(config->database.url) << ")\n";
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "db/pqxx_errors.hpp"
+#include "log/conninfo_display.hpp"
 #include "log/logging.hpp"
 
 namespace pgjobd {
@@ -17,9 +18,11 @@ int print_error(std::string_view text, int code) {
 
 int print_db_error(const DbError& error, const DatabaseConfig& database, int code) {
   if (error.connection_lost()) {
-    return print_error(
-        "cannot connect to " + mask_password(database.url) + ": " + mask_password(error.what()),
-        code);
+    const std::string target = describe_conninfo(database.url);
+    const std::string why = mask_password(error.what());
+    // A malformed conninfo's error is its description already.
+    if (why.find(target) != std::string::npos) return print_error("cannot connect: " + why, code);
+    return print_error("cannot connect to " + target + ": " + why, code);
   }
   return print_error(error.what(), code);
 }

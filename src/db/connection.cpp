@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "db/call_deadline.hpp"
+#include "log/conninfo_display.hpp"
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
 
@@ -139,6 +140,9 @@ void ConnectionDeleter::operator()(pqxx::connection_base* conn) const {
 }
 
 ConnectionPtr open_connection(const DatabaseConfig& config, const std::string& role) {
+  // libpq's message for a conninfo it cannot parse quotes the piece it stopped at, which
+  // can be the password in a spelling no scrubbing recognises (`password s3cr3t`).
+  if (!conninfo_parses(config.url)) throw pqxx::broken_connection(describe_conninfo(config.url));
   ConnectionPtr conn;
   try {
     conn.reset(new Connection(config.url));

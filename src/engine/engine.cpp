@@ -27,7 +27,7 @@
 #include "engine/worker_pool.hpp"
 #include "handlers/handler_factory.hpp"
 #include "http/http_server.hpp"
-#include "log/logging.hpp"
+#include "log/conninfo_display.hpp"
 #include "log/secrets.hpp"
 #include "metrics/metrics.hpp"
 #include "schedule/scheduler.hpp"
@@ -250,7 +250,7 @@ void Engine::Impl::start() {
   std::lock_guard lifecycle(lifecycle_mutex_);
   handlers_ = build_handlers(config_);
   spdlog::info("pgjobd starting as {} on {} (schema {}), {} worker(s), queues [{}], types [{}]",
-               worker_id_, mask_password(config_.database.url), config_.database.schema,
+               worker_id_, describe_conninfo(config_.database.url), config_.database.schema,
                config_.worker.concurrency, fmt::join(keys_of(config_.worker.queues), ", "),
                fmt::join(keys_of(handlers_), ", "));
 

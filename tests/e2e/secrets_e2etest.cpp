@@ -41,26 +41,63 @@ TEST_P(SecretsE2E, PasswordNeverInLogOrReadyz) {
   EXPECT_EQ(readyz.status, 503);
   EXPECT_NE(readyz.body.find("database not reachable"), std::string::npos) << readyz.body;
   const std::string log = daemon.log();
+  // The start line names the conninfo by what libpq parsed, or says it is malformed.
+  EXPECT_NE(log.find("on a malformed conninfo (libpq: "), std::string::npos) << log;
+  EXPECT_EQ(log.find(param.url), std::string::npos) << log;
   for (const std::string& secret : param.secrets) {
     EXPECT_EQ(readyz.body.find(secret), std::string::npos) << readyz.body;
     EXPECT_EQ(log.find(secret), std::string::npos) << log;
+  }
+
+  // The commands that name the database: check-config's summary, a subcommand's error.
+  TempDir dir;
+  const std::string file = dir.write("pgjobd.yaml", yaml.text());
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"check-config", "-c", file},
+                                               std::vector<std::string>{"stats", "-c", file}}) {
+    SCOPED_TRACE(args[0]);
+    const CliResult result = run_cli(args, env);
+    const std::string output = result.out + result.err;
+    EXPECT_NE(output.find("a malformed conninfo (libpq: "), std::string::npos) << output;
+    EXPECT_EQ(output.find(param.url), std::string::npos) << output;
+    for (const std::string& secret : param.secrets) {
+      EXPECT_EQ(output.find(secret), std::string::npos) << output;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     MalformedConninfo, SecretsE2E,
-    ::testing::Values(MalformedDatabase{"PercentToken",
-                                        "postgresql://u:50%offhunter@localhost/db",
-                                        false,
-                                        {"50%offhunter", "offhunter"}},
-                      MalformedDatabase{"IPv6HostFromEnvironment",
-                                        "postgresql://u:hunter22x@[::1/db",
-                                        true,
-                                        {"hunter22x"}},
-                      MalformedDatabase{"UnterminatedQuote",
-                                        "host=localhost password='hunter22x never closed",
-                                        false,
-                                        {"hunter22x", "never closed"}}),
+    ::testing::Values(
+        MalformedDatabase{"PercentToken",
+                          "postgresql://u:50%offhunter@localhost/db",
+                          false,
+                          {"50%offhunter", "offhunter"}},
+        MalformedDatabase{
+            "IPv6HostFromEnvironment", "postgresql://u:hunter22x@[::1/db", true, {"hunter22x"}},
+        MalformedDatabase{"UnterminatedQuote",
+                          "host=localhost password='hunter22x never closed",
+                          false,
+                          {"hunter22x", "never closed"}},
+        // The forms no pattern recognises as a password: only what libpq
+        // parsed may be printed, never the text.
+        MalformedDatabase{
+            "MissingEquals", "host=localhost user=bob password s3cr3tpwA", false, {"s3cr3tpwA"}},
+        MalformedDatabase{"MissingEqualsAfterPassword",
+                          "host=localhost user=bob s3cr3tpwB dbname=x",
+                          false,
+                          {"s3cr3tpwB"}},
+        MalformedDatabase{"QuotedThenStray",
+                          "host=localhost password='s3cr3t pwC' user=bob stray",
+                          false,
+                          {"s3cr3t pwC", "s3cr3t", "pwC"}},
+        MalformedDatabase{"BadPercentInUserinfo",
+                          "postgresql://bob:s3cr3tpwD%zz@localhost/db",
+                          true,
+                          {"s3cr3tpwD"}},
+        MalformedDatabase{"PasswordInQueryString",
+                          "postgresql://localhost/db?user=bob&password=s3cr3tpwE&x",
+                          false,
+                          {"s3cr3tpwE"}}),
     [](const auto& test) { return std::string(test.param.name); });
 
 }  // namespace
