@@ -50,23 +50,17 @@ void BenchSchema::set_notify_trigger(bool enabled) {
        " TRIGGER jobs_notify_insert");
 }
 
-void BenchSchema::insert_pending(int n) {
-  run([&] {
-    pqxx::nontransaction txn(session_->connection());
-    txn.exec_params("INSERT INTO " + table_ +
-                        " (type, payload) SELECT $1, jsonb_build_object('n', g)"
-                        " FROM generate_series(1, $2) g",
-                    job_type_, n);
-  });
-}
+void BenchSchema::insert_pending(int n) { insert_due(n, job_type_, 0); }
 
-void BenchSchema::insert_unserved(int n) {
+void BenchSchema::insert_unserved(int n) { insert_due(n, job_type_ + "-unserved", 10); }
+
+void BenchSchema::insert_due(int n, const std::string& type, int priority) {
   run([&] {
     pqxx::nontransaction txn(session_->connection());
     txn.exec_params("INSERT INTO " + table_ +
-                        " (type, priority, payload) SELECT $1, 10, jsonb_build_object('n', g)"
+                        " (type, priority, payload) SELECT $1, $3, jsonb_build_object('n', g)"
                         " FROM generate_series(1, $2) g",
-                    job_type_ + "-unserved", n);
+                    type, n, priority);
   });
 }
 

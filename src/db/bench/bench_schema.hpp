@@ -56,6 +56,8 @@ class BenchSchema {
   bool settle();
 
  private:
+  // n due jobs of `type` at `priority`, one bulk INSERT.
+  void insert_due(int n, const std::string& type, int priority);
   // fn() on the session (reopened if an earlier call lost it), with no deadline: a bulk
   // load or VACUUM takes as long as it takes.
   template <typename Fn>
