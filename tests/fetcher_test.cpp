@@ -425,6 +425,39 @@ TEST_F(FetcherTest, AClaimForANotifyIsFollowedByOneMoreAfterTheTriggersWindow) {
   EXPECT_FALSE(table_.wait_calls(StoreMethod::kClaim, 7, milliseconds(600))) << describe();
 }
 
+// Anyone who may connect can NOTIFY the trigger's channel: a flood of NOTIFYs that find
+// nothing costs a bounded claim rate (Fetcher::kNotifyGapMax: at most two claims per 20 ms,
+// here over 1 s with a NOTIFY every 0.2 ms, where a claim per NOTIFY made thousands), and a
+// job inserted during the flood is still claimed at once, which ends the spacing.
+TEST_F(FetcherTest, AFloodOfNotifiesThatFindNothingCostsABoundedClaimRate) {
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1)) << describe();  // at start
+  const auto flood = [&](Clock::duration length) {
+    const auto began = Clock::now();
+    const int before = table_.calls(StoreMethod::kClaim);
+    while (Clock::now() - began < length) {
+      signal_.wake_for_insert();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // the flood's pace
+    }
+    return table_.calls(StoreMethod::kClaim) - before;
+  };
+  const int claims = flood(seconds(1));
+  EXPECT_LE(claims, 2 * (1000 / Fetcher::kNotifyGapMax.count()) + 10) << describe();
+  EXPECT_GE(claims, 10) << describe();  // NOTIFYs still set claims off
+
+  table_.add_job("gated");
+  const auto added = Clock::now();
+  signal_.wake_for_insert();
+  ASSERT_TRUE(gate_.wait_started(1, seconds(10))) << describe();
+  EXPECT_LT(Clock::now() - added, Fetcher::kNotifyGapMax + milliseconds(500));
+  // Other wake-ups are never spaced out.
+  const int before = table_.calls(StoreMethod::kClaim);
+  signal_.wake_for_insert();  // finds nothing: NOTIFYs are spaced again
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, before + 1)) << describe();
+  signal_.wake();
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, before + 2)) << describe();
+}
+
 TEST_F(FetcherTest, BacksOffThroughAnOutageAndRecovers) {
   table_.add_jobs(2, "gated");
   table_.fail_next(StoreMethod::kClaim, 1000);  // the database is down

@@ -492,7 +492,7 @@ TEST(SqlInterface, ClaimWithThePauseCheckStaysOnTheClaimIndex) {
       const std::string plan = plans.explain(
           std::string(name) + "('{q1,q2}', '{10,10}', '{a}', 20, 'w', 30000, '', 1000" + due + ")",
           mode);
-      EXPECT_TRUE(contains(plan, "jobs_claim_idx")) << mode << "\n" << plan;
+      EXPECT_TRUE(contains(plan, "jobs_claim_type_idx")) << mode << "\n" << plan;
       EXPECT_TRUE(contains(plan, "Anti Join")) << mode << "\n" << plan;
       EXPECT_TRUE(contains(plan, "pgjobd_queues")) << mode << "\n" << plan;
     }

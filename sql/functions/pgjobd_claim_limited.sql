@@ -89,6 +89,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       -- (candidate, partition) pairs.
       w_id bigint[];
       w_qi int[];
+      w_big bigint[];  -- candidates whose large payload's partition is not kept yet
       e_id bigint[];
       e_pid text[];
       fresh text[];
@@ -115,10 +116,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       LOOP
         round := round + 1;
         WITH w AS MATERIALIZED (
-          SELECT x.id, x.qi, x.parts,
+          SELECT x.id, x.qi, x.parts, x.big,
                  row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
           FROM (
-            SELECT j.id, j.qi, j.priority, j.run_at, j.parts,
+            SELECT j.id, j.qi, j.priority, j.run_at, j.parts, j.big,
                    row_number() OVER (PARTITION BY j.parts
                                       ORDER BY j.priority DESC, j.run_at, j.id) AS turn
             FROM unnest(queues, left_in_queue) WITH ORDINALITY AS q(queue, free, qi)
@@ -126,12 +127,17 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               -- At most scan_budget due rows per queue and window, in claim order: the
               -- partitions left out are read past only that far, so a claim's cost stays
               -- bounded whatever backlog a saturated partition has.
-              SELECT b.id, q.qi, b.priority, b.run_at, b.parts FROM (
-                SELECT j.id, j.priority, j.run_at, pu.parts || pk.parts AS parts
+              SELECT b.id, q.qi, b.priority, b.run_at, b.parts, b.big FROM (
+                SELECT j.id, j.priority, j.run_at, pu.parts || pk.parts AS parts,
+                       any_keyed AND pg_column_size(j.payload) > 8192
+                         AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_parts c
+                                         WHERE c.job_id = j.id) AS big
                 FROM @schema@.jobs j
                 -- The unkeyed limits' partitions depend on the type and queue only, so
                 -- they are computed once per pair (memoized), not once per row; only the
-                -- keyed ones read the payload, and only when a keyed limit exists.
+                -- keyed ones read the payload, and only when a keyed limit exists. A large
+                -- payload (pg_column_size reads its size without detoasting it) is read
+                -- once: its partition is kept in pgjobd_limit_parts (below: Large payloads).
                 CROSS JOIN LATERAL (
                   SELECT ARRAY(SELECT l.name || chr(31) FROM @schema@.pgjobd_limits l
                                WHERE l.key IS NULL
@@ -140,7 +146,13 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                                ORDER BY l.name) AS parts
                   OFFSET 0) pu  -- computed once per row, not once per use
                 CROSS JOIN LATERAL (
-                  SELECT ARRAY(SELECT l.name || chr(31) || @schema@.pgjobd_limit_part(j.payload, l.key)
+                  SELECT ARRAY(SELECT l.name || chr(31) || CASE
+                                 WHEN pg_column_size(j.payload) <= 8192
+                                   THEN @schema@.pgjobd_limit_part(j.payload, l.key)
+                                 ELSE coalesce(
+                                   (SELECT c.part FROM @schema@.pgjobd_limit_parts c
+                                    WHERE c.job_id = j.id AND c.key = l.key),
+                                   @schema@.pgjobd_limit_part(j.payload, l.key)) END
                                FROM @schema@.pgjobd_limits l
                                WHERE any_keyed AND l.key IS NOT NULL
                                  AND (l.types IS NULL OR j.type = ANY (l.types))
@@ -166,8 +178,35 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         SELECT ARRAY(SELECT w.id FROM w ORDER BY w.ord),
                ARRAY(SELECT w.qi FROM w ORDER BY w.ord),
                ARRAY(SELECT w.id FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
-               ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid)
-          INTO w_id, w_qi, e_id, e_pid;
+               ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+               ARRAY(SELECT w.id FROM w WHERE w.big)
+          INTO w_id, w_qi, e_id, e_pid, w_big;
+        -- Large payloads: when the window met one whose partition is not kept, the
+        -- partitions of every such job this claim may read past (the first scan_budget
+        -- due jobs per queue) are kept, so that neither this claim's later windows nor
+        -- later claims read those payloads again (each is read about twice in its life).
+        -- A job's payload is not expected to change while it waits: one changed under a
+        -- keyed limit after a claim read it keeps its first partition.
+        IF cardinality(w_big) > 0 THEN
+          EXECUTE $q$
+            INSERT INTO @schema@.pgjobd_limit_parts (job_id, key, part)
+            SELECT j.id, l.key, @schema@.pgjobd_limit_part(j.payload, l.key)
+            FROM unnest($1::text[]) AS q(queue)
+            CROSS JOIN LATERAL (
+              SELECT j.id, j.type, j.queue, j.payload FROM @schema@.jobs j
+              WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
+                AND j.run_at <= now() AND j.type = ANY ($2::text[])
+              ORDER BY j.priority DESC, j.run_at, j.id
+              LIMIT $3) j
+            JOIN @schema@.pgjobd_limits l
+              ON l.key IS NOT NULL AND (l.types IS NULL OR j.type = ANY (l.types))
+             AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+            WHERE pg_column_size(j.payload) > 8192
+              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_parts c
+                              WHERE c.job_id = j.id AND c.key = l.key)
+            ON CONFLICT DO NOTHING$q$
+          USING queues, types, scan_budget;
+        END IF;
         IF cardinality(w_id) = 0 THEN
           -- Nothing left outside the capped partitions: they take the rest.
           EXIT WHEN NOT capping OR cardinality(capped) = 0 OR round >= 6;
@@ -216,7 +255,12 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           read_at := clock_timestamp();
           WITH counted AS (
             SELECT r.pid, count(*)::int AS running FROM (
-              SELECT l.name || chr(31) || @schema@.pgjobd_limit_part(j.payload, l.key) AS pid
+              SELECT l.name || chr(31) || CASE
+                       WHEN pg_column_size(j.payload) <= 8192
+                         THEN @schema@.pgjobd_limit_part(j.payload, l.key)
+                       ELSE coalesce((SELECT c.part FROM @schema@.pgjobd_limit_parts c
+                                      WHERE c.job_id = j.id AND c.key = l.key),
+                                     @schema@.pgjobd_limit_part(j.payload, l.key)) END AS pid
               FROM @schema@.jobs j
               JOIN @schema@.pgjobd_limits l
                 ON (l.types IS NULL OR j.type = ANY (l.types))
@@ -413,6 +457,14 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         WHERE u.tokens IS NOT NULL AND u.used > 0 AND l.name = b.limit_name
           AND b.limit_name = split_part(u.pid, chr(31), 1)
           AND b.part = substr(u.pid, length(split_part(u.pid, chr(31), 1)) + 2);
+      END IF;
+
+      -- Kept partitions of jobs that ended (or were deleted): swept now and then, by the
+      -- claim that happens to draw it, so that the table holds about its live large jobs.
+      IF random() < 0.01 THEN
+        DELETE FROM @schema@.pgjobd_limit_parts c
+        WHERE NOT EXISTS (SELECT 1 FROM @schema@.jobs j
+                          WHERE j.id = c.job_id AND j.status IN ('pending', 'failed', 'running'));
       END IF;
 
       -- By primary key like the lock above (otherwise a hash join over two sequential

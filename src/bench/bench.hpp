@@ -20,7 +20,10 @@ struct BenchOptions {
   int latency_jobs = 1000;              // single INSERTs for the pick-up latency
   double latency_rate = 100;            // of those, per second
   long long finished_rows = 0;          // also measure throughput with this many done rows present
-  double idle_seconds = 20;             // window for idle_queries_per_s (after backoff)
+  // Also measure throughput with this many due rows of a type no handler serves, at a
+  // higher priority, against none, with worker.prefetch as configured and with 0.
+  int unclaimable_rows = 0;
+  double idle_seconds = 20;  // window for idle_queries_per_s (after backoff)
   bool measure_latency = true;
   bool measure_idle = true;
   // Dependencies (README "Results and workflows"): `workflow_runs` fan-outs of `fan_out`
@@ -54,7 +57,11 @@ struct BenchReport {
   std::optional<long long> finished_rows;
   std::optional<double> throughput_with_finished_rows_jobs_per_s;
   std::optional<double> finished_rows_ratio;  // that throughput / throughput_jobs_per_s
-  bool checkpointed = false;                  // a CHECKPOINT ran before every timed burn-down
+  // --unclaimable-rows: jobs/s with those rows over jobs/s without, in one run (best of two
+  // each), with prefetch and without.
+  std::optional<int> unclaimable_rows;
+  std::optional<double> unclaimable_ratio_prefetch, unclaimable_ratio_no_prefetch;
+  bool checkpointed = false;  // a CHECKPOINT ran before every timed burn-down
   // --workflows: from the first child's start to the last one's end, median over the runs;
   // the same for as many independent jobs enqueued at once before each run.
   std::optional<double> fan_out_children_jobs_per_s;

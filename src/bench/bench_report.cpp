@@ -55,6 +55,9 @@ std::string bench_report_json(const BenchReport& r) {
       {"throughput_with_finished_rows_jobs_per_s",
        optional_rounded(r.throughput_with_finished_rows_jobs_per_s, 0)},
       {"finished_rows_ratio", optional_rounded(r.finished_rows_ratio, 3)},
+      {"unclaimable_rows", optional_json(r.unclaimable_rows)},
+      {"unclaimable_ratio_prefetch", optional_rounded(r.unclaimable_ratio_prefetch, 3)},
+      {"unclaimable_ratio_no_prefetch", optional_rounded(r.unclaimable_ratio_no_prefetch, 3)},
       {"checkpointed", r.checkpointed},
       {"workflows",
        {{"fan_out_children_jobs_per_s", optional_rounded(r.fan_out_children_jobs_per_s, 0)},
@@ -106,6 +109,9 @@ std::string bench_report_table(const BenchReport& r) {
   row("throughput_with_finished_rows_jobs_per_s",
       opt(r.throughput_with_finished_rows_jobs_per_s, "%.0f"));
   row("finished_rows_ratio", opt(r.finished_rows_ratio, "%.3f"));
+  row("unclaimable_rows", r.unclaimable_rows ? std::to_string(*r.unclaimable_rows) : "(skipped)");
+  row("unclaimable_ratio_prefetch", opt(r.unclaimable_ratio_prefetch, "%.3f"));
+  row("unclaimable_ratio_no_prefetch", opt(r.unclaimable_ratio_no_prefetch, "%.3f"));
   row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
   row("fan_out_children_jobs_per_s", opt(r.fan_out_children_jobs_per_s, "%.0f"));
   row("independent_jobs_per_s", opt(r.independent_jobs_per_s, "%.0f"));

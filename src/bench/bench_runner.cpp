@@ -118,6 +118,32 @@ BurnDown burn_down(const BenchOptions& options, BenchSchema& table, int jobs) {
   return result;
 }
 
+// Burn-downs of options.jobs with options.unclaimable_rows due rows of an unserved type
+// ahead of them (README "Claiming": they must not slow the claim), against none,
+// alternated, best of two each; with worker.prefetch as configured and with 0.
+void unclaimable_rows(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
+  report.unclaimable_rows = options.unclaimable_rows;
+  for (const bool prefetch : {true, false}) {
+    BenchOptions run_options = options;
+    if (!prefetch) run_options.engine.worker.prefetch = 0;
+    double best[2] = {0, 0};  // without, with
+    for (int round = 0; round < 2; ++round) {
+      for (const int with : {0, 1}) {
+        table.truncate();
+        if (with == 1) table.insert_unserved(options.unclaimable_rows);
+        table.insert_pending(options.jobs);
+        report.checkpointed = table.settle() && report.checkpointed;
+        const double rate = burn_down(run_options, table, options.jobs).jobs_per_s;
+        spdlog::info("unclaimable rows: prefetch {}, {} of them: {:.0f} jobs/s",
+                     prefetch ? "on" : "off", with == 1 ? options.unclaimable_rows : 0, rate);
+        best[with] = std::max(best[with], rate);
+      }
+    }
+    (prefetch ? report.unclaimable_ratio_prefetch : report.unclaimable_ratio_no_prefetch) =
+        best[1] / best[0];
+  }
+}
+
 // The same claim and complete statements the engine uses, in a tight loop on one
 // connection with the engine's batch size, planned as the engine's fetcher and completer
 // plan them: what the database can do without us.
@@ -347,6 +373,7 @@ BenchReport run_bench(const BenchOptions& raw_options) {
     report.finished_rows_ratio =
         *report.throughput_with_finished_rows_jobs_per_s / report.throughput_jobs_per_s;
   }
+  if (options.unclaimable_rows > 0) unclaimable_rows(options, table, report);
   if (options.measure_workflows) {
     spdlog::info("workflows: {} fan-outs of {} children with a fan-in, a chain of {}",
                  options.workflow_runs, options.fan_out, options.chain_length);

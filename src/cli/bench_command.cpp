@@ -34,8 +34,9 @@ int run_bench_command(const std::string& config_path, bool config_given, BenchOp
   }
   options.engine = config;
   if (options.jobs < 1 || options.concurrency < 1 || options.latency_jobs < 1 ||
-      options.latency_rate <= 0 || options.finished_rows < 0 || options.idle_seconds <= 0 ||
-      options.fan_out < 1 || options.workflow_runs < 1 || options.chain_length < 2) {
+      options.latency_rate <= 0 || options.finished_rows < 0 || options.unclaimable_rows < 0 ||
+      options.idle_seconds <= 0 || options.fan_out < 1 || options.workflow_runs < 1 ||
+      options.chain_length < 2) {
     std::cerr << "error: --jobs, --concurrency, --latency-jobs, --latency-rate, "
                  "--idle-seconds, --fan-out and --workflow-runs must be positive, "
                  "--chain-length at least 2\n";

@@ -107,6 +107,8 @@ int cli_main(int argc, char** argv) {
                     "Latency INSERTs per second (default 100)");
   bench->add_option("--finished-rows", bench_options.finished_rows,
                     "Also measure with this many done rows in the table (default 0: skip)");
+  bench->add_option("--unclaimable-rows", bench_options.unclaimable_rows,
+                    "Also measure with this many due rows of an unserved type ahead (default 0)");
   bench->add_option("--idle-seconds", bench_options.idle_seconds,
                     "Idle measurement window (default 20)");
   bench

@@ -120,7 +120,8 @@ constexpr ConfigKey kKeys[] = {
         "poll.listen_notify", "true", kRestart,
         "LISTEN for the insert trigger's NOTIFY (at most one per 2 ms per schema) and wake "
         "at once, claim once more 4 ms later (for the INSERTs that relied on that NOTIFY), "
-        "then poll once more after `min_interval`"),
+        "then poll once more after `min_interval`; after NOTIFYs whose claims found nothing, "
+        "up to 20 ms apart (see [Job lifecycle](#job-lifecycle-and-delivery-guarantee))"),
     field<&Config::retry, &RetryConfig::base>(
         "retry.base", "1s", kLive, "delay before the first retry; doubles each attempt (> 0)"),
     field<&Config::retry, &RetryConfig::max_delay>(

@@ -112,8 +112,19 @@ std::string retry_delay_ms(int base, int max_delay, int jitter) {
 }
 
 // kClaim: each served queue ($1) not paused takes at most its free slots ($2), in claim
-// order, skipping rows other daemons hold, in a LATERAL branch (a short scan of
-// jobs_claim_idx); LIMIT $4 bounds the total to the pool's free slots.
+// order, skipping rows other daemons hold; LIMIT $4 bounds the total to the pool's free
+// slots.
+// - By type: each served (queue, type) is read on its own (`arms`, a short scan of
+//   jobs_claim_type_idx), so due rows of types this daemon has no handler for are never
+//   walked past. Trap: jobs_claim_idx filters the types after the walk, and 200,000 due rows
+//   of an unserved type at a higher priority made each claim 6-30x slower (bench/README.md,
+//   "Unclaimable rows"). With one type the arm takes the queue's free slots; with more,
+//   `shares` first reads each arm's first rows without locks and gives each type its place
+//   among the queue's first `free` rows in claim order, so the claim locks about what it
+//   takes (each arm taking `free` would lock types × free rows). A row another daemon holds
+//   is skipped within its arm, which takes its next row instead.
+// - Nothing but the index's columns is read of a row that is not claimed: no payload is
+//   detoasted before the UPDATE.
 // - $7 'off': the claim does not wait for its WAL flush (set inside, for this transaction
 //   only: nothing left on a pooled session; '' keeps the session's). A claim lost in a crash
 //   leaves its job pending; a completion's synchronous commit flushes its claim's WAL too.
@@ -124,8 +135,8 @@ std::string retry_delay_ms(int base, int max_delay, int jitter) {
 // - A new attempt starts without its predecessor's cancel request.
 // - The UPDATE finds the picked rows by primary key and joins nothing. Trap: joined to
 //   `picked`, a hash join over the whole table (45-50 ms a claim of 1,000, not 11-16).
-// - The fetcher's session pins a plan on jobs_claim_idx and jobs_pkey (StatementSet), the
-//   others plan at each execution. Trap: a generic plan made on an empty table kept its
+// - The fetcher's session pins a plan on jobs_claim_type_idx and jobs_pkey (StatementSet),
+//   the others plan at each execution. Trap: a generic plan made on an empty table kept its
 //   sequential scan as the table grew (600-1,000 ms a claim).
 constexpr const char* kClaimSql = R"(
 WITH {claim_ctes}
@@ -160,15 +171,36 @@ constexpr const char* kClaimCtes = R"(slots AS (
                    coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
                    true) IS NOT NULL
     AND {s_not_paused}
-), picked AS (
-  SELECT c.id FROM slots CROSS JOIN LATERAL (
-    SELECT j.id, j.priority, j.run_at FROM {jobs} j
-    WHERE j.queue = slots.queue AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-      AND j.type = ANY($3::text[])
+), arms AS (
+  SELECT slots.queue, slots.free, t.type
+  FROM slots CROSS JOIN (SELECT DISTINCT t.type FROM unnest($3::text[]) AS t(type)) t
+), firsts AS (
+  SELECT a.queue, a.type,
+         row_number() OVER (PARTITION BY a.queue ORDER BY f.priority DESC, f.run_at, f.id)
+           <= a.free AS within
+  FROM arms a CROSS JOIN LATERAL (
+    SELECT j.priority, j.run_at, j.id FROM {jobs} j
+    WHERE j.queue = a.queue AND j.type = a.type AND j.status IN ('pending', 'failed')
+      AND j.run_at <= now()
     ORDER BY j.priority DESC, j.run_at, j.id
-    LIMIT slots.free
+    LIMIT a.free
+  ) f
+  WHERE cardinality($3::text[]) > 1
+), shares AS (
+  SELECT f.queue, f.type, count(*) FILTER (WHERE f.within) AS take
+  FROM firsts f GROUP BY f.queue, f.type
+  UNION ALL
+  SELECT a.queue, a.type, a.free FROM arms a WHERE cardinality($3::text[]) <= 1
+), picked AS (
+  SELECT c.id FROM shares s CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at FROM {jobs} j
+    WHERE j.queue = s.queue AND j.type = s.type AND j.status IN ('pending', 'failed')
+      AND j.run_at <= now()
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT s.take
     FOR UPDATE OF j SKIP LOCKED
   ) c
+  WHERE s.take > 0
   ORDER BY c.priority DESC, c.run_at, c.id
   LIMIT $4
 ), claimed AS (

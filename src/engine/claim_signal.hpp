@@ -17,6 +17,7 @@ struct ClaimSignal {
     {
       std::lock_guard lock(mutex);
       woken = true;
+      woken_not_for_insert = true;
       ++events;
     }
     cv.notify_one();
@@ -75,8 +76,11 @@ struct ClaimSignal {
   std::mutex mutex;
   std::condition_variable_any cv;
   // Guarded by mutex.
-  bool woken = true;           // the fetcher clears it when it claims
-  bool for_insert = false;     // set with woken by wake_for_insert, cleared with it
+  bool woken = true;        // the fetcher clears it when it claims
+  bool for_insert = false;  // set with woken by wake_for_insert, cleared with it
+  // Set with woken by wake(), cleared with it: a wake-up the fetcher must not space out as
+  // it does NOTIFYs that found nothing (Fetcher::kNotifyGapMax).
+  bool woken_not_for_insert = false;
   std::uint64_t events = 0;    // counts the calls: a waiter waits for it to change
   std::uint64_t written = 0;   // counts completions_written()
   bool wants_written = false;  // set by the fetcher: completions_written() ends its wait

@@ -92,12 +92,19 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   };
   // The next poll, or sooner the next job known to become due or the claim that follows
   // a NOTIFY's.
+  // A NOTIFY (and nothing else) heard while NOTIFYs are spaced out (kNotifyGapMax): its
+  // claim waits for notify_ready_at_.
+  const auto notify_spaced = [&] {
+    return signal_.woken && signal_.for_insert && !signal_.woken_not_for_insert &&
+           Clock::now() < notify_ready_at_;
+  };
   const auto next_claim = [&] {
-    return std::min({next_poll_, next_due_, hinted_due_, trailing_claim_});
+    return std::min({next_poll_, next_due_, hinted_due_, trailing_claim_,
+                     notify_spaced() ? notify_ready_at_ : Clock::time_point::max()});
   };
   const auto limit_slot_freed = [&] { return limit_held_ && signal_.written != written_at_claim_; };
   const auto due = [&] {
-    return signal_.woken || backlog_ || Clock::now() >= next_claim() ||
+    return (signal_.woken && !notify_spaced()) || backlog_ || Clock::now() >= next_claim() ||
            saturated_queue_has_room() || limit_slot_freed();
   };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
@@ -117,6 +124,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
       for_insert_ = signal_.for_insert;
       signal_.woken = false;
       signal_.for_insert = false;
+      signal_.woken_not_for_insert = false;
       written_at_claim_ = signal_.written;
       pool_.arm_slot_wake(0, prefetch());  // the jobs finishing during the claim: no wake-up
       return true;
@@ -229,7 +237,17 @@ bool Fetcher::claim_once(bool woken) {
   }
   claim_began_ = Clock::now();
   std::vector<Job> jobs = claim_jobs(request);
-  if (for_insert_) trailing_claim_ = claim_began_ + trailing_claim_delay_;
+  // A trailing claim that took up a NOTIFY while they are spaced out is not followed by
+  // another: in a flood, each would be (a claim every trailing_claim, whatever the gap).
+  if (for_insert_ && !(trailing && notify_gap_ > Clock::duration::zero())) {
+    trailing_claim_ = claim_began_ + trailing_claim_delay_;
+  }
+  if (!jobs.empty()) {
+    notify_gap_ = {};
+  } else if (for_insert_) {
+    notify_gap_ = std::clamp<Clock::duration>(notify_gap_ * 2, kNotifyGapMin, kNotifyGapMax);
+    notify_ready_at_ = claim_began_ + notify_gap_;
+  }
   note_claim_time(Clock::now() - claim_began_, jobs.size());
   metrics_.fetch_batch(static_cast<int>(jobs.size()));
   const bool full = static_cast<int>(jobs.size()) == request.limit;

@@ -96,6 +96,15 @@ class Fetcher final : public Service {
   // come due (see learn_next_due): a second covers any question slower to arrive than its
   // claim, and bounds what it reads of a queue's due jobs of types this daemon lacks.
   static constexpr std::chrono::seconds kDueLookBack{1};
+  // Anyone who may connect can NOTIFY the trigger's channel (no right needed) with the
+  // trigger's payload, and a flood of them made a claim each. So NOTIFYs whose claims find
+  // nothing are spaced out: after each such claim the next claim for a NOTIFY waits
+  // twice as long since the last began (from kNotifyGapMin up to this), and a claim that
+  // finds a job ends the spacing. A flood costs at most two claims (the NOTIFY's and its
+  // trailing one) per kNotifyGapMax; a daemon that lost the race for a job to another
+  // waits at most that long more for the next NOTIFY's (the winner claims at once).
+  static constexpr std::chrono::milliseconds kNotifyGapMin{1};
+  static constexpr std::chrono::milliseconds kNotifyGapMax{20};
   // A slow claim (Options::slow_claim) is warned about at most once per this.
   static constexpr std::chrono::seconds kSlowClaimWarnEvery{60};
 
@@ -154,6 +163,10 @@ class Fetcher final : public Service {
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
   bool for_insert_ = false;                   // ... for the INSERT trigger's NOTIFY
+  // The spacing of NOTIFYs that find nothing (kNotifyGapMax): the current gap (zero: none),
+  // and when a NOTIFY may set off the next claim.
+  std::chrono::steady_clock::duration notify_gap_{};
+  std::chrono::steady_clock::time_point notify_ready_at_{};
   // When the claim that follows a NOTIFY's is due (max: none; see Options::trailing_claim).
   std::chrono::steady_clock::time_point trailing_claim_ =
       std::chrono::steady_clock::time_point::max();

@@ -50,13 +50,17 @@ void BenchSchema::set_notify_trigger(bool enabled) {
        " TRIGGER jobs_notify_insert");
 }
 
-void BenchSchema::insert_pending(int n) {
+void BenchSchema::insert_pending(int n) { insert_due(n, job_type_, 0); }
+
+void BenchSchema::insert_unserved(int n) { insert_due(n, job_type_ + "-unserved", 10); }
+
+void BenchSchema::insert_due(int n, const std::string& type, int priority) {
   run([&] {
     pqxx::nontransaction txn(session_->connection());
     txn.exec_params("INSERT INTO " + table_ +
-                        " (type, payload) SELECT $1, jsonb_build_object('n', g)"
+                        " (type, priority, payload) SELECT $1, $3, jsonb_build_object('n', g)"
                         " FROM generate_series(1, $2) g",
-                    job_type_, n);
+                    type, n, priority);
   });
 }
 
@@ -98,11 +102,15 @@ std::int64_t BenchSchema::insert_one() {
 bool BenchSchema::any_unfinished() {
   return run([&] {
     pqxx::nontransaction txn(session_->connection());
+    // Of the served type only (insert_unserved's rows stay pending), through
+    // jobs_claim_type_idx, without walking those rows.
     return txn
-        .exec("SELECT EXISTS (SELECT 1 FROM " + table_ +
-              " WHERE status IN ('pending', 'failed'))"
-              " OR EXISTS (SELECT 1 FROM " +
-              table_ + " WHERE status = 'running')")[0][0]
+        .exec_params(
+            "SELECT EXISTS (SELECT 1 FROM " + table_ +
+                " WHERE status IN ('pending', 'failed') AND queue = 'default' AND type = $1)"
+                " OR EXISTS (SELECT 1 FROM " +
+                table_ + " WHERE status = 'running')",
+            job_type_)[0][0]
         .as<bool>();
   });
 }

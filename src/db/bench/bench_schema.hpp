@@ -32,6 +32,8 @@ class BenchSchema {
   void insert_pending(int n);
   // One bulk INSERT of n jobs already done, as a long-running queue accumulates them.
   void insert_finished(long long n);
+  // n due jobs of a type no handler serves, at a higher priority than insert_pending's.
+  void insert_unserved(int n);
   // pgjobd_enqueue_workflow(nodes): the id of each node's ref.
   std::map<std::string, std::int64_t> insert_workflow(const std::string& nodes_json);
   // One pending job in its own autocommitted INSERT; returns its id.
@@ -54,6 +56,8 @@ class BenchSchema {
   bool settle();
 
  private:
+  // n due jobs of `type` at `priority`, one bulk INSERT.
+  void insert_due(int n, const std::string& type, int priority);
   // fn() on the session (reopened if an earlier call lost it), with no deadline: a bulk
   // load or VACUUM takes as long as it takes.
   template <typename Fn>
