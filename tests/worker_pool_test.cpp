@@ -686,5 +686,45 @@ TEST(WorkerPoolHandOffTest, HandedOverJobsKeepTheirSlotsUntilTheyEnd) {
   EXPECT_TRUE(pool.running().empty());
 }
 
+// Stopping with held jobs and every slot taken by handed-over jobs: each thread waits for a
+// slot; once the last held job is taken, the others must hear of it and exit, or join()
+// would wait for them forever.
+TEST(WorkerPoolHandOffTest, StoppingWithHeldJobsEndsOnceTheyHaveRun) {
+  std::mutex mutex;
+  std::map<std::int64_t, JobFinish> finishes;
+  WorkerPool pool(
+      workers(2),
+      [&](const Job& job, const JobStop&, const JobFinish& finish) {
+        std::lock_guard lock(mutex);
+        finishes[job.id] = finish;
+        return JobStarted{true, std::nullopt};
+      },
+      [](const Job&) { return true; }, [](Completion) {}, [](int, bool) {});
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3), job_in(4)});
+  const auto finish_of = [&](std::int64_t id) -> JobFinish {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(mutex);
+          return finishes.count(id) == 1;
+        },
+        seconds(10)));
+    std::lock_guard lock(mutex);
+    return finishes[id];
+  };
+  const JobFinish first = finish_of(1);
+  const JobFinish second = finish_of(2);
+  pool.request_stop();
+  auto stopped = std::async(std::launch::async, [&pool] { pool.join(); });
+  // Job 3 takes the slot job 1 frees; its thread goes back to waiting (for job 4) while
+  // the test looks for it, and job 4 then goes to the other thread.
+  first(Completion{{1, 1}, Outcome::kDone, {}, Millis(0)});
+  const JobFinish third = finish_of(3);
+  second(Completion{{2, 1}, Outcome::kDone, {}, Millis(0)});
+  third(Completion{{3, 1}, Outcome::kDone, {}, Millis(0)});
+  finish_of(4)(Completion{{4, 1}, Outcome::kDone, {}, Millis(0)});
+  ASSERT_EQ(stopped.wait_for(seconds(10)), std::future_status::ready);
+}
+
 }  // namespace
 }  // namespace pgjobd

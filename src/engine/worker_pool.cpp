@@ -292,6 +292,8 @@ WorkerPool::Slot* WorkerPool::take_pending_locked() {
   pending_.pop_front();
   ++running_;
   queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+  // Threads that waited, while stopping, for a slot for the held jobs may exit now.
+  if (stopping_ && pending_.empty()) work_ready_.notify_all();
   return slot;
 }
 
@@ -391,6 +393,7 @@ std::vector<JobAttempt> WorkerPool::release_queued() {
   }
   pending_.clear();
   queued_.store(0, std::memory_order_relaxed);
+  if (stopping_) work_ready_.notify_all();  // see take_pending_locked
   if (in_hand_head_ == nullptr) idle_.notify_all();
   return released;
 }
