@@ -47,6 +47,8 @@
 #   OUT            CSV to write (default bench/results/daemons.csv)
 #   HANDLER        the handler of the jobs (type noop), as YAML flow (default
 #                  "{builtin: noop}"); bench/http.sh uses "{http: {url: ...}}"
+#   CPU_OUT        if set, a file each daemon's CPU seconds (user + system, from
+#                  /proc/PID/stat just before it is stopped) are appended to, one a line
 #
 # The CSV has one row per run: mode, daemons, workers per daemon, total workers, jobs,
 # elapsed seconds (polled), jobs/s, elapsed by the database's own max(finished_at) (no
@@ -192,6 +194,11 @@ for ((r = 1; r <= repeat; r++)); do
             awk '/^pgjobd_jobs_total\{/ && /outcome="done"/ {s += $NF} END {printf "%d", s}')")
           kb=$(awk '/^VmHWM:/ {print $2}' "/proc/${pids[i]}/status")
           if ((kb > peak_kb)); then peak_kb=$kb; fi
+          # CPU seconds (user + system) the daemon used since its start, for bench/http.sh.
+          if [[ -n "${CPU_OUT:-}" ]]; then
+            awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' \
+              "/proc/${pids[i]}/stat" >>"$CPU_OUT"
+          fi
         done
         kill -TERM "${pids[@]}"
         for pid in "${pids[@]}"; do

@@ -15,9 +15,18 @@
 #   JOBS          jobs per run (default 20000)
 #   REPEAT        passes (default 2); each pass runs every binary with http, then with noop
 #   OUT           CSV (default bench/results/http.csv): pass, binary, handler, jobs, jobs/s,
-#                 TCP connections the sink accepted, connections per job, load average before
+#                 TCP connections the sink accepted, connections per job, load average before,
+#                 CPU milliseconds per job (the daemon's user + system over its whole run,
+#                 start and drain included), and for http the jobs/s over wrk's requests/s
+#   WRK_SECONDS   how long wrk runs per pass (default 5)
 #
-# Needs node (bench/peers uses it too; `scripts/install-deps.sh --with-bench`).
+# Each pass starts with wrk (Debian package `wrk`) against the same sink: as many keep-alive
+# connections as the daemon has workers, two threads (the cores), the jobs' body; its row
+# has binary "wrk", its requests as jobs and its CPU (user + system, /usr/bin/time) per
+# request. The ceiling the issue measures the daemon against (issue 44: >= 0.5 of wrk's
+# requests/s, at most 2x its CPU per request).
+#
+# Needs node (bench/peers uses it too; `scripts/install-deps.sh --with-bench`) and wrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -27,7 +36,10 @@ read -r -a bins <<<"${BINS:-${PGJOBD_BIN:-build/release/pgjobd}}"
 jobs=${JOBS:-20000}
 repeat=${REPEAT:-2}
 out=${OUT:-bench/results/http.csv}
+wrk_seconds=${WRK_SECONDS:-5}
+workers=64  # daemons.sh's CONCURRENCY default, and wrk's connections
 command -v node >/dev/null || { echo "http.sh: needs node (scripts/install-deps.sh --with-bench)" >&2; exit 2; }
+command -v wrk >/dev/null || { echo "http.sh: needs wrk (apt-get install wrk)" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/pgjobd-http.XXXXXX)
 sink_pid=""
@@ -46,26 +58,53 @@ sink="http://127.0.0.1:$(cat "$work/port")"
 
 sink_stat() { curl -sf "$sink/stats" | sed -E "s/.*\"$1\":([0-9]+).*/\\1/"; }
 
+# The jobs' payload as daemons.sh inserts it (jsonb_build_object('n', g)), as wrk's body.
+cat >"$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"n": 12345}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
 mkdir -p "$(dirname "$out")"
-echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before" >"$out"
+echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before,cpu_ms_per_job,ratio_to_wrk" >"$out"
 for ((r = 1; r <= repeat; r++)); do
+  curl -sf -X POST "$sink/reset"
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  /usr/bin/time -f "%U %S" -o "$work/wrk.time" \
+    wrk -t2 -c"$workers" -d"${wrk_seconds}s" -s "$work/post.lua" "$sink/job" >"$work/wrk.out"
+  wrk_requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
+  wrk_rate=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk.out")
+  wrk_cpu_ms=$(awk -v n="$wrk_requests" '{ printf "%.4f", ($1 + $2) * 1000 / n }' "$work/wrk.time")
+  connections=$(sink_stat connections)
+  row=$(awk -v r="$r" -v j="$wrk_requests" -v rate="$wrk_rate" -v c="$connections" -v l="$load1" \
+    -v cpu="$wrk_cpu_ms" 'BEGIN { printf "%d,wrk,http,%d,%.0f,%d,%.4f,%s,%s,1", r, j, rate, c, c / j, l, cpu }')
+  echo "$row" >>"$out"
+  echo "http.sh: $row" >&2
   for bin in "${bins[@]}"; do
     for handler in http noop; do
       if [[ "$handler" == http ]]; then spec="{http: {url: '$sink/job'}}"; else spec="{builtin: noop}"; fi
       curl -sf -X POST "$sink/reset"
       load1=$(cut -d' ' -f1 /proc/loadavg)
+      rm -f "$work/cpu"
       HANDLER="$spec" PGJOBD_BIN="$bin" JOBS="$jobs" DAEMONS=1 MODES=each REPEAT=1 \
-        OUT="$work/run.csv" bench/daemons.sh
+        CONCURRENCY="$workers" CPU_OUT="$work/cpu" OUT="$work/run.csv" bench/daemons.sh
       rate=$(tail -1 "$work/run.csv" | cut -d, -f8)
       requests=$(sink_stat requests)
       connections=$(sink_stat connections)
       if [[ "$handler" == http && "$requests" != "$jobs" ]]; then
         echo "http.sh: the sink saw $requests requests for $jobs jobs" >&2; exit 1
       fi
+      cpu_ms=$(awk -v j="$jobs" '{ printf "%.4f", $1 * 1000 / j }' "$work/cpu")
+      ratio=""
+      if [[ "$handler" == http ]]; then ratio=$(awk -v a="$rate" -v b="$wrk_rate" 'BEGIN { printf "%.3f", a / b }'); fi
       row=$(awk -v r="$r" -v b="$bin" -v h="$handler" -v j="$jobs" -v rate="$rate" -v c="$connections" \
-        -v l="$load1" 'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s", r, b, h, j, rate, c, c / j, l }')
+        -v l="$load1" -v cpu="$cpu_ms" -v ratio="$ratio" \
+        'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio }')
       echo "$row" >>"$out"
       echo "http.sh: $row" >&2
+      if [[ "$handler" == http ]]; then
+        echo "http.sh: pass $r $bin: http $rate jobs/s = $ratio of wrk's $wrk_rate requests/s; CPU per job $cpu_ms ms = $(awk -v a="$cpu_ms" -v b="$wrk_cpu_ms" 'BEGIN { printf "%.2f", a / b }')x wrk's $wrk_cpu_ms ms" >&2
+      fi
     done
   done
 done

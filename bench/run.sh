@@ -37,9 +37,10 @@
 #                 alternating                                -> results/pooler.csv
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
-#        http     bench/http.sh: one daemon POSTing 20,000 jobs to a local keep-alive
-#                 HTTP server (node), then the same jobs with builtin noop, two passes;
-#                 jobs/s and TCP connections per job                 -> results/http.csv
+#        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), then
+#                 one daemon POSTing 20,000 jobs to it, then the same jobs with builtin
+#                 noop, two passes; jobs/s, TCP connections and CPU per job, and http's
+#                 jobs/s and CPU over wrk's                          -> results/http.csv
 #        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
 #                 from 16 pgbench producers at 0.5 and 0.9 of the burst rate for 10
 #                 minutes each, pick-up latency and backlog every second

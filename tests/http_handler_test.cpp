@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/silent_server.hpp"
 #include "support/wait_until.hpp"
 
 namespace pgjobd {
@@ -32,6 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::size_t kHttpResultBytes = 65536;  // worker.max_result_bytes's default
+constexpr int kHttpConcurrency = 64;             // worker.concurrency, as in the benchmark
 
 // What the server saw of the last request to /ok.
 struct Received {
@@ -215,8 +217,8 @@ class HttpHandlerTest : public ::testing::Test {
   static void TearDownTestSuite() { server_.reset(); }
 
   static JobResult run(const std::string& path, Millis timeout = Millis(5000)) {
-    return make_http_handler(http_config(server_->url(path), timeout), kHttpResultBytes)(
-        sample_job(), {});
+    return make_http_handler(http_config(server_->url(path), timeout), kHttpResultBytes,
+                             kHttpConcurrency)(sample_job(), {});
   }
 
   static inline std::unique_ptr<TestServer> server_;
@@ -309,17 +311,19 @@ TEST_F(HttpHandlerTest, TimeoutRetries) {
 }
 
 TEST_F(HttpHandlerTest, StopReleasesPromptly) {
-  const Handler handler =
-      make_http_handler(http_config(server_->url("/hang"), Millis(30000)), kHttpResultBytes);
+  const Handler handler = make_http_handler(http_config(server_->url("/hang"), Millis(30000)),
+                                            kHttpResultBytes, kHttpConcurrency);
   std::stop_source stop;
-  std::jthread stopper([&stop, this] {
+  // Requests of earlier tests (a timed-out one) may still be held.
+  const int held_before = server_->hanging();
+  std::jthread stopper([&stop, held_before, this] {
     // Once the request is in flight: the server holds it.
-    testing::wait_until([this] { return server_->hanging() == 1; }, 10s);
+    testing::wait_until([&] { return server_->hanging() == held_before + 1; }, 10s);
     stop.request_stop();
   });
   const auto start = std::chrono::steady_clock::now();
   const JobResult result = handler(sample_job(), stop.get_token());
-  // libcurl checks the progress callback about once a second while the peer is silent.
+  // The stop wakes the transfer thread, which drops the request at once.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2500ms);
   EXPECT_EQ(result.outcome, Outcome::kReleased);
 }
@@ -327,7 +331,8 @@ TEST_F(HttpHandlerTest, StopReleasesPromptly) {
 TEST_F(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
   std::stop_source stop;
   stop.request_stop();
-  const Handler handler = make_http_handler(http_config(server_->url("/ok")), kHttpResultBytes);
+  const Handler handler =
+      make_http_handler(http_config(server_->url("/ok")), kHttpResultBytes, kHttpConcurrency);
   const int before = server_->received().count;
   EXPECT_EQ(handler(sample_job(), stop.get_token()).outcome, Outcome::kReleased);
   EXPECT_EQ(server_->received().count, before);
@@ -335,7 +340,8 @@ TEST_F(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
 
 TEST_F(HttpHandlerTest, ConnectionRefusedRetries) {
   const std::string url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/";
-  const JobResult result = make_http_handler(http_config(url), kHttpResultBytes)(sample_job(), {});
+  const JobResult result =
+      make_http_handler(http_config(url), kHttpResultBytes, kHttpConcurrency)(sample_job(), {});
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_FALSE(result.error.empty());
 }
@@ -352,11 +358,13 @@ struct KeptRequest {
 // "hang" is answered only after release() (or 10 s), for a timeout on a kept connection.
 class KeepAliveServer {
  public:
-  explicit KeepAliveServer(int idle_timeout_ms) {
+  // `threads`: the most requests it serves (or holds) at once.
+  explicit KeepAliveServer(int idle_timeout_ms, int threads = 8) {
     const std::string timeout = std::to_string(idle_timeout_ms);
-    const char* options[] = {
-        "listening_ports",       "127.0.0.1:0",   "num_threads", "8", "enable_keep_alive", "yes",
-        "keep_alive_timeout_ms", timeout.c_str(), nullptr};
+    const std::string thread_count = std::to_string(threads);
+    const char* options[] = {"listening_ports",       "127.0.0.1:0",       "num_threads",
+                             thread_count.c_str(),    "enable_keep_alive", "yes",
+                             "keep_alive_timeout_ms", timeout.c_str(),     nullptr};
     mg_callbacks callbacks{};
     callbacks.connection_close = &KeepAliveServer::on_close;
     context_ = mg_start(&callbacks, this, options);
@@ -458,7 +466,8 @@ class HttpHandlerKeepAliveTest : public ::testing::Test {
 // before (a longer body, its id) leaks into the next.
 TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
+  const Handler handler =
+      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
   const std::vector<std::string> payloads = {R"({"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"})",
                                              R"({"n":2})", "[]", R"({"n":4,"s":"\r\n"})"};
   for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -478,8 +487,8 @@ TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
 // its handle fit for the next job, which gets a connection of its own.
 TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
   KeepAliveServer& server = *server_;
-  const Handler handler =
-      make_http_handler(http_config(server.url(), Millis(1000)), kHttpResultBytes);
+  const Handler handler = make_http_handler(http_config(server.url(), Millis(1000)),
+                                            kHttpResultBytes, kHttpConcurrency);
   EXPECT_EQ(handler(job_with(1, R"({"n":1})"), {}).outcome, Outcome::kDone);
   const JobResult timed_out = handler(job_with(2, R"({"hang":true})"), {});
   EXPECT_EQ(timed_out.outcome, Outcome::kRetry);
@@ -498,7 +507,8 @@ TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
 // and connects again instead of failing on the closed one.
 TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
   KeepAliveServer server(100);
-  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
+  const Handler handler =
+      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
   ASSERT_EQ(handler(job_with(1, "{}"), {}).outcome, Outcome::kDone);
   ASSERT_TRUE(testing::wait_until([&server] { return server.closed_connections() >= 1; }, 10s));
   const JobResult after = handler(job_with(2, "{}"), {});
@@ -510,7 +520,8 @@ TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
 // transfers): each waits on its own, and a third, after them, reuses one of theirs.
 TEST_F(HttpHandlerKeepAliveTest, JobsRunningAtOnceEachHaveAConnection) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url()), kHttpResultBytes);
+  const Handler handler =
+      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
   std::vector<JobResult> results(2);
   {
     std::jthread first([&] { results[0] = handler(job_with(1, R"({"hang":1})"), {}); });
@@ -560,6 +571,154 @@ TEST_F(HttpHandlerTest, ResultKeepsTheBoundPlusOneAndCountsTheWholeBody) {
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
   EXPECT_EQ(result.result.size(), kHttpResultBytes + 1);
   EXPECT_EQ(result.result_bytes, 3 * kHttpResultBytes);
+}
+
+// Results of jobs started through AsyncHandler::start, by index, as their done calls come.
+class Results {
+ public:
+  explicit Results(std::size_t count) : results_(count) {}
+  HandlerDone done_for(std::size_t index) {
+    return [this, index](JobResult result) {
+      std::lock_guard lock(mutex_);
+      results_[index] = std::move(result);
+      ++ended_;
+    };
+  }
+  std::size_t ended() {
+    std::lock_guard lock(mutex_);
+    return ended_;
+  }
+  bool await_all(std::chrono::milliseconds timeout) {
+    return testing::wait_until([this] { return ended() == results_.size(); }, timeout);
+  }
+  std::optional<JobResult> at(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    return results_[index];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::optional<JobResult>> results_;
+  std::size_t ended_ = 0;
+};
+
+const AsyncHandler& async_of(const Handler& handler) {
+  const auto* async = handler.target<AsyncHandler>();
+  if (async == nullptr) throw std::logic_error("the http handler is not an AsyncHandler");
+  return *async;
+}
+
+constexpr std::size_t kInFlight = 64;
+
+// The worker model's point: one thread starts 64 jobs and each start returns at once, so all
+// 64 requests are at the server together with none answered (a thread per request would
+// have needed 64 threads). Each has its own connection, and the next 64 jobs reuse them:
+// the connection cache is shared by all transfers.
+TEST(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
+  KeepAliveServer server(60000, static_cast<int>(kInFlight) + 8);
+  const Handler handler =
+      make_http_handler(http_config(server.url(), Millis(20000)), kHttpResultBytes, kInFlight);
+  const AsyncHandler& async = async_of(handler);
+  std::vector<Job> jobs;
+  for (std::size_t i = 0; i < 2 * kInFlight; ++i) {
+    jobs.push_back(
+        job_with(static_cast<std::int64_t>(i + 1), i < kInFlight ? R"({"hang":true})" : "{}"));
+  }
+  Results held(kInFlight);
+  for (std::size_t i = 0; i < kInFlight; ++i) async.start(jobs[i], {}, held.done_for(i));
+  ASSERT_TRUE(
+      testing::wait_until([&server] { return server.requests().size() == kInFlight; }, 20s));
+  EXPECT_EQ(held.ended(), 0U);
+  server.release();
+  ASSERT_TRUE(held.await_all(20s));
+  Results next(kInFlight);
+  for (std::size_t i = 0; i < kInFlight; ++i) {
+    async.start(jobs[kInFlight + i], {}, next.done_for(i));
+  }
+  ASSERT_TRUE(next.await_all(20s));
+  for (std::size_t i = 0; i < kInFlight; ++i) {
+    EXPECT_EQ(held.at(i)->outcome, Outcome::kDone) << held.at(i)->error;
+    EXPECT_EQ(next.at(i)->outcome, Outcome::kDone) << next.at(i)->error;
+  }
+  const std::vector<KeptRequest> requests = server.requests();
+  ASSERT_EQ(requests.size(), 2 * kInFlight);
+  EXPECT_EQ(connections_of(requests).size(), kInFlight);
+}
+
+// A server that takes the connection and never answers: every job in flight ends by its own
+// timeout, all together rather than one after another, and as a transient failure.
+TEST(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
+  const testing::SilentServer silent;
+  const Handler handler =
+      make_http_handler(http_config(silent.url(), Millis(500)), kHttpResultBytes, kInFlight);
+  const AsyncHandler& async = async_of(handler);
+  std::vector<Job> jobs;
+  for (std::size_t i = 0; i < kInFlight; ++i) jobs.push_back(job_with(i + 1, "{}"));
+  Results results(kInFlight);
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < kInFlight; ++i) async.start(jobs[i], {}, results.done_for(i));
+  ASSERT_TRUE(results.await_all(20s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // 64 x 500 ms one by one: 32 s
+  for (std::size_t i = 0; i < kInFlight; ++i) {
+    EXPECT_EQ(results.at(i)->outcome, Outcome::kRetry);
+    EXPECT_EQ(results.at(i)->error.rfind("timeout after 500ms: ", 0), 0U) << results.at(i)->error;
+  }
+}
+
+// A stop (cancel, lost lease, drain) ends its own request to a silent server at once, and
+// only that one.
+TEST(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
+  const testing::SilentServer silent;
+  const Handler handler =
+      make_http_handler(http_config(silent.url(), Millis(30000)), kHttpResultBytes, kInFlight);
+  const AsyncHandler& async = async_of(handler);
+  const Job first = job_with(1, "{}");
+  const Job second = job_with(2, "{}");
+  std::stop_source stop_first;
+  std::stop_source stop_second;
+  Results results(2);
+  async.start(first, stop_first.get_token(), results.done_for(0));
+  async.start(second, stop_second.get_token(), results.done_for(1));
+  const auto start = std::chrono::steady_clock::now();
+  stop_first.request_stop();
+  ASSERT_TRUE(testing::wait_until([&results] { return results.ended() == 1; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_EQ(results.at(0)->outcome, Outcome::kReleased);
+  EXPECT_FALSE(results.at(1).has_value());
+  stop_second.request_stop();
+  ASSERT_TRUE(results.await_all(10s));
+  EXPECT_EQ(results.at(1)->outcome, Outcome::kReleased);
+}
+
+// A response header over libcurl's bound (100 KiB a line) said only "Out of memory".
+TEST(HttpHandlerOversizedHeaderTest, SaysTheHeaderWasTooLarge) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::jthread server([listener] {
+    const int conn = accept(listener, nullptr, nullptr);
+    if (conn < 0) return;
+    char request[65536];
+    [[maybe_unused]] const ssize_t got = recv(conn, request, sizeof request, 0);
+    const std::string response =
+        "HTTP/1.1 200 OK\r\nX-Big: " + std::string(10 << 20, 'a') + "\r\nContent-Length: 0\r\n\r\n";
+    // The client gives up part-way: the rest fails to send, which is the point.
+    [[maybe_unused]] const ssize_t sent =
+        send(conn, response.data(), response.size(), MSG_NOSIGNAL);
+    close(conn);
+  });
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/";
+  const JobResult result =
+      make_http_handler(http_config(url), kHttpResultBytes, kHttpConcurrency)(sample_job(), {});
+  server.join();
+  close(listener);
+  EXPECT_EQ(result.outcome, Outcome::kRetry);
+  EXPECT_EQ(result.error.rfind("response header larger than 102400 bytes", 0), 0U) << result.error;
 }
 
 TEST(HttpMediaType, JsonIsApplicationJsonOrAnyPlusJson) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <vector>
 
 #include "metrics/metrics.hpp"
 
@@ -308,6 +309,49 @@ TEST_F(JobRunnerTest, OnlyADoneJobKeepsAResult) {
   const auto completion = runner.run(job_of("ok", 1, 5), {});
   ASSERT_EQ(completion->outcome, Outcome::kRetry);
   EXPECT_EQ(completion->result, "");
+}
+
+// An AsyncHandler's job is handed over: start() returns at once, and the completion comes
+// through the JobFinish when the handler's done is called (here later, from this thread),
+// with what the settings of its start say (Retry-After capped at retry.max_delay); a job
+// cancelled meanwhile ends cancelled. A sync run() of the same handler waits for it.
+TEST_F(JobRunnerTest, AnAsyncHandlersJobIsHandedOverAndEndsThroughItsFinish) {
+  std::vector<HandlerDone> dones;
+  const Handler async = AsyncHandler([&dones](const Job&, std::stop_token, HandlerDone done) {
+    dones.push_back(std::move(done));
+  });
+  JobRunner runner = runner_with({{"ok", async}});
+  const Job job = job_of("ok", 2);
+  EXPECT_TRUE(runner.hands_off(job));
+  std::vector<std::optional<Completion>> finished;
+  const JobFinish finish = [&finished](std::optional<Completion> completion) {
+    finished.push_back(std::move(completion));
+  };
+  JobStop stop;
+  const JobStarted started = runner.start(job, stop, finish);
+  EXPECT_TRUE(started.handed_off);
+  ASSERT_EQ(dones.size(), 1U);
+  EXPECT_TRUE(finished.empty());
+  dones[0](JobResult::retry("HTTP 503", Millis(3600000000)));
+  ASSERT_EQ(finished.size(), 1U);
+  ASSERT_TRUE(finished[0].has_value());
+  EXPECT_EQ(finished[0]->outcome, Outcome::kRetry);
+  EXPECT_EQ(finished[0]->retry_delay, Millis(600000));
+
+  JobStop cancelled;
+  EXPECT_TRUE(runner.start(job, cancelled, finish).handed_off);
+  cancelled.request(StopCause::kCancelled);
+  dones[1](JobResult::released());
+  ASSERT_EQ(finished.size(), 2U);
+  EXPECT_EQ(finished[1]->outcome, Outcome::kCancelled);
+
+  // Without a JobFinish (run()): not handed over, but started and waited for.
+  JobRunner sync =
+      runner_with({{"ok", AsyncHandler([](const Job&, std::stop_token, HandlerDone done) {
+                      done(JobResult::done());
+                    })}});
+  EXPECT_EQ(sync.run(job, {})->outcome, Outcome::kDone);
+  EXPECT_FALSE(runner.hands_off(job_of("missing", 1)));
 }
 
 }  // namespace

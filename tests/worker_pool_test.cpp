@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/claims.hpp"
@@ -611,6 +612,118 @@ TEST_F(WorkerPoolTest, MoreJobsThanWaitingThreadsWakeThemAll) {
   ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(20)));
   std::lock_guard lock(mutex_);
   EXPECT_EQ(completions_.size(), 9u);
+}
+
+// Jobs handed over (an http request in flight, JobRunner::start) free their threads but keep
+// their slots: with concurrency 2, a third job held for a thread starts only when one of the
+// two ends, though both threads are free, and then on the thread that ended it (no worker
+// woken for it); heartbeats and stops still reach them; and stop() waits for them to end.
+TEST(WorkerPoolHandOffTest, HandedOverJobsKeepTheirSlotsUntilTheyEnd) {
+  std::mutex mutex;
+  std::map<std::int64_t, JobFinish> finishes;
+  std::map<std::int64_t, const JobStop*> stops;
+  std::map<std::int64_t, std::thread::id> started_on;
+  std::vector<std::int64_t> completed;
+  WorkerPool pool(
+      workers(2),
+      [&](const Job& job, const JobStop& stop, const JobFinish& finish) {
+        std::lock_guard lock(mutex);
+        finishes[job.id] = finish;
+        stops[job.id] = &stop;
+        started_on[job.id] = std::this_thread::get_id();
+        return JobStarted{true, std::nullopt};
+      },
+      [](const Job&) { return true; },
+      [&](Completion completion) {
+        std::lock_guard lock(mutex);
+        completed.push_back(completion.job.id);
+      },
+      [](int, bool) {});
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3)});
+  const auto started = [&] {
+    std::lock_guard lock(mutex);
+    return finishes.size();
+  };
+  ASSERT_TRUE(wait_until([&] { return started() == 2; }, seconds(10)));
+  EXPECT_EQ(pool.held(), 1);
+  EXPECT_EQ(pool.claimable(), 0);
+  EXPECT_EQ(pool.still_running({{1, 1}, {2, 1}}).size(), 2U);
+  pool.stop_jobs({{1, 1}});
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(stops[1]->stop_requested());
+  }
+  JobFinish first;
+  {
+    std::lock_guard lock(mutex);
+    first = finishes[1];
+  }
+  first(Completion{{1, 1}, Outcome::kReleased, {}, Millis(0)});
+  ASSERT_TRUE(wait_until([&] { return started() == 3; }, seconds(10)));
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(started_on[3], std::this_thread::get_id());
+  }
+  EXPECT_EQ(pool.held(), 0);
+  EXPECT_EQ(pool.running().size(), 2U);
+
+  pool.request_stop();
+  auto stopped = std::async(std::launch::async, [&pool] { pool.join(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  std::vector<JobFinish> rest;
+  {
+    std::lock_guard lock(mutex);
+    rest = {finishes[2], finishes[3]};
+  }
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const std::int64_t id = static_cast<std::int64_t>(i) + 2;
+    rest[i](Completion{{id, 1}, Outcome::kDone, {}, Millis(0)});
+  }
+  stopped.get();
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(completed, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_TRUE(pool.running().empty());
+}
+
+// Stopping with held jobs and every slot taken by handed-over jobs: each thread waits for a
+// slot; once the last held job is taken, the others must hear of it and exit, or join()
+// would wait for them forever.
+TEST(WorkerPoolHandOffTest, StoppingWithHeldJobsEndsOnceTheyHaveRun) {
+  std::mutex mutex;
+  std::map<std::int64_t, JobFinish> finishes;
+  WorkerPool pool(
+      workers(2),
+      [&](const Job& job, const JobStop&, const JobFinish& finish) {
+        std::lock_guard lock(mutex);
+        finishes[job.id] = finish;
+        return JobStarted{true, std::nullopt};
+      },
+      [](const Job&) { return true; }, [](Completion) {}, [](int, bool) {});
+  pool.start();
+  pool.submit({job_in(1), job_in(2), job_in(3), job_in(4)});
+  const auto finish_of = [&](std::int64_t id) -> JobFinish {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(mutex);
+          return finishes.count(id) == 1;
+        },
+        seconds(10)));
+    std::lock_guard lock(mutex);
+    return finishes[id];
+  };
+  const JobFinish first = finish_of(1);
+  const JobFinish second = finish_of(2);
+  pool.request_stop();
+  auto stopped = std::async(std::launch::async, [&pool] { pool.join(); });
+  // Job 3 takes the slot job 1 frees; its thread goes back to waiting (for job 4) while
+  // the test looks for it, and job 4 then goes to the other thread.
+  first(Completion{{1, 1}, Outcome::kDone, {}, Millis(0)});
+  const JobFinish third = finish_of(3);
+  second(Completion{{2, 1}, Outcome::kDone, {}, Millis(0)});
+  third(Completion{{3, 1}, Outcome::kDone, {}, Millis(0)});
+  finish_of(4)(Completion{{4, 1}, Outcome::kDone, {}, Millis(0)});
+  ASSERT_EQ(stopped.wait_for(seconds(10)), std::future_status::ready);
 }
 
 }  // namespace

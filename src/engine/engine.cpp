@@ -206,7 +206,8 @@ HandlerTable Engine::Impl::build_handlers(const Config& config) const {
         type, handler_config,
         {{database_, worker_id_, config.retention.done.count() == 0, max_result_bytes(config)},
          child_credentials_,
-         max_result_bytes(config)});
+         max_result_bytes(config),
+         config.worker.concurrency});
   }
   for (const auto& [type, handler] : registered_) handlers[type] = handler;
   if (handlers.empty()) {
@@ -307,15 +308,17 @@ void Engine::Impl::start() {
   // stop request at drain may return after the engine is gone (see drain()).
   auto pool = std::make_unique<WorkerPool>(
       config_.worker,
-      [runner = runner_.get(), notifier = finished_notifier_.get()](const Job& job,
-                                                                    const JobStop& stop) {
-        std::optional<Completion> completion = runner->run(job, stop);
+      [runner = runner_.get(), notifier = finished_notifier_.get()](
+          const Job& job, const JobStop& stop, const JobFinish& finish) {
+        JobStarted started = runner->start(job, stop, finish);
         // None: the handler committed its job's end itself (the sql handler), which the
         // completer never sees. (Or found the job no longer ours: announced all the same,
-        // as a waiter reads the job's status.)
-        if (!completion) notifier->job_ended(job.id);
-        return completion;
+        // as a waiter reads the job's status.) A job handed over (http) always ends with a
+        // completion.
+        if (!started.handed_off && !started.completion) notifier->job_ended(job.id);
+        return started;
       },
+      [runner = runner_.get()](const Job& job) { return runner->hands_off(job); },
       [completer = completer_.get()](Completion completion) {
         completer->submit(std::move(completion));
       },

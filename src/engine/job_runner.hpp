@@ -3,6 +3,7 @@
 // dead, records metrics and logs, and returns the outcome for the completer. Never
 // touches the database itself.
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -12,7 +13,9 @@
 #include <stop_token>
 #include <string>
 
+#include "engine/job_finish.hpp"
 #include "engine/job_stop.hpp"
+#include "log/log_fields.hpp"
 #include "metrics/metrics.hpp"
 #include "pgjobd/config.hpp"
 #include "pgjobd/handler.hpp"
@@ -36,6 +39,12 @@ class JobRunner {
   // never mistakes a job whose "done" is already written for a lost lease. `stop` says
   // whether, and why, the daemon stopped the job.
   std::optional<Completion> run(const Job& job, const JobStop& stop);
+  // Like run(), but a job whose handler is an AsyncHandler is handed to it and this returns
+  // at once (handed_off): `finish` then gets the completion on the handler's thread. The
+  // job and its stop outlive that call.
+  JobStarted start(const Job& job, const JobStop& stop, const JobFinish& finish);
+  // Whether start() would hand this job over (WorkerPool::HandsOff).
+  bool hands_off(const Job& job) const;
 
   // Longest error text kept for a job (last_error, each entry of errors), in bytes.
   static constexpr std::size_t kMaxErrorBytes = 8192;
@@ -51,6 +60,14 @@ class JobRunner {
     std::size_t max_result_bytes;
   };
   JobResult call_handler(const Settings& settings, const Job& job, const std::stop_token& stop);
+  // The job's log fields, on whichever thread runs or ends it.
+  static ScopedLogFields job_fields(const Job& job);
+  // From a handler's result to the completion: what a stop means, retry or dead, logs and
+  // metrics.
+  std::optional<Completion> conclude(const Settings& settings, const Job& job, const JobStop& stop,
+                                     JobResult result,
+                                     std::chrono::steady_clock::time_point started,
+                                     ScopedLogFields& fields);
 
   // A lock, not std::atomic<std::shared_ptr>: libstdc++ 12 implements the latter with a
   // lock bit inside the pointer that ThreadSanitizer cannot see. Held only to copy; shared,

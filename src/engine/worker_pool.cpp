@@ -9,7 +9,20 @@ namespace pgjobd {
 
 WorkerPool::WorkerPool(const WorkerConfig& config, Executor executor, Complete complete,
                        SlotFreed slot_freed, PrefetchBudget::Now now, StartThread start_thread)
-    : executor_(std::move(executor)),
+    : WorkerPool(
+          config,
+          StartJob([executor = std::move(executor)](const Job& job, const JobStop& stop,
+                                                    const JobFinish&) {
+            return JobStarted{false, executor(job, stop)};
+          }),
+          [](const Job&) { return false; }, std::move(complete), std::move(slot_freed),
+          std::move(now), std::move(start_thread)) {}
+
+WorkerPool::WorkerPool(const WorkerConfig& config, StartJob start_job, HandsOff hands_off,
+                       Complete complete, SlotFreed slot_freed, PrefetchBudget::Now now,
+                       StartThread start_thread)
+    : start_job_(std::move(start_job)),
+      hands_off_(std::move(hands_off)),
       complete_(std::move(complete)),
       slot_freed_(std::move(slot_freed)),
       start_thread_(std::move(start_thread)),
@@ -64,6 +77,8 @@ void WorkerPool::join() {
     threads.swap(threads_);
   }
   for (auto& thread : threads) thread.join();
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return running_ == 0; });
 }
 
 void WorkerPool::resize(const WorkerConfig& config) {
@@ -232,7 +247,10 @@ void WorkerPool::worker_loop() {
   std::unique_ptr<Slot> finished;  // the last job's: freed outside the lock
   std::unique_lock lock(mutex_);
   while (true) {
-    const auto ready = [&] { return stopping_ || !pending_.empty() || live_threads_ > capacity_; };
+    const auto ready = [&] {
+      return (stopping_ && pending_.empty()) || (!pending_.empty() && running_ < capacity_) ||
+             live_threads_ > capacity_;
+    };
     if (!ready()) {
       if (finished) {
         // Not kept while waiting: a held payload may be large.
@@ -245,7 +263,7 @@ void WorkerPool::worker_loop() {
       work_ready_.wait(lock, ready);
       --waiting_;
     }
-    if (!stopping_ && live_threads_ > capacity_) {
+    if (live_threads_ > capacity_ && (!stopping_ || running_ >= capacity_)) {
       // Surplus after a resize down: exits even with jobs held (worker.prefetch), which the
       // remaining threads run, so the smaller bound holds at once. The wake-up this thread
       // took may have been meant for one of those jobs: passed on.
@@ -253,32 +271,83 @@ void WorkerPool::worker_loop() {
       if (!pending_.empty()) work_ready_.notify_one();
       return;
     }
-    if (pending_.empty()) return;   // stopping, nothing left in hand
-    Slot* slot = pending_.front();  // freed only by this thread from now on
-    pending_.pop_front();
-    queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+    if (pending_.empty()) return;        // stopping, nothing left in hand
+    Slot* slot = take_pending_locked();  // freed only by this thread or its JobFinish now
     lock.unlock();
     finished.reset();
-
-    const auto started = prefetch_.now();  // its clock is fixed: no lock needed
-    std::optional<Completion> completion = executor_(slot->job, slot->stop);
-    slot->handler_returned.store(true);
-    if (completion) complete_(std::move(*completion));  // only now may "done" be written
+    const bool handed_off = start_taken(slot);
     const auto ended = prefetch_.now();
     lock.lock();
-    --slot->queue->busy;
-    prefetch_.finished(started, ended);
-    const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
-    if (const SlotWake wake = slot_wake_locked(*slot->queue, busy_now); wake.call) {
-      const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
-      lock.unlock();
-      slot_freed_(working_now, wake.for_fetcher);
-      lock.lock();
-    }
+    if (handed_off) continue;  // the slot is its JobFinish's now
+    leave_locked(*slot, ended, lock);
     // Last: once wait_idle() sees the job gone, this thread no longer calls out. The lock
     // is kept into the next wait, and only the last job out wakes wait_idle().
     finished = unlink_locked(slot);
     if (in_hand_head_ == nullptr) idle_.notify_all();
+  }
+}
+
+WorkerPool::Slot* WorkerPool::take_pending_locked() {
+  Slot* slot = pending_.front();
+  pending_.pop_front();
+  ++running_;
+  queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+  // Threads that waited, while stopping, for a slot for the held jobs may exit now.
+  if (stopping_ && pending_.empty()) work_ready_.notify_all();
+  return slot;
+}
+
+bool WorkerPool::start_taken(Slot* slot) {
+  slot->started = prefetch_.now();  // its clock is fixed: no lock needed
+  JobStarted started =
+      start_job_(slot->job, slot->stop, [this, slot](std::optional<Completion> completion) {
+        finish_handed_off(slot, std::move(completion));
+      });
+  if (started.handed_off) return true;
+  slot->handler_returned.store(true);
+  if (started.completion) complete_(std::move(*started.completion));  // only now: "done"
+  return false;
+}
+
+void WorkerPool::finish_handed_off(Slot* slot, std::optional<Completion> completion) {
+  slot->handler_returned.store(true);
+  if (completion) complete_(std::move(*completion));  // only now may "done" be written
+  auto ended = prefetch_.now();
+  std::vector<std::unique_ptr<Slot>> finished;  // freed after the lock
+  std::unique_lock lock(mutex_);
+  while (true) {
+    leave_locked(*slot, ended, lock);
+    finished.push_back(unlink_locked(slot));
+    // The next held job, started here when it is handed over too; one that holds its
+    // thread goes to a worker (this is the handler's thread).
+    if (pending_.empty() || running_ >= capacity_ || stopping_ ||
+        !hands_off_(pending_.front()->job)) {
+      break;
+    }
+    slot = take_pending_locked();
+    lock.unlock();
+    const bool handed_off = start_taken(slot);
+    ended = prefetch_.now();
+    lock.lock();
+    if (handed_off) break;
+    // A reload made its handler one that runs in place: it ended here, and leaves.
+  }
+  // Its slot may be what a held job waits for; join() waits for the last one.
+  if (!pending_.empty() && running_ < capacity_ && waiting_ > 0) work_ready_.notify_one();
+  if (in_hand_head_ == nullptr || running_ == 0) idle_.notify_all();
+}
+
+void WorkerPool::leave_locked(const Slot& slot, std::chrono::steady_clock::time_point ended,
+                              std::unique_lock<std::mutex>& lock) {
+  --running_;
+  --slot.queue->busy;
+  prefetch_.finished(slot.started, ended);
+  const int busy_now = busy_.fetch_sub(1, std::memory_order_relaxed) - 1;
+  if (const SlotWake wake = slot_wake_locked(*slot.queue, busy_now); wake.call) {
+    const int working_now = busy_now - queued_.load(std::memory_order_relaxed);
+    lock.unlock();
+    slot_freed_(working_now, wake.for_fetcher);
+    lock.lock();
   }
 }
 
@@ -324,6 +393,7 @@ std::vector<JobAttempt> WorkerPool::release_queued() {
   }
   pending_.clear();
   queued_.store(0, std::memory_order_relaxed);
+  if (stopping_) work_ready_.notify_all();  // see take_pending_locked
   if (in_hand_head_ == nullptr) idle_.notify_all();
   return released;
 }

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/job_finish.hpp"
 #include "engine/job_stop.hpp"
 #include "engine/prefetch_budget.hpp"
 #include "pgjobd/config.hpp"
@@ -39,6 +40,14 @@ class WorkerPool final : public Service {
   // Returns the completion to write (nothing when the handler wrote its own). `stop` is
   // requested when the pool stops the job, with the reason (JobStop::cause).
   using Executor = std::function<std::optional<Completion>(const Job& job, const JobStop& stop)>;
+  // Like Executor, but may hand the job over (JobRunner::start): its thread is then free
+  // for the next job while the job stays in hand (slots, heartbeats, stops) until `finish`.
+  using StartJob =
+      std::function<JobStarted(const Job& job, const JobStop& stop, const JobFinish& finish)>;
+  // Whether StartJob will hand this job over. The thread that ends a handed-over job then
+  // starts the next held one itself if that one is handed over too (waking a worker for it
+  // cost a thread switch per job); a job that holds its thread waits for a worker.
+  using HandsOff = std::function<bool(const Job& job)>;
   // Receives each completion after its job is marked finished (the completer's submit).
   using Complete = std::function<void(Completion)>;
   // Called after a job left the pool (its slot is free again), with the jobs then on a
@@ -54,6 +63,9 @@ class WorkerPool final : public Service {
 
   // `now`: the prefetch budget's clock (a unit test's own). `start_thread`: empty for
   // std::thread.
+  WorkerPool(const WorkerConfig& config, StartJob start_job, HandsOff hands_off, Complete complete,
+             SlotFreed slot_freed, PrefetchBudget::Now now = &std::chrono::steady_clock::now,
+             StartThread start_thread = {});
   WorkerPool(const WorkerConfig& config, Executor executor, Complete complete, SlotFreed slot_freed,
              PrefetchBudget::Now now = &std::chrono::steady_clock::now,
              StartThread start_thread = {});
@@ -63,7 +75,7 @@ class WorkerPool final : public Service {
 
   void start() override;         // launches worker.concurrency threads
   void request_stop() override;  // idle threads exit; busy ones once their job returns
-  void join() override;
+  void join() override;          // also waits for the jobs handed over to end
 
   // Free slots per served queue (each already capped by the global free count). With
   // `prefetch`, the global count includes what PrefetchBudget allows beyond the threads;
@@ -169,6 +181,7 @@ class WorkerPool final : public Service {
     Job job;
     JobStop stop;  // the handler reads it unlocked; it lives until the handler returned
     std::chrono::steady_clock::time_point submitted;
+    std::chrono::steady_clock::time_point started;              // when a thread took it
     std::chrono::steady_clock::time_point renewed = submitted;  // the last renewal's send
     QueueState* queue = nullptr;
     bool lease_lost = false;
@@ -187,6 +200,17 @@ class WorkerPool final : public Service {
     bool for_fetcher = false;
   };
   SlotWake slot_wake_locked(const QueueState& queue, int busy_now);
+  // A handed-over job ended (its JobFinish), on the handler's thread.
+  void finish_handed_off(Slot* slot, std::optional<Completion> completion);
+  // Takes the first held job for the calling thread (pending_ not empty, a slot free).
+  Slot* take_pending_locked();
+  // Starts a job taken from pending_ on this thread; true when it was handed over, else it
+  // ended here and its completion was handed on (the caller then makes it leave).
+  bool start_taken(Slot* slot);
+  // The job leaves its slot: counts, the prefetch budget, SlotFreed (called with the lock let
+  // go). The caller unlinks it next.
+  void leave_locked(const Slot& slot, std::chrono::steady_clock::time_point ended,
+                    std::unique_lock<std::mutex>& lock);
   // Starts threads up to capacity_. Takes mutex_ for the counts only, never while a thread
   // is made: making 64 of them takes 20 ms or more, and the fetcher's first claim (which
   // asks the pool how many slots are free) would wait for the last.
@@ -203,7 +227,8 @@ class WorkerPool final : public Service {
   int live_threads_ = 0;
   bool started_ = false;
   std::map<std::string, QueueState, std::less<>> queue_states_;
-  Executor executor_;
+  StartJob start_job_;
+  HandsOff hands_off_;
   Complete complete_;
   SlotFreed slot_freed_;
   const StartThread start_thread_;  // read without the lock: never changes
@@ -222,6 +247,10 @@ class WorkerPool final : public Service {
   std::atomic<int> busy_{0};
   std::atomic<int> queued_{0};  // pending_.size(), readable without the lock
   int waiting_ = 0;             // threads waiting for work_ready_
+  // Jobs a thread took that have not left: at most capacity_ are started (with jobs handed
+  // over, threads no longer bound them). Those handed over are the ones left once the
+  // threads have exited.
+  int running_ = 0;
   // A job leaving the pool calls SlotFreed for the fetcher once at least this many jobs
   // are claimable (with prefetch or not: wake_prefetch_), then it is reset to kNoSlotWake
   // until armed again; kEverySlot until the fetcher arms it.

@@ -25,6 +25,17 @@ struct CurlLibrary {
   std::time_t (*getdate)(const char* date, const std::time_t* unused);
   curl_slist* (*slist_append)(curl_slist* list, const char* text);
   void (*slist_free_all)(curl_slist* list);
+  CURLM* (*multi_init)();
+  CURLMcode (*multi_cleanup)(CURLM* multi);
+  CURLMcode (*multi_setopt)(CURLM* multi, CURLMoption option, ...);
+  CURLMcode (*multi_add_handle)(CURLM* multi, CURL* handle);
+  CURLMcode (*multi_remove_handle)(CURLM* multi, CURL* handle);
+  CURLMcode (*multi_perform)(CURLM* multi, int* running);
+  CURLMcode (*multi_poll)(CURLM* multi, curl_waitfd* extra, unsigned count, int timeout_ms,
+                          int* ready);
+  CURLMcode (*multi_wakeup)(CURLM* multi);
+  CURLMsg* (*multi_info_read)(CURLM* multi, int* left);
+  const char* (*multi_strerror)(CURLMcode code);
 };
 
 // The library, loaded (and curl_global_init run) on the first call, from any thread.

@@ -19,7 +19,7 @@ Handler make_handler(const std::string& type, const HandlerConfig& config,
     case HandlerConfig::Kind::kExec:
       return make_exec_handler(config, context.child_credentials, context.max_result_bytes);
     case HandlerConfig::Kind::kHttp:
-      return make_http_handler(config, context.max_result_bytes);
+      return make_http_handler(config, context.max_result_bytes, context.concurrency);
     case HandlerConfig::Kind::kBuiltin:
       if (config.builtin == "noop") return noop_handler;
       throw std::invalid_argument("handlers." + type + ": unknown builtin '" + config.builtin +

@@ -18,6 +18,8 @@ struct HandlerContext {
   // exec and http handlers keep at most this (+ 1) of their output for the result:
   // worker.max_result_bytes (0: none).
   std::size_t max_result_bytes = 0;
+  // http handlers: worker.concurrency, the most requests they have in flight at once.
+  int concurrency = 1;
 };
 
 // Throws std::invalid_argument naming the type when the handler cannot be built.

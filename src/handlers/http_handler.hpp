@@ -23,8 +23,12 @@ namespace pgjobd {
 //   or curl's error text ("timeout after 10000ms: ..." for timeouts);
 // - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB or
 //   max_result_bytes + 1, the larger;
-// - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a worker forever.
-Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes);
+// - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a slot forever.
+// The handler is an AsyncHandler: one thread of its own drives every request in flight, and
+// a worker that hands a job over is free at once. `concurrency` (worker.concurrency, the
+// most jobs in flight) bounds the connections it opens and keeps.
+Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes,
+                          int concurrency);
 
 // Whether a Content-Type names JSON: application/json or any type/subtype+json, parameters
 // (charset) and case aside. Exposed for tests.
