@@ -156,12 +156,38 @@ TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFire
   scheduler.run_once(t0 + Seconds(6));
   EXPECT_EQ(jobs_of("x"), 1) << "the latest due tick (misfire: skip)";
   EXPECT_EQ(jobs_of("y"), 6);
-  EXPECT_EQ(overdue(), 0);
+  EXPECT_EQ(overdue(), 5) << "what the pass found: x's tick t0 + 1 s at t0 + 6 s";
+  scheduler.run_once(t0 + Seconds(7));
+  EXPECT_EQ(overdue(), 0) << "x is on time again";
   EXPECT_TRUE(log.contains("schedule x: its row is free again")) << log.all();
 }
 
 // A reload whose YAML changes a held row: the reconciliation gives up (the store's lock
 // wait), the table's schedules keep firing, and the YAML is applied once the row is free.
+// A scheduler that cannot keep up (a pass every 3 s for per-second schedules) fires the
+// latest tick each pass and misses the others (misfire: skip): each pass is on time by its
+// own measure, but the gauge counts from the first missed tick until a pass fires with none
+// missed, so an overload shows as growing lateness, not as 0.
+TEST(SchedulerTest, MissingTicksOnEveryPassShowsAsGrowingOverdueUntilOnTimeAgain) {
+  auto table = std::make_shared<FakeScheduleTable>();
+  Metrics metrics({"default"}, {"ping"});
+  Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), &metrics, SchedulerSettings{});
+  scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
+  scheduler.run_once(WallClock::now());
+  const WallClock::time_point t0 = reconciled_at(*table);
+  const auto overdue = [&] {
+    return pgjobd::testing::metric_value(pgjobd::testing::scrape(metrics),
+                                         "pgjobd_schedule_overdue_seconds")
+        .value_or(-1);
+  };
+  for (int pass = 1; pass <= 4; ++pass) scheduler.run_once(t0 + Seconds(3 * pass));
+  EXPECT_EQ(table->jobs().size(), 8u) << "one tick per schedule per pass";
+  EXPECT_EQ(overdue(), 11) << "from the first missed tick, t0 + 1 s, to the pass at t0 + 12 s";
+  scheduler.run_once(t0 + Seconds(13));  // on time: no tick missed
+  EXPECT_EQ(overdue(), 0);
+  EXPECT_EQ(table->jobs().size(), 10u);
+}
+
 TEST(SchedulerTest, AReloadThatMustChangeAHeldRowKeepsTheOthersFiringAndAppliesLater) {
   auto table = std::make_shared<FakeScheduleTable>();
   Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), nullptr, SchedulerSettings{});

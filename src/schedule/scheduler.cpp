@@ -7,6 +7,7 @@
 
 #include "engine/loop_error.hpp"
 #include "metrics/metrics.hpp"
+#include "schedule/capacity.hpp"
 #include "schedule/tick_plan.hpp"
 
 namespace pgjobd::schedule {
@@ -153,9 +154,37 @@ void Scheduler::warn_if_section_differs() {
   differing_ = std::move(names);
 }
 
+// Schedules made with SQL pass no config check: the table's load is said here, once each time
+// it goes over.
+void Scheduler::warn_if_over_capacity() {
+  double asked = 0;
+  for (const Entry& entry : entries_) {
+    if (!entry.row.active() || !entry.calculator) continue;
+    asked += peak_ticks_per_second(entry.row.timing.cron, entry.row.timing.every_seconds);
+  }
+  const bool over = asked > kTicksPerSecondCapacity;
+  if (over && !over_capacity_) {
+    spdlog::warn(
+        "schedules: the {} schedules in the table ask for up to {:.0f} ticks per second; the "
+        "scheduler fires about {:.0f} ticks per second (more daemons do not add to it): ticks "
+        "beyond it are missed and pgjobd_schedule_overdue_seconds grows",
+        entries_.size(), asked, kTicksPerSecondCapacity);
+  }
+  over_capacity_ = over;
+}
+
 void Scheduler::refresh(WallClock::time_point now) {
+  std::map<std::string, TickTime> known;  // last_tick as this daemon last saw or wrote it
+  for (const Entry& entry : entries_) known.emplace(entry.row.name, entry.row.last_tick);
   std::vector<Entry> entries;
+  std::map<std::string, TickTime> behind;
   for (ScheduleRow& row : store_->load_schedules()) {
+    // Still behind unless another daemon fired it since (that one's gauge tells how late).
+    const auto since = behind_since_.find(row.name);
+    const auto seen = known.find(row.name);
+    if (since != behind_since_.end() && seen != known.end() && seen->second == row.last_tick) {
+      behind.insert(*since);
+    }
     Entry entry{std::move(row), std::nullopt};
     try {
       entry.calculator = calculator_for(entry.row.timing);
@@ -168,9 +197,11 @@ void Scheduler::refresh(WallClock::time_point now) {
     entries.push_back(std::move(entry));
   }
   entries_ = std::move(entries);
+  behind_since_ = std::move(behind);
   refreshed_at_ = now;
   stale_ = false;
   warn_if_section_differs();
+  warn_if_over_capacity();
   // A held schedule that is no longer active (the transaction that held it paused or
   // removed it) is not asked for again.
   std::vector<std::string> gone;
@@ -238,7 +269,17 @@ void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_
       stale_ = true;  // another daemon was first, or the row changed: read it again
       return;
     }
+    const TickTime previous = row.last_tick;
     row.last_tick = step.tick;
+    if (i == 0) {
+      if (plan.missed > 0) {
+        // The first missed tick follows the previous last_tick.
+        behind_since_.try_emplace(row.name,
+                                  entry.calculator->next_after(previous).value_or(step.tick));
+      } else if (step.insert_job && !step.late) {
+        behind_since_.erase(row.name);
+      }
+    }
     if (i == 0 && plan.missed > 0) {
       spdlog::warn("schedule {}: {} missed tick(s) not fired (misfire policy)", row.name,
                    plan.missed);
@@ -258,14 +299,29 @@ void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_
 
 WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
   const TickTime now_seconds = floor_to_seconds(now);
+  // `now` as the pass goes on (tests pass a clock of their own).
+  const WallClock::time_point started = WallClock::now();
+  const auto current = [&] { return now + (WallClock::now() - started); };
+  // The gauge says the worst lateness this pass found: what it is about to fire is as late
+  // as the pass's start says, and a long pass makes the others later as it goes.
+  Seconds worst{0};
+  WallClock::time_point reported_at;
+  const auto report = [&](WallClock::time_point at) {
+    reported_at = at;
+    worst = std::max(worst, overdue_at(at));
+    if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(worst.count()));
+  };
   WallClock::time_point next = now + settings_.refresh;
   bool failed = false;
   try {
     reconcile();
     if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
+    report(now);
     for (Entry& entry : entries_) {
       if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds, now);
       if (stale_) break;  // the rest are read again first
+      const WallClock::time_point at = current();
+      if (at - reported_at >= std::chrono::seconds(1)) report(at);
     }
     if (stale_) refresh(now);
     next = *refreshed_at_ + settings_.refresh;
@@ -275,14 +331,11 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
     next = now + settings_.retry;
     failed = true;
   }
-  // Sleep until the earliest next tick, and say how late the most overdue one is (a held
-  // schedule's too: its last_tick stays until it fires).
-  Seconds overdue{0};
+  // Sleep until the earliest next tick.
   for (const Entry& entry : entries_) {
     if (!entry.row.active() || !entry.calculator) continue;
     const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
     if (!tick) continue;
-    if (*tick <= now_seconds) overdue = std::max(overdue, now_seconds - *tick);
     // After an error the next pass waits for `retry`, due ticks or not; a held row is
     // asked for again after held_retry.
     if (failed) continue;
@@ -291,8 +344,30 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
                               : std::max<WallClock::time_point>(*tick, now));
   }
   if (!failed && reconcile_held_) next = std::min(next, now + settings_.held_retry);
-  if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(overdue.count()));
+  report(current());
   return next;
+}
+
+// The age of the oldest tick a due schedule has not fired: its first missed tick while it is
+// behind, else its next tick (a held schedule's too: its last_tick stays until it fires). A
+// schedule not due counts 0, so the late fire after a restart shows for one pass only.
+Seconds Scheduler::overdue_at(WallClock::time_point now) const {
+  const TickTime now_seconds = floor_to_seconds(now);
+  Seconds overdue{0};
+  for (const Entry& entry : entries_) {
+    if (!entry.row.active() || !entry.calculator) continue;
+    const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
+    if (!tick || *tick > now_seconds) continue;
+    TickTime oldest = *tick;
+    // Behind, and about to miss another tick (a later one is due too): the run of misses goes on.
+    const auto since = behind_since_.find(entry.row.name);
+    const std::optional<TickTime> after = entry.calculator->next_after(*tick);
+    if (since != behind_since_.end() && after && *after <= now_seconds) {
+      oldest = std::min(oldest, since->second);
+    }
+    overdue = std::max(overdue, now_seconds - oldest);
+  }
+  return overdue;
 }
 
 }  // namespace pgjobd::schedule
