@@ -6,6 +6,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,55 +52,56 @@ void expect_alive(const std::vector<pid_t>& pids) {
   for (const pid_t pid : pids) EXPECT_TRUE(process_alive(pid, "sleep")) << pid;
 }
 
-TEST(DetachedChildrenE2E, EndWhenTheJobIsDone) {
+// A scratch schema, the pid file and a ready daemon whose `detach` handler runs
+// detaching_script(then) with the handler settings `extra`; `configure` adds to the config.
+struct Detaching {
+  Detaching(const std::string& then, const std::string& extra,
+            const std::function<void(DaemonYaml&)>& configure = {}) {
+    DaemonYaml yaml(schema.name());
+    yaml.shell_handler("detach", detaching_script(pids, then), extra);
+    if (configure) configure(yaml);
+    daemon = std::make_unique<DaemonProcess>(yaml.text());
+    EXPECT_TRUE(daemon->wait_ready()) << daemon->log();
+  }
   TestSchema schema;
   TempDir dir;
-  const std::string pids = dir.file("pids");
-  DaemonYaml yaml(schema.name());
-  yaml.shell_handler("detach", detaching_script(pids, "exit 0"));
-  DaemonProcess daemon(yaml.text());
-  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  std::string pids = dir.file("pids");
+  std::unique_ptr<DaemonProcess> daemon;
+};
+
+TEST(DetachedChildrenE2E, EndWhenTheJobIsDone) {
+  Detaching run("exit 0", "");
+  TestSchema& schema = run.schema;
 
   schema.exec("INSERT INTO {jobs} (type) VALUES ('detach')");
   ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 15s))
       << table_summary(schema);
-  expect_gone(detached_pids(pids), "done");
-  stop_daemon(daemon);
+  expect_gone(detached_pids(run.pids), "done");
+  stop_daemon(*run.daemon);
 }
 
 TEST(DetachedChildrenE2E, EndWhenTheJobTimesOut) {
-  TestSchema schema;
-  TempDir dir;
-  const std::string pids = dir.file("pids");
-  DaemonYaml yaml(schema.name());
-  yaml.shell_handler("detach", detaching_script(pids, "exec sleep 60"),
-                     "timeout: 500ms, kill_grace: 200ms");
-  DaemonProcess daemon(yaml.text());
-  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  Detaching run("exec sleep 60", "timeout: 500ms, kill_grace: 200ms");
+  TestSchema& schema = run.schema;
 
   schema.exec("INSERT INTO {jobs} (type, max_attempts) VALUES ('detach', 1)");
   ASSERT_TRUE(wait_until([&] { return schema.count("status = 'dead'") == 1; }, 15s))
       << table_summary(schema);
   EXPECT_NE(schema.query("SELECT last_error FROM {jobs}").find("timed out"), std::string::npos);
-  expect_gone(detached_pids(pids), "timed out");
-  stop_daemon(daemon);
+  expect_gone(detached_pids(run.pids), "timed out");
+  stop_daemon(*run.daemon);
 }
 
 // Another job ending meanwhile (its sweep runs) leaves the running job's detached processes
 // alone: they carry its PGJOBD_JOB_ID. The cancel then ends them.
 TEST(DetachedChildrenE2E, OutliveOtherJobsAndEndWhenTheJobIsCancelled) {
-  TestSchema schema;
-  TempDir dir;
-  const std::string pids = dir.file("pids");
-  DaemonYaml yaml(schema.name());
-  yaml.set("worker", "{concurrency: 2}");
-  yaml.shell_handler("detach", detaching_script(pids, "exec sleep 60"), "kill_grace: 200ms");
-  yaml.shell_handler("quick", "exit 0");
-  DaemonProcess daemon(yaml.text());
-  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  Detaching run("exec sleep 60", "kill_grace: 200ms", [](DaemonYaml& yaml) {
+    yaml.set("worker", "{concurrency: 2}").shell_handler("quick", "exit 0");
+  });
+  TestSchema& schema = run.schema;
 
   const std::string id = schema.query("INSERT INTO {jobs} (type) VALUES ('detach') RETURNING id");
-  const std::vector<pid_t> detached = detached_pids(pids);
+  const std::vector<pid_t> detached = detached_pids(run.pids);
   schema.exec("INSERT INTO {jobs} (type) VALUES ('quick')");
   ASSERT_TRUE(
       wait_until([&] { return schema.count("type = 'quick' AND status = 'done'") == 1; }, 15s))
@@ -110,22 +113,17 @@ TEST(DetachedChildrenE2E, OutliveOtherJobsAndEndWhenTheJobIsCancelled) {
   ASSERT_TRUE(wait_until([&] { return schema.count("status = 'cancelled'") == 1; }, 15s))
       << table_summary(schema);
   expect_gone(detached, "cancelled");
-  stop_daemon(daemon);
+  stop_daemon(*run.daemon);
 }
 
 TEST(DetachedChildrenE2E, EndWhenTheDrainReleasesTheJob) {
-  TestSchema schema;
-  TempDir dir;
-  const std::string pids = dir.file("pids");
-  DaemonYaml yaml(schema.name());
-  yaml.set("shutdown", "{timeout: 500ms}");
-  yaml.shell_handler("detach", detaching_script(pids, "exec sleep 60"), "kill_grace: 200ms");
-  DaemonProcess daemon(yaml.text());
-  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  Detaching run("exec sleep 60", "kill_grace: 200ms",
+                [](DaemonYaml& yaml) { yaml.set("shutdown", "{timeout: 500ms}"); });
+  TestSchema& schema = run.schema;
 
   schema.exec("INSERT INTO {jobs} (type) VALUES ('detach')");
-  const std::vector<pid_t> detached = detached_pids(pids);
-  stop_daemon(daemon);
+  const std::vector<pid_t> detached = detached_pids(run.pids);
+  stop_daemon(*run.daemon);
   expect_gone(detached, "drained");
 }
 
