@@ -76,7 +76,6 @@ OrphanReaper& OrphanReaper::instance() {
 
 bool OrphanReaper::become_subreaper() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) return false;
-  std::lock_guard lock(mutex_);
   subreaper_ = true;
   return true;
 }
@@ -87,10 +86,15 @@ void OrphanReaper::job_started(std::int64_t job_id) {
 }
 
 void OrphanReaper::job_ended(std::int64_t job_id) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = running_.find(std::to_string(job_id));
+    if (it != running_.end() && --it->second == 0) running_.erase(it);
+  }
+  // Most jobs leave nothing behind: then the ending workers need not queue for the lock.
+  if (!subreaper_ || adopted_children().empty()) return;
   std::lock_guard lock(mutex_);
-  const auto it = running_.find(std::to_string(job_id));
-  if (it != running_.end() && --it->second == 0) running_.erase(it);
-  if (subreaper_) sweep();
+  sweep();
 }
 
 void OrphanReaper::sweep() {

@@ -3,6 +3,7 @@
 // a process-group kill cannot reach them, so the daemon becomes their child subreaper, and
 // when their parent exits they become the daemon's children, to be killed with their job.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -29,11 +30,11 @@ class OrphanReaper {
 
  private:
   OrphanReaper() = default;
-  void sweep();
+  void sweep();  // with mutex_ held
 
   std::mutex mutex_;  // guards running_; held through a sweep, so no two race for one pid
   std::map<std::string, int> running_;  // PGJOBD_JOB_ID value → exec jobs running with it
-  bool subreaper_ = false;
+  std::atomic<bool> subreaper_{false};
 };
 
 // Calls job_started() now and job_ended() when it goes.
