@@ -6,9 +6,9 @@
 
 namespace pgjobd::schedule {
 
-// What the scheduler can be relied on to fire: one daemon fired about 460 ticks per second
-// with 2,000 per-second schedules on the 2-core test machine (bench/README.md "Schedules:
-// capacity"), less a margin for a slower commit. Each tick is one transaction of three
+// What the scheduler can be relied on to fire: one daemon fired 300 to 1,000 ticks per
+// second with 2,000 per-second schedules on the shared 2-core test machine (bench/README.md
+// "Schedules: capacity"). Each tick is one transaction of three
 // statements on one connection, so this is a round-trip bound; more daemons race for the
 // same ticks and do not add to it. The config check refuses a `schedules:` section asking
 // for more, and the scheduler warns when the table's schedules do.
