@@ -153,7 +153,7 @@ struct Metrics::State {
           .Name("pgjobd_schedule_overdue_seconds")
           .Help(
               "How long the most overdue active schedule's oldest unfired tick has waited, "
-              "counted from its first missed tick while it misses ticks on every pass; 0 if none.")
+              "or while every pass misses ticks the first tick missed since; 0 if none.")
           .Register(*registry)
           .Add({});
   prometheus::Gauge& workers_busy = prometheus::BuildGauge()

@@ -6,7 +6,7 @@
 
 namespace pgjobd::schedule {
 
-// What the scheduler can be relied on to fire: one daemon fired 300 to 1,000 ticks per
+// What the scheduler can be relied on to fire: one daemon fired 300 to 1,500 ticks per
 // second with 2,000 per-second schedules on the shared 2-core test machine (bench/README.md
 // "Schedules: capacity"). Each tick is one transaction of three
 // statements on one connection, so this is a round-trip bound; more daemons race for the

@@ -174,17 +174,8 @@ void Scheduler::warn_if_over_capacity() {
 }
 
 void Scheduler::refresh(WallClock::time_point now) {
-  std::map<std::string, TickTime> known;  // last_tick as this daemon last saw or wrote it
-  for (const Entry& entry : entries_) known.emplace(entry.row.name, entry.row.last_tick);
   std::vector<Entry> entries;
-  std::map<std::string, TickTime> behind;
   for (ScheduleRow& row : store_->load_schedules()) {
-    // Still behind unless another daemon fired it since (that one's gauge tells how late).
-    const auto since = behind_since_.find(row.name);
-    const auto seen = known.find(row.name);
-    if (since != behind_since_.end() && seen != known.end() && seen->second == row.last_tick) {
-      behind.insert(*since);
-    }
     Entry entry{std::move(row), std::nullopt};
     try {
       entry.calculator = calculator_for(entry.row.timing);
@@ -197,7 +188,6 @@ void Scheduler::refresh(WallClock::time_point now) {
     entries.push_back(std::move(entry));
   }
   entries_ = std::move(entries);
-  behind_since_ = std::move(behind);
   refreshed_at_ = now;
   stale_ = false;
   warn_if_section_differs();
@@ -271,14 +261,10 @@ void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_
     }
     const TickTime previous = row.last_tick;
     row.last_tick = step.tick;
-    if (i == 0) {
-      if (plan.missed > 0) {
-        // The first missed tick follows the previous last_tick.
-        behind_since_.try_emplace(row.name,
-                                  entry.calculator->next_after(previous).value_or(step.tick));
-      } else if (step.insert_job && !step.late) {
-        behind_since_.erase(row.name);
-      }
+    if (i == 0 && plan.missed > 0) {
+      // The first missed tick follows the previous last_tick.
+      const TickTime first = entry.calculator->next_after(previous).value_or(step.tick);
+      pass_first_missed_ = pass_first_missed_ ? std::min(*pass_first_missed_, first) : first;
     }
     if (i == 0 && plan.missed > 0) {
       spdlog::warn("schedule {}: {} missed tick(s) not fired (misfire policy)", row.name,
@@ -304,24 +290,28 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
   const auto current = [&] { return now + (WallClock::now() - started); };
   // The gauge says the worst lateness this pass found: what it is about to fire is as late
   // as the pass's start says, and a long pass makes the others later as it goes.
+  // Set only during and after the pass, so that a scrape between passes never sees less.
   Seconds worst{0};
   WallClock::time_point reported_at;
-  const auto report = [&](WallClock::time_point at) {
+  const auto report = [&](WallClock::time_point at, bool publish) {
     reported_at = at;
     worst = std::max(worst, overdue_at(at));
-    if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(worst.count()));
+    if (publish && metrics_ != nullptr) {
+      metrics_->set_schedule_overdue(static_cast<double>(worst.count()));
+    }
   };
+  pass_first_missed_.reset();
   WallClock::time_point next = now + settings_.refresh;
   bool failed = false;
   try {
     reconcile();
     if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
-    report(now);
+    report(now, false);
     for (Entry& entry : entries_) {
       if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds, now);
       if (stale_) break;  // the rest are read again first
       const WallClock::time_point at = current();
-      if (at - reported_at >= std::chrono::seconds(1)) report(at);
+      if (at - reported_at >= std::chrono::seconds(1)) report(at, true);
     }
     if (stale_) refresh(now);
     next = *refreshed_at_ + settings_.refresh;
@@ -344,13 +334,23 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
                               : std::max<WallClock::time_point>(*tick, now));
   }
   if (!failed && reconcile_held_) next = std::min(next, now + settings_.held_retry);
-  report(current());
+  if (!failed) {
+    // A pass that missed no tick ends the run of passes that did.
+    if (!pass_first_missed_) {
+      missing_since_.reset();
+    } else if (!missing_since_) {
+      missing_since_ = pass_first_missed_;
+    }
+  }
+  report(current(), true);
   return next;
 }
 
-// The age of the oldest tick a due schedule has not fired: its first missed tick while it is
-// behind, else its next tick (a held schedule's too: its last_tick stays until it fires). A
-// schedule not due counts 0, so the late fire after a restart shows for one pass only.
+// The age of the oldest tick a due schedule has not fired (a held schedule's too: its
+// last_tick stays until it fires), or, while every pass misses ticks, of the first tick
+// missed since: each such pass fires each schedule's latest tick on time by its own
+// measure, which alone would hide an overload. The late fire after a restart shows for
+// one pass only.
 Seconds Scheduler::overdue_at(WallClock::time_point now) const {
   const TickTime now_seconds = floor_to_seconds(now);
   Seconds overdue{0};
@@ -358,14 +358,10 @@ Seconds Scheduler::overdue_at(WallClock::time_point now) const {
     if (!entry.row.active() || !entry.calculator) continue;
     const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
     if (!tick || *tick > now_seconds) continue;
-    TickTime oldest = *tick;
-    // Behind, and about to miss another tick (a later one is due too): the run of misses goes on.
-    const auto since = behind_since_.find(entry.row.name);
-    const std::optional<TickTime> after = entry.calculator->next_after(*tick);
-    if (since != behind_since_.end() && after && *after <= now_seconds) {
-      oldest = std::min(oldest, since->second);
-    }
-    overdue = std::max(overdue, now_seconds - oldest);
+    overdue = std::max(overdue, now_seconds - *tick);
+  }
+  if (missing_since_ && pass_first_missed_) {
+    overdue = std::max(overdue, now_seconds - *missing_since_);
   }
   return overdue;
 }

@@ -96,10 +96,11 @@ class Scheduler final : public Service {
   bool stale_ = true;  // a fire was lost or the YAML changed: read the table again
   std::set<std::string> reported_invalid_;
   std::map<std::string, Held> held_;
-  // Schedules that missed ticks for lateness and have not fired one on time since: the
-  // first tick they missed. A scheduler that cannot keep up misses ticks on every pass,
-  // so this stays, and the gauge grows, while each pass still fires something.
-  std::map<std::string, TickTime> behind_since_;
+  // The first tick missed by the current run of passes that each missed ticks (none: the
+  // last pass missed none), and the earliest one the pass under way has missed so far. A
+  // scheduler that cannot keep up misses ticks on every pass, so the gauge grows from it.
+  std::optional<TickTime> missing_since_;
+  std::optional<TickTime> pass_first_missed_;
   bool over_capacity_ = false;   // the table's schedules ask for more than it fires (logged)
   bool reconcile_held_ = false;  // the YAML's reconciliation waits for a held row (logged)
   // The section this daemon last reconciled (none: it has none), which the table's YAML
