@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pgjobd/config.hpp"
+#include "schedule/capacity.hpp"
 #include "support/config_problems.hpp"
 
 namespace pgjobd {
@@ -178,6 +179,25 @@ TEST(ConfigSchedulesTest, TimingTypeAndValuesAreChecked) {
   EXPECT_EQ(problem("schedules:\n  \"a b\": {type: t, every: 1s}\n"),
             "t.yaml:2: schedules.a b: a schedule name is 1 to 100 letters, digits, _, - or . (it "
             "names the jobs' unique_key and a metric label)");
+}
+
+// More ticks per second than the scheduler fires are refused, naming both rates; at the
+// capacity the section passes. A 6-field cron line counts its seconds per minute.
+TEST(ConfigSchedulesTest, MoreTicksPerSecondThanTheSchedulerFiresAreRefused) {
+  const auto capacity = static_cast<int>(schedule::kTicksPerSecondCapacity);
+  const auto section = [](int per_second) {
+    std::string yaml = "schedules:\n";
+    for (int i = 0; i < per_second; ++i)
+      yaml += "  s" + std::to_string(i) + ": {type: t, every: 1s}\n";
+    return yaml;
+  };
+  EXPECT_TRUE(testing::problems_of(section(capacity)).empty());
+  EXPECT_EQ(problem(section(capacity - 1) + "  c: {type: t, cron: \"*/30 * * * * *\"}\n" +
+                    "  d: {type: t, cron: \"* * * * * *\"}\n"),
+            "t.yaml:1: schedules: ask for up to " + std::to_string(capacity + 1) +
+                " ticks per second; the scheduler fires about " + std::to_string(capacity) +
+                " per second (more daemons do not add to it) and would miss the rest: use longer "
+                "intervals (README \"Recurring jobs\")");
 }
 
 TEST(ConfigSchedulesTest, UnknownKeyIsReportedWithASuggestion) {

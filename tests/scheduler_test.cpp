@@ -41,6 +41,26 @@ struct Daemon {
   Scheduler scheduler;
 };
 
+// Per-second schedules x and y, reconciled, with metrics: at t0 no tick is due yet.
+struct MeteredPair {
+  MeteredPair()
+      : metrics({"default"}, {"ping"}),
+        scheduler(std::make_unique<FakeScheduleStore>(table), &metrics, SchedulerSettings{}) {
+    scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
+    scheduler.run_once(WallClock::now());
+    t0 = reconciled_at(*table);
+  }
+  double overdue() {
+    return pgjobd::testing::metric_value(pgjobd::testing::scrape(metrics),
+                                         "pgjobd_schedule_overdue_seconds")
+        .value_or(-1);
+  }
+  std::shared_ptr<FakeScheduleTable> table = std::make_shared<FakeScheduleTable>();
+  Metrics metrics;
+  Scheduler scheduler;
+  WallClock::time_point t0;
+};
+
 TEST(SchedulerTest, SleepsUntilTheNextTickAndFiresIt) {
   auto table = std::make_shared<FakeScheduleTable>();
   Daemon daemon(table);
@@ -122,22 +142,16 @@ TEST(SchedulerTest, ADatabaseErrorWaitsAndTheNextPassCatchesUpByPolicy) {
 // pgjobd_schedule_pause('x')): y keeps firing every tick, x's lateness shows in the overdue
 // gauge, the wait is logged once with the holder, no pass spins, and x fires once free.
 TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFires) {
-  auto table = std::make_shared<FakeScheduleTable>();
-  Metrics metrics({"default"}, {"ping"});
-  Scheduler scheduler(std::make_unique<FakeScheduleStore>(table), &metrics, SchedulerSettings{});
-  scheduler.set_yaml(Schedules{{"x", every(1)}, {"y", every(1)}});
-  scheduler.run_once(WallClock::now());
-  const WallClock::time_point t0 = reconciled_at(*table);
+  MeteredPair pair;
+  const auto& table = pair.table;
+  Scheduler& scheduler = pair.scheduler;
+  const WallClock::time_point t0 = pair.t0;
   const auto jobs_of = [&](const std::string& name) {
     int n = 0;
     for (const auto& job : table->jobs()) n += job.schedule == name;
     return n;
   };
-  const auto overdue = [&] {
-    return pgjobd::testing::metric_value(pgjobd::testing::scrape(metrics),
-                                         "pgjobd_schedule_overdue_seconds")
-        .value_or(-1);
-  };
+  const auto overdue = [&] { return pair.overdue(); };
   pgjobd::testing::LogCapture log;
   table->set_held("x", true);
   for (int i = 1; i <= 5; ++i) {
@@ -156,8 +170,28 @@ TEST(SchedulerTest, AHeldRowHoldsBackOnlyItsScheduleWhichShowsOverdueUntilItFire
   scheduler.run_once(t0 + Seconds(6));
   EXPECT_EQ(jobs_of("x"), 1) << "the latest due tick (misfire: skip)";
   EXPECT_EQ(jobs_of("y"), 6);
-  EXPECT_EQ(overdue(), 0);
+  EXPECT_EQ(overdue(), 5) << "what the pass found: x's tick t0 + 1 s at t0 + 6 s";
+  scheduler.run_once(t0 + Seconds(7));
+  EXPECT_EQ(overdue(), 0) << "x is on time again";
   EXPECT_TRUE(log.contains("schedule x: its row is free again")) << log.all();
+}
+
+// A scheduler that cannot keep up (a pass every 3 s for per-second schedules) fires the
+// latest tick each pass and misses the others (misfire: skip): each pass is on time by its
+// own measure, but the gauge counts from the first missed tick until a pass fires with none
+// missed, so an overload shows as growing lateness, not as 0.
+TEST(SchedulerTest, MissingTicksOnEveryPassShowsAsGrowingOverdueUntilOnTimeAgain) {
+  MeteredPair pair;
+  const auto& table = pair.table;
+  Scheduler& scheduler = pair.scheduler;
+  const WallClock::time_point t0 = pair.t0;
+  const auto overdue = [&] { return pair.overdue(); };
+  for (int pass = 1; pass <= 4; ++pass) scheduler.run_once(t0 + Seconds(3 * pass));
+  EXPECT_EQ(table->jobs().size(), 8u) << "one tick per schedule per pass";
+  EXPECT_EQ(overdue(), 11) << "from the first missed tick, t0 + 1 s, to the pass at t0 + 12 s";
+  scheduler.run_once(t0 + Seconds(13));  // on time: no tick missed
+  EXPECT_EQ(overdue(), 0);
+  EXPECT_EQ(table->jobs().size(), 10u);
 }
 
 // A reload whose YAML changes a held row: the reconciliation gives up (the store's lock

@@ -24,6 +24,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_loading.hpp"
+#include "handlers/orphan_reaper.hpp"
 #include "log/logging.hpp"
 #include "log/secrets.hpp"
 #include "pgjobd/duration.hpp"
@@ -203,6 +204,14 @@ int run_daemon(const std::string& config_path) {
   const sigset_t signals = daemon_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a handler's child closing its stdin must not kill us
+  // Processes an exec job detaches from its process group come back to the daemon when
+  // their parent exits, and end with their job (README "Exec handler").
+  if (!OrphanReaper::instance().become_subreaper()) {
+    spdlog::warn(
+        "cannot become a child subreaper ({}): processes an exec job detaches with setsid or a "
+        "double fork may outlive it",
+        std::generic_category().message(errno));
+  }
 
   Engine engine(*config);
   ShutdownSignal shutdown;

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <string_view>
 
 #include "config/config_stages.hpp"
+#include "schedule/capacity.hpp"
 #include "schedule/cron_expression.hpp"
 #include "schedule/tick_calculator.hpp"
 #include "text/escape.hpp"
@@ -305,6 +307,22 @@ void check_schedule(const std::string& name, const ScheduleConfig& schedule, Rul
                 "must not be negative");
 }
 
+// Beyond the scheduler's capacity ticks are missed on every pass: refused, naming both rates.
+void check_schedule_load(const std::map<std::string, ScheduleConfig>& schedules, Rules& rules) {
+  double asked = 0;
+  for (const auto& [name, schedule] : schedules) {
+    if (!schedule.enabled) continue;
+    asked += schedule::peak_ticks_per_second(
+        schedule.cron, std::chrono::duration_cast<std::chrono::seconds>(schedule.every).count());
+  }
+  rules.require(asked <= schedule::kTicksPerSecondCapacity, "schedules",
+                "ask for up to " + std::to_string(static_cast<long long>(std::ceil(asked))) +
+                    " ticks per second; the scheduler fires about " +
+                    std::to_string(static_cast<long long>(schedule::kTicksPerSecondCapacity)) +
+                    " per second (more daemons do not add to it) and would miss the rest: use "
+                    "longer intervals (README \"Recurring jobs\")");
+}
+
 // A limit's name is written into the database and shown in metrics labels.
 void check_limit(const std::string& name, const LimitConfig& limit, Rules& rules) {
   const std::string key = "limits." + name;
@@ -403,6 +421,7 @@ void check_config(const Config& config, Diagnostics& diag) {
   }
   if (config.schedules) {
     for (const auto& [name, schedule] : *config.schedules) check_schedule(name, schedule, rules);
+    check_schedule_load(*config.schedules, rules);
   }
   if (config.limits) {
     for (const auto& [name, limit] : *config.limits) check_limit(name, limit, rules);

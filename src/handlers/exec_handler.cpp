@@ -15,6 +15,7 @@
 #include "handlers/child_io.hpp"
 #include "handlers/child_process.hpp"
 #include "handlers/exec_environment.hpp"
+#include "handlers/orphan_reaper.hpp"
 #include "handlers/stop_event_fd.hpp"
 #include "pgjobd/duration.hpp"
 
@@ -112,6 +113,8 @@ JobResult run_exec_job(const HandlerConfig& config, const WithheldCredentials& w
   if (stop.stop_requested()) return JobResult::released();
   // Registered before the spawn, so a stop requested while spawning is not missed.
   const StopEventFd stop_event(std::move(stop));
+  // Outlives `child`: once it is reaped, whatever the job left detached is ended too.
+  const OrphanScope orphans(job.id);
   try {
     // The daemon never changes its environment after start-up, so reading environ from a
     // worker thread does not race with setenv.

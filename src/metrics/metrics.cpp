@@ -151,7 +151,9 @@ struct Metrics::State {
   prometheus::Gauge& schedule_overdue =
       prometheus::BuildGauge()
           .Name("pgjobd_schedule_overdue_seconds")
-          .Help("How long the most overdue active schedule's due tick has waited; 0 if none.")
+          .Help(
+              "How long the most overdue active schedule's oldest unfired tick has waited, "
+              "or while every pass misses ticks the first tick missed since; 0 if none.")
           .Register(*registry)
           .Add({});
   prometheus::Gauge& workers_busy = prometheus::BuildGauge()

@@ -98,8 +98,9 @@ class Metrics {
   // kMaxScheduleLabels names get a series of their own; later ones count as kOtherLabel.
   static constexpr std::size_t kMaxScheduleLabels = 200;
   void schedule_fires(const std::string& schedule, const std::string& result, int count);
-  // pgjobd_schedule_overdue_seconds: how far behind its due tick the most overdue active
-  // schedule is (0 when none is behind).
+  // pgjobd_schedule_overdue_seconds: the worst lateness the scheduler's last pass found: the
+  // age of the oldest tick a due schedule has not fired, or, while every pass misses ticks,
+  // of the first tick missed since (0 when none is behind).
   void set_schedule_overdue(double seconds);
   // pgjobd_limit_throttled_total{limit,reason}: a claim in which the limit held a due job
   // back, reason "concurrency" or "rate". pgjobd_limit_running{limit}: jobs running under

@@ -7,6 +7,7 @@
 
 #include "engine/loop_error.hpp"
 #include "metrics/metrics.hpp"
+#include "schedule/capacity.hpp"
 #include "schedule/tick_plan.hpp"
 
 namespace pgjobd::schedule {
@@ -153,6 +154,25 @@ void Scheduler::warn_if_section_differs() {
   differing_ = std::move(names);
 }
 
+// Schedules made with SQL pass no config check: the table's load is said here, once each time
+// it goes over.
+void Scheduler::warn_if_over_capacity() {
+  double asked = 0;
+  for (const Entry& entry : entries_) {
+    if (!entry.row.active() || !entry.calculator) continue;
+    asked += peak_ticks_per_second(entry.row.timing.cron, entry.row.timing.every_seconds);
+  }
+  const bool over = asked > kTicksPerSecondCapacity;
+  if (over && !over_capacity_) {
+    spdlog::warn(
+        "schedules: the {} schedules in the table ask for up to {:.0f} ticks per second; the "
+        "scheduler fires about {:.0f} ticks per second (more daemons do not add to it): ticks "
+        "beyond it are missed and pgjobd_schedule_overdue_seconds grows",
+        entries_.size(), asked, kTicksPerSecondCapacity);
+  }
+  over_capacity_ = over;
+}
+
 void Scheduler::refresh(WallClock::time_point now) {
   std::vector<Entry> entries;
   for (ScheduleRow& row : store_->load_schedules()) {
@@ -171,6 +191,7 @@ void Scheduler::refresh(WallClock::time_point now) {
   refreshed_at_ = now;
   stale_ = false;
   warn_if_section_differs();
+  warn_if_over_capacity();
   // A held schedule that is no longer active (the transaction that held it paused or
   // removed it) is not asked for again.
   std::vector<std::string> gone;
@@ -238,7 +259,13 @@ void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_
       stale_ = true;  // another daemon was first, or the row changed: read it again
       return;
     }
+    const TickTime previous = row.last_tick;
     row.last_tick = step.tick;
+    if (i == 0 && plan.missed > 0) {
+      // The first missed tick follows the previous last_tick.
+      const TickTime first = entry.calculator->next_after(previous).value_or(step.tick);
+      pass_first_missed_ = pass_first_missed_ ? std::min(*pass_first_missed_, first) : first;
+    }
     if (i == 0 && plan.missed > 0) {
       spdlog::warn("schedule {}: {} missed tick(s) not fired (misfire policy)", row.name,
                    plan.missed);
@@ -258,14 +285,33 @@ void Scheduler::fire_due(Entry& entry, TickTime now, WallClock::time_point wall_
 
 WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
   const TickTime now_seconds = floor_to_seconds(now);
+  // `now` as the pass goes on (tests pass a clock of their own).
+  const WallClock::time_point started = WallClock::now();
+  const auto current = [&] { return now + (WallClock::now() - started); };
+  // The gauge says the worst lateness this pass found: what it is about to fire is as late
+  // as the pass's start says, and a long pass makes the others later as it goes.
+  // Set only during and after the pass, so that a scrape between passes never sees less.
+  Seconds worst{0};
+  WallClock::time_point reported_at;
+  const auto report = [&](WallClock::time_point at, bool publish) {
+    reported_at = at;
+    worst = std::max(worst, overdue_at(at));
+    if (publish && metrics_ != nullptr) {
+      metrics_->set_schedule_overdue(static_cast<double>(worst.count()));
+    }
+  };
+  pass_first_missed_.reset();
   WallClock::time_point next = now + settings_.refresh;
   bool failed = false;
   try {
     reconcile();
     if (stale_ || !refreshed_at_ || now >= *refreshed_at_ + settings_.refresh) refresh(now);
+    report(now, false);
     for (Entry& entry : entries_) {
       if (entry.row.active() && entry.calculator) fire_due(entry, now_seconds, now);
       if (stale_) break;  // the rest are read again first
+      const WallClock::time_point at = current();
+      if (at - reported_at >= std::chrono::seconds(1)) report(at, true);
     }
     if (stale_) refresh(now);
     next = *refreshed_at_ + settings_.refresh;
@@ -275,14 +321,11 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
     next = now + settings_.retry;
     failed = true;
   }
-  // Sleep until the earliest next tick, and say how late the most overdue one is (a held
-  // schedule's too: its last_tick stays until it fires).
-  Seconds overdue{0};
+  // Sleep until the earliest next tick.
   for (const Entry& entry : entries_) {
     if (!entry.row.active() || !entry.calculator) continue;
     const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
     if (!tick) continue;
-    if (*tick <= now_seconds) overdue = std::max(overdue, now_seconds - *tick);
     // After an error the next pass waits for `retry`, due ticks or not; a held row is
     // asked for again after held_retry.
     if (failed) continue;
@@ -291,8 +334,36 @@ WallClock::time_point Scheduler::run_once(WallClock::time_point now) {
                               : std::max<WallClock::time_point>(*tick, now));
   }
   if (!failed && reconcile_held_) next = std::min(next, now + settings_.held_retry);
-  if (metrics_ != nullptr) metrics_->set_schedule_overdue(static_cast<double>(overdue.count()));
+  if (!failed) {
+    // A pass that missed no tick ends the run of passes that did.
+    if (!pass_first_missed_) {
+      missing_since_.reset();
+    } else if (!missing_since_) {
+      missing_since_ = pass_first_missed_;
+    }
+  }
+  report(current(), true);
   return next;
+}
+
+// The age of the oldest tick a due schedule has not fired (a held schedule's too: its
+// last_tick stays until it fires), or, while every pass misses ticks, of the first tick
+// missed since: each such pass fires each schedule's latest tick on time by its own
+// measure, which alone would hide an overload. The late fire after a restart shows for
+// one pass only.
+Seconds Scheduler::overdue_at(WallClock::time_point now) const {
+  const TickTime now_seconds = floor_to_seconds(now);
+  Seconds overdue{0};
+  for (const Entry& entry : entries_) {
+    if (!entry.row.active() || !entry.calculator) continue;
+    const std::optional<TickTime> tick = entry.calculator->next_after(entry.row.last_tick);
+    if (!tick || *tick > now_seconds) continue;
+    overdue = std::max(overdue, now_seconds - *tick);
+  }
+  if (missing_since_ && pass_first_missed_) {
+    overdue = std::max(overdue, now_seconds - *missing_since_);
+  }
+  return overdue;
 }
 
 }  // namespace pgjobd::schedule

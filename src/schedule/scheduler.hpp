@@ -72,10 +72,13 @@ class Scheduler final : public Service {
   void reconcile();
   void refresh(WallClock::time_point now);
   void warn_if_section_differs();
+  void warn_if_over_capacity();
   void fire_due(Entry& entry, TickTime now, WallClock::time_point wall_now);
   void note_held(const std::string& name, TickTime tick, WallClock::time_point now);
   void note_free(const std::string& name, WallClock::time_point now);
   void loop(const std::stop_token& stop);
+  // How late the most overdue due tick of entries_ is at `now`.
+  Seconds overdue_at(WallClock::time_point now) const;
 
   const std::unique_ptr<ScheduleStore> store_;
   Metrics* const metrics_;
@@ -93,6 +96,12 @@ class Scheduler final : public Service {
   bool stale_ = true;  // a fire was lost or the YAML changed: read the table again
   std::set<std::string> reported_invalid_;
   std::map<std::string, Held> held_;
+  // The first tick missed by the current run of passes that each missed ticks (none: the
+  // last pass missed none), and the earliest one the pass under way has missed so far. A
+  // scheduler that cannot keep up misses ticks on every pass, so the gauge grows from it.
+  std::optional<TickTime> missing_since_;
+  std::optional<TickTime> pass_first_missed_;
+  bool over_capacity_ = false;   // the table's schedules ask for more than it fires (logged)
   bool reconcile_held_ = false;  // the YAML's reconciliation waits for a held row (logged)
   // The section this daemon last reconciled (none: it has none), which the table's YAML
   // rows should match, and the names whose difference was logged (once each).
