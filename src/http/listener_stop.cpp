@@ -150,7 +150,7 @@ class ServingWorkers {
 
 ServingWorkers& serving_workers() {
   // Leaked on purpose: its watchdog thread uses it until the process ends.
-  static ServingWorkers* const workers = new ServingWorkers;
+  static auto* const workers = new ServingWorkers;
   return *workers;
 }
 
