@@ -28,13 +28,15 @@ for flag in "$@"; do
     # systemd: systemd-analyze verify of config/pgjobd.service (tests/ops/systemd_unit_test.sh).
     # iproute2, nftables: FaultsStallE2E's network namespace and blackhole (tests/support/netns.*).
     # python3-psycopg, node-pg: tests/examples, run by ExamplesE2E (node-pg: see below).
+    # wrk: bench/http.sh's anchor, which tests/ops/http_smoke_test.sh runs.
     --with-test) packages+=(python3-yaml prometheus clang-14 libclang-rt-14-dev libfuzzer-14-dev pgbouncer
                             chromium chromium-driver python3-selenium systemd iproute2 nftables
-                            python3-psycopg)
+                            python3-psycopg wrk)
                  with_node_pg=1 ;;
     --with-tools) packages+=(clang-format clang-tidy) ;;
-    # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers.
-    --with-bench) packages+=(gnuplot-nox nodejs) ;;
+    # gnuplot: bench/run.sh's charts; nodejs: bench/http.sh's HTTP server and bench/peers;
+    # wrk: bench/http.sh's anchor.
+    --with-bench) packages+=(gnuplot-nox nodejs wrk) ;;
     # build-essential: dpkg-buildpackage checks for it besides debian/control's Build-Depends.
     --with-package) packages+=(build-essential debhelper help2man lintian) ;;
   esac

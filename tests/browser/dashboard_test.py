@@ -232,7 +232,7 @@ class BrowserCase(unittest.TestCase):
         self.assertEqual(self.text("#whoami"), user)
 
     def session_cookie(self):
-        cookie = self.driver.get_cookie(harness.session_cookie_name(self.port))
+        cookie = self.driver.get_cookie(harness.session_cookie_name(self.env.port))
         self.assertIsNotNone(cookie, "no session cookie in the browser")
         return cookie["value"]
 
@@ -341,14 +341,14 @@ class DashboardTest(BrowserCase):
         self.submit_and_wait(self.one("#login-submit"))
         self.assertEqual(self.page(), "login")
         self.assertTrue(self.text("#login-error"))
-        self.assertIsNone(self.driver.get_cookie(harness.session_cookie_name(self.port)))
+        self.assertIsNone(self.driver.get_cookie(harness.session_cookie_name(self.env.port)))
         resp = self.client.post("/login", [("user", "alice"), ("password", "nope")])
         self.assertEqual(resp.status, 401)
         resp = self.client.post("/login", [("user", "mallory"), ("password", "nope")])
         self.assertEqual(resp.status, 401)
         # The right one: the overview, an HttpOnly, SameSite=Strict cookie.
         self.login("alice")
-        cookie = self.driver.get_cookie(harness.session_cookie_name(self.port))
+        cookie = self.driver.get_cookie(harness.session_cookie_name(self.env.port))
         self.assertTrue(cookie["httpOnly"])
         self.assertEqual(cookie.get("sameSite"), "Strict")
         session = cookie["value"]

@@ -6,7 +6,7 @@
 #
 #   PGJOBD_TEST_DATABASE_URL=... bash tests/ops/http_smoke_test.sh PATH/TO/pgjobd
 #
-# Without PGJOBD_TEST_DATABASE_URL, node, psql or curl it prints a SKIP line and exits 77
+# Without PGJOBD_TEST_DATABASE_URL, node, psql, curl or wrk it prints a SKIP line and exits 77
 # (ctest: skipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 bin=${1:?usage: http_smoke_test.sh PATH/TO/pgjobd}
 url=${PGJOBD_TEST_DATABASE_URL:-}
 if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 77; fi
-for tool in node psql curl; do
+for tool in node psql curl wrk; do
   if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 77; fi
 done
 
@@ -28,11 +28,14 @@ if ! DATABASE_URL=$url BINS=$bin JOBS=$jobs REPEAT=1 SCHEMA="pgjobd_http_smoke_$
   exit 1
 fi
 fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out/http.csv" >&2; exit 1; }
-# Two rows: http (every job reached the server, http.sh checks the count) and noop.
-awk -F, 'NR == 2 && $3 == "http" { h = 1 } NR == 3 && $3 == "noop" { n = 1 }
-         END { exit !(NR == 3 && h && n) }' "$out/http.csv" || fail "expected an http and a noop row"
+# Three rows: wrk against the same sink (the anchor), pgjobd's http (every job reached the
+# server, http.sh checks the count) and its noop.
+awk -F, 'NR == 2 && $2 == "wrk" { w = 1 } NR == 3 && $3 == "http" { h = 1 }
+         NR == 4 && $3 == "noop" { n = 1 }
+         END { exit !(NR == 4 && w && h && n) }' "$out/http.csv" ||
+  fail "expected a wrk, an http and a noop row"
 # The daemon has 64 workers: 300 jobs over at most 64 connections, not one each.
-connections=$(awk -F, 'NR == 2 { print $6 }' "$out/http.csv")
+connections=$(awk -F, 'NR == 3 { print $6 }' "$out/http.csv")
 ((connections >= 1 && connections <= 64)) ||
   fail "$connections TCP connections for $jobs jobs (64 workers keep theirs between jobs)"
 echo "PASS: http smoke ($jobs jobs over $connections connections)"
