@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/pqxx>
+
+#include "db/connection.hpp"
 #include "support/daemon_process.hpp"
 #include "support/test_database.hpp"
 
@@ -106,6 +109,50 @@ TEST(NotifyE2E, RetryAndRetryManyWakeAnIdleDaemonWithinASecond) {
   schema.query("SELECT count(*) FROM " + s + "_many(ARRAY[" + second + "]::bigint[])");
   EXPECT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 3; }, 1s))
       << "pgjobd_retry_many woke no daemon";
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait_for_exit(10s), 0);
+}
+
+// Any database user can NOTIFY the daemons' channel (no right is needed; issue 42): here
+// 1,000 NOTIFYs, each in its own transaction, over two seconds or more. A NOTIFY whose claim
+// finds nothing spaces the next claim (up to 20 ms), so the flood costs a bounded rate of
+// claims (one per NOTIFY before: about 1,000 here), and a job inserted after it still
+// starts at once.
+TEST(NotifyE2E, AFloodOfNotifiesCostsABoundedRateOfClaims) {
+  TestSchema schema;
+  DaemonYaml yaml(schema.name());
+  yaml.set("poll", "{min_interval: 30s, max_interval: 30s, listen_notify: true}")
+      .set("metrics", "{listen: \"127.0.0.1:0\"}")
+      .handler("stamp", "{builtin: noop}");
+  DaemonProcess daemon(yaml.text());
+  const int port = daemon.metrics_port();
+  ASSERT_NE(port, 0) << daemon.log();
+  ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+  schema.query("INSERT INTO {jobs} (type) VALUES ('stamp')");  // the warm-up, as above
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 15s))
+      << daemon.log();
+  const auto claims = [&] {
+    return metric_value(http_get(port, "/metrics").body, "pgjobd_claim_duration_seconds_count")
+        .value_or(-1);
+  };
+  const double before = claims();
+  ASSERT_GE(before, 1);
+
+  auto flooder = open_connection(schema.config().database, "flood");
+  pqxx::nontransaction flood(*flooder);
+  const auto began = std::chrono::steady_clock::now();
+  flood.exec("DO $$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_notify('pgjobd_jobs', " +
+             flood.quote(schema.name()) + "); COMMIT; PERFORM pg_sleep(0.002); END LOOP; END $$");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const double made = claims() - before;  // during the flood (a spaced claim may follow)
+  std::cout << "[ metric ] a flood of 1,000 NOTIFYs over " << seconds << " s cost " << made
+            << " claims\n";
+  EXPECT_LE(made, 100 * seconds + 50) << daemon.log();
+  EXPECT_GE(made, 5) << "NOTIFYs still set claims off";
+
+  schema.query("INSERT INTO {jobs} (type) VALUES ('stamp')");
+  EXPECT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 2; }, 2s)) << daemon.log();
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait_for_exit(10s), 0);
 }
