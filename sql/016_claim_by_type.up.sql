@@ -21,3 +21,22 @@ CREATE UNLOGGED TABLE pgjobd_limit_parts (
   part   text   NOT NULL,  -- pgjobd_limit_part(payload, key)
   PRIMARY KEY (job_id, key)
 );
+
+-- The limited claim reads and writes this table as its caller, the runtime role. Whoever
+-- sql/grants.sql let write the limits' buckets may write it too, here: a daemon that
+-- migrates on start would otherwise have every limited claim refused until grants.sql is
+-- run again.
+DO $$
+DECLARE
+  grantee regrole;
+BEGIN
+  FOR grantee IN
+    SELECT DISTINCT a.grantee::regrole
+    FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+    WHERE c.oid = 'pgjobd_limit_buckets'::regclass AND a.privilege_type = 'INSERT'
+      AND a.grantee <> c.relowner AND a.grantee <> 0
+  LOOP
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pgjobd_limit_parts TO %s', grantee);
+  END LOOP;
+END
+$$;

@@ -4,6 +4,7 @@
 #include "db/migrator.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -200,6 +201,46 @@ TEST_F(MigratorTest, AnUpgradedSchemaEndsWithTheFunctionsOfAFreshOne) {
   EXPECT_EQ(definitions(*conn_, old_schema), fresh);
   EXPECT_EQ(recorded_digest(*conn_, old_schema), functions_digest());
   pqxx::nontransaction(*conn_).exec("DROP SCHEMA " + old + " CASCADE");
+}
+
+// Schema v16 adds a table the limited claim writes as the runtime role: migrating a v15
+// schema grants it to whoever sql/grants.sql let write the limits' buckets, so that a
+// daemon migrating on start does not find its limited claims refused.
+TEST_F(MigratorTest, TheV16TableGoesToTheRolesThatWroteTheBuckets) {
+  const std::string schema = db_.schema + "_v15";
+  const std::string quoted = quote_identifier(schema);
+  const std::string role = "pgjobd_mig_rt_" + std::to_string(getpid());
+  {
+    pqxx::work txn(*conn_);
+    txn.exec("DROP SCHEMA IF EXISTS " + quoted + " CASCADE; CREATE SCHEMA " + quoted +
+             "; SET LOCAL search_path TO " + quoted);
+    txn.exec("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role);
+    txn.exec(
+        "CREATE TABLE pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL, "
+        "applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const Migration& migration : migrations()) {
+      if (migration.version > 15) break;
+      txn.exec(migration.up_sql);
+      txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
+                      migration.version, std::string(migration.name));
+    }
+    txn.exec("GRANT SELECT, INSERT, UPDATE, DELETE ON pgjobd_limits, pgjobd_limit_buckets TO " +
+             role);
+    txn.commit();
+  }
+  const MigrationReport report = migrate(*conn_, schema);
+  EXPECT_EQ(report.from_version, 15);
+  pqxx::nontransaction txn(*conn_);
+  EXPECT_EQ(txn.exec("SELECT has_table_privilege(" + txn.quote(role) + ", " +
+                     txn.quote(quoted + ".pgjobd_limit_parts") + ", 'INSERT')")[0][0]
+                .as<bool>(),
+            true);
+  EXPECT_EQ(txn.exec("SELECT has_table_privilege('public', " +
+                     txn.quote(quoted + ".pgjobd_limit_parts") + ", 'SELECT')")[0][0]
+                .as<bool>(),
+            false);
+  txn.exec("DROP SCHEMA " + quoted + " CASCADE");
+  txn.exec("DROP ROLE " + role);
 }
 
 // Applying the functions again (another binary of this version applied its own meanwhile)
