@@ -337,6 +337,23 @@ TEST(Dependencies, ARetriedCancelledChildWaitsForItsOpenParents) {
   EXPECT_EQ(schema.query("SELECT status || ' ' || (payload->'_parents'->'" + other +
                          "'->>'status') FROM {jobs} WHERE id = " + late),
             "pending dead");
+
+  // A parent that ends while the child is cancelled does not count it down (only blocked
+  // children are), so the retry counts the open parents again: none left, it runs.
+  const std::string first = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string second = app.query("SELECT {s}.pgjobd_enqueue('p')");
+  const std::string meanwhile = app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" +
+                                          first + ", " + second + "])");
+  finish(schema, first, "dead");
+  finish(schema, second);
+  EXPECT_EQ(state_of(schema, meanwhile), "cancelled|1|cancelled: parent " + first + " ended dead");
+  EXPECT_EQ(app.query("SELECT {s}.pgjobd_retry(" + meanwhile + ")"), "cancelled");
+  EXPECT_EQ(state_of(schema, meanwhile), "pending|0|cancelled: parent " + first + " ended dead");
+  EXPECT_EQ(schema.query("SELECT payload->'_parents'->'" + second +
+                         "'->>'status' FROM {jobs} "
+                         "WHERE id = " +
+                         meanwhile),
+            "done");
 }
 
 // A run_at later than the unblock is kept; a child deleted by hand takes its edges along.
