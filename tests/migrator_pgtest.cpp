@@ -160,6 +160,22 @@ TEST_F(MigratorTest, AMigrationWaitingForTheLockSaysSoAndLeavesOnAStopRequest) {
             latest_schema_version());
 }
 
+// Schema `quoted` (dropped first) at `version`, as a binary of that version would have left
+// it, and the search_path set to it for the rest of `txn`.
+void create_at_version(pqxx::work& txn, const std::string& quoted, int version) {
+  txn.exec("DROP SCHEMA IF EXISTS " + quoted + " CASCADE; CREATE SCHEMA " + quoted +
+           "; SET LOCAL search_path TO " + quoted);
+  txn.exec(
+      "CREATE TABLE pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL, "
+      "applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const Migration& migration : migrations()) {
+    if (migration.version > version) break;
+    txn.exec(migration.up_sql);
+    txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
+                    migration.version, std::string(migration.name));
+  }
+}
+
 // A schema upgraded from an older version, whatever functions that version had, ends with
 // the functions, triggers and grants of a schema migrated from scratch: the functions are
 // applied after the table migrations, not written into them.
@@ -172,17 +188,7 @@ TEST_F(MigratorTest, AnUpgradedSchemaEndsWithTheFunctionsOfAFreshOne) {
     // At version 9, with functions of its own: a stale definition, and a trigger that
     // fires per row.
     pqxx::work txn(*conn_);
-    txn.exec("DROP SCHEMA IF EXISTS " + old + " CASCADE; CREATE SCHEMA " + old +
-             "; SET LOCAL search_path TO " + old);
-    txn.exec(
-        "CREATE TABLE pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL, "
-        "applied_at timestamptz NOT NULL DEFAULT now())");
-    for (const Migration& migration : migrations()) {
-      if (migration.version > 9) break;
-      txn.exec(migration.up_sql);
-      txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
-                      migration.version, std::string(migration.name));
-    }
+    create_at_version(txn, old, 9);
     txn.exec(
         "CREATE FUNCTION pgjobd_limits_sync(limits jsonb, writer text) RETURNS TABLE "
         "(limit_name text, change text, previous_writer text) LANGUAGE sql AS "
@@ -212,18 +218,8 @@ TEST_F(MigratorTest, TheV16TableGoesToTheRolesThatWroteTheBuckets) {
   const std::string role = "pgjobd_mig_rt_" + std::to_string(getpid());
   {
     pqxx::work txn(*conn_);
-    txn.exec("DROP SCHEMA IF EXISTS " + quoted + " CASCADE; CREATE SCHEMA " + quoted +
-             "; SET LOCAL search_path TO " + quoted);
+    create_at_version(txn, quoted, 15);
     txn.exec("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role);
-    txn.exec(
-        "CREATE TABLE pgjobd_migrations (version int PRIMARY KEY, name text NOT NULL, "
-        "applied_at timestamptz NOT NULL DEFAULT now())");
-    for (const Migration& migration : migrations()) {
-      if (migration.version > 15) break;
-      txn.exec(migration.up_sql);
-      txn.exec_params("INSERT INTO pgjobd_migrations (version, name) VALUES ($1, $2)",
-                      migration.version, std::string(migration.name));
-    }
     txn.exec("GRANT SELECT, INSERT, UPDATE, DELETE ON pgjobd_limits, pgjobd_limit_buckets TO " +
              role);
     txn.commit();
