@@ -10,6 +10,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <string>
@@ -591,8 +592,8 @@ TEST(Dependencies, AClaimedChildCarriesItsParents) {
   auto jobs = store.claim(testing::claim_of(5));
   ASSERT_EQ(jobs.size(), 2u);
   if (std::to_string(jobs[0].id) != child) std::swap(jobs[0], jobs[1]);
-  EXPECT_EQ(jobs[0].parents, "{\"" + parent + "\":{\"result\":[1,2],\"status\":\"done\"}}");
-  EXPECT_EQ(jobs[1].parents, "");
+  EXPECT_EQ(jobs[0].parents(), "{\"" + parent + "\":{\"result\":[1,2],\"status\":\"done\"}}");
+  EXPECT_EQ(jobs[1].parents(), "");
 }
 
 // With retention.done 0 a daemon deletes a done job as it completes it: its children see it
@@ -686,6 +687,69 @@ TEST(Dependencies, ADaemonsBatchNamesItsParentsWithoutARowTriggerCall) {
       },
       std::chrono::seconds(10)));
   EXPECT_EQ(calls("pgjobd_dependencies_end"), "0");
+  // The done batch counted its parents off their children itself: only the dead one went
+  // through the function.
+  EXPECT_EQ(calls("pgjobd_resolve_ends"), "1");
+}
+
+// Daemons completing parents of one child at once, each in its own batches: the child is
+// counted down once per parent and unblocked once, with every parent's result.
+TEST(Dependencies, ConcurrentDaemonBatchesUnblockTheirChildExactlyOnce) {
+  TestSchema schema;
+  Session app(schema);
+  constexpr int kDaemons = 4;
+  constexpr int kPerDaemon = 10;
+  const std::string unblocks = schema.qualified("test_unblocks");
+  schema.exec("CREATE TABLE " + unblocks + " (id bigint)");
+  schema.exec("CREATE FUNCTION " + schema.qualified("test_count_unblock") +
+              "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO " + unblocks +
+              " VALUES (NEW.id); RETURN NULL; END$$");
+  schema.exec(
+      "CREATE TRIGGER test_unblock AFTER UPDATE ON {jobs} FOR EACH ROW WHEN "
+      "(OLD.status = 'blocked' AND NEW.status <> 'blocked') EXECUTE FUNCTION " +
+      schema.qualified("test_count_unblock") + "()");
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    const std::vector<std::string> parents =
+        app.column("SELECT {s}.pgjobd_enqueue('a') FROM generate_series(1, " +
+                   std::to_string(kDaemons * kPerDaemon) + ")");
+    std::string list;
+    for (const auto& p : parents) list += (list.empty() ? "" : ",") + p;
+    const std::string child =
+        app.query("SELECT {s}.pgjobd_enqueue('c', depends_on => ARRAY[" + list + "])");
+    std::vector<std::unique_ptr<PgJobStore>> stores;
+    std::vector<std::vector<Job>> claimed;
+    for (int d = 0; d < kDaemons; ++d) {
+      stores.push_back(std::make_unique<PgJobStore>(schema.config().database, "test"));
+      claimed.push_back(stores.back()->claim(testing::claim_of(kPerDaemon)));
+      ASSERT_EQ(claimed.back().size(), static_cast<std::size_t>(kPerDaemon));
+    }
+    std::barrier start(kDaemons);
+    std::vector<std::thread> threads;
+    for (int d = 0; d < kDaemons; ++d) {
+      threads.emplace_back([&, d] {
+        std::vector<Completion> batch;
+        for (const Job& job : claimed[static_cast<std::size_t>(d)]) {
+          batch.push_back({{job.id, job.attempt},
+                           Outcome::kDone,
+                           {},
+                           {},
+                           "{\"by\": " + std::to_string(d) + "}"});
+        }
+        start.arrive_and_wait();
+        stores[static_cast<std::size_t>(d)]->complete(batch, "w", false);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(state_of(schema, child), "pending|0|");
+    EXPECT_EQ(schema.query("SELECT count(*) FROM " + unblocks + " WHERE id = " + child), "1");
+    EXPECT_EQ(schema.query("SELECT count(*) FROM jsonb_each((SELECT payload->'_parents' FROM "
+                           "{jobs} WHERE id = " +
+                           child +
+                           ")) e WHERE e.value->>'status' = 'done' "
+                           "AND e.value->'result' ? 'by'"),
+              std::to_string(kDaemons * kPerDaemon));
+  }
 }
 
 }  // namespace

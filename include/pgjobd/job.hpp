@@ -25,8 +25,9 @@ struct Job {
   std::int64_t oversized_payload_bytes = 0;
   // A job with parents (README "Dependencies"): how each ended and what it returned, the
   // JSON text of the payload's `_parents` object ({"<id>": {"status", "result"}}); "" when
-  // the payload has none.
-  std::string parents;
+  // the payload has none. Read from the payload at each call, not at the claim: most
+  // handlers never ask, and a fan-in's object can hold thousands of parents.
+  std::string parents() const;
 };
 
 enum class Outcome {

@@ -78,17 +78,6 @@ pqxx::result PgJobStore::execute(pqxx::transaction_base& txn, const char* name, 
 
 namespace {
 
-// The payload's `_parents` object as JSON text, "" when there is none. Most payloads have
-// no parents: the text is searched before anything is parsed.
-std::string parents_of(const std::string& payload) {
-  if (payload.find("\"_parents\"") == std::string::npos) return {};
-  const nlohmann::json parsed = nlohmann::json::parse(payload, nullptr, false);
-  if (!parsed.is_object()) return {};
-  const auto parents = parsed.find("_parents");
-  if (parents == parsed.end() || !parents->is_object()) return {};
-  return parents->dump();
-}
-
 // A claimed job from the claim's columns 0..8, read in order through one column
 // iterator: each row[i] is a pqxx::field holding its own copy of the result's handles,
 // reference counts taken and dropped for every column of every claimed job.
@@ -109,7 +98,6 @@ Job job_from_row(const pqxx::row& row) {
   job.priority = (++column)->as<int>();
   job.queue_wait_seconds = field_as_double(++column);
   if (!payload_read) job.oversized_payload_bytes = (++column)->as<std::int64_t>();
-  job.parents = parents_of(job.payload);
   return job;
 }
 
