@@ -37,7 +37,7 @@ mb="(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 32768) i)"
 # One run: the table refilled, then claims until none is left; prints jobs/s.
 run() {
   local variant=$1
-  q "TRUNCATE jobs; DELETE FROM pgjobd_limits; TRUNCATE pgjobd_limit_parts;
+  q "TRUNCATE jobs; DELETE FROM pgjobd_limits; TRUNCATE pgjobd_limit_parts, pgjobd_limit_held;
      INSERT INTO pgjobd_limits (name, types, key, concurrency)
        VALUES ('per_user', '{t}', 'user', 1)" >/dev/null
   if [[ $variant != none ]]; then
