@@ -17,6 +17,17 @@
 -- blocking, up to about 2,000 due jobs of such partitions ahead per queue). At most six
 -- windows per claim.
 --
+-- Held partitions across claims: a keyed partition found without room while jobs of it
+-- with large payloads (kept in pgjobd_limit_parts) were due is remembered in
+-- pgjobd_limit_held. Each claim learns the remembered partitions' room with its first
+-- window's, and leaves their kept rows out of every window by id (a hashed set, found by
+-- the index on the partition), so that neither their payloads nor their kept partitions
+-- are read again: reading those rows past cost each claim a probe per held row and window.
+-- This only chooses which rows are read; what is claimed is decided by the room learnt as
+-- for any partition, so the limits stay exact. A remembered partition found with room is
+-- forgotten, and its rows, skipped in the first window, are read in a second one before
+-- anything is chosen (they may come first in claim order).
+--
 -- Returns the claimed jobs, then one row per limit that held a due job back (id NULL):
 -- the limit, 'concurrency' or 'rate', and the seconds until it is worth asking again
 -- (rate: the next token; a partition another claimer holds: 10 ms), which the daemon
@@ -399,7 +410,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- capping, a keyed one stays within its share), so with one queue the first
         -- candidates in claim order are the choice.
         plenty := NOT EXISTS (
-          SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_pid) AS u(pid)
+          SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_id, e_pid) AS u(id, pid)
+                         WHERE u.id <> 0  -- (a remembered partition's, no job)
                          GROUP BY u.pid) c
           JOIN unnest(p_id, p_room, p_used, p_keyed) AS s(pid, room, used, keyed)
             ON s.pid = c.pid
