@@ -47,6 +47,9 @@
 #   OUT            CSV to write (default bench/results/daemons.csv)
 #   HANDLER        the handler of the jobs (type noop), as YAML flow (default
 #                  "{builtin: noop}"); bench/http.sh uses "{http: {url: ...}}"
+#   PAYLOAD        each job's payload as SQL over g, its number (default
+#                  "jsonb_build_object('n', g)"); bench/limits.sh gives keys
+#   EXTRA_YAML     appended to each daemon's config, e.g. a `limits:` section (bench/limits.sh)
 #   CPU_OUT        if set, a file each daemon's CPU seconds (user + system, from
 #                  /proc/PID/stat just before it is stopped) are appended to, one a line
 #
@@ -81,6 +84,7 @@ daemon_url=${DAEMON_URL:-$url}
 pooler=${POOLER:-none}
 out=${OUT:-bench/results/daemons.csv}
 handler=${HANDLER:-"{builtin: noop}"}
+payload=${PAYLOAD:-"jsonb_build_object('n', g)"}
 [[ "$schema" =~ ^[a-z_][a-z0-9_]*$ && "$schema" != public ]] || {
   echo "daemons.sh: SCHEMA must be a plain scratch identifier, not public" >&2; exit 2; }
 
@@ -107,6 +111,7 @@ metrics: {listen: '127.0.0.1:$3'}
 log: {level: warn, format: text}
 handlers:
   noop: $handler
+${EXTRA_YAML:-}
 EOF
 }
 
@@ -136,10 +141,10 @@ for ((r = 1; r <= repeat; r++)); do
           sql -c "ALTER TABLE $schema.jobs SET (autovacuum_enabled = false)"
           sql -c "INSERT INTO $schema.jobs (type) SELECT 'noop' FROM generate_series(1, 5)"
           sql -c "VACUUM ANALYZE $schema.jobs"
-          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $jobs - 5) g"
+          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', $payload FROM generate_series(1, $jobs - 5) g"
         else
           sql -c "ALTER TABLE $schema.jobs RESET (autovacuum_enabled)"
-          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $jobs) g"
+          sql -c "INSERT INTO $schema.jobs (type, payload) SELECT 'noop', $payload FROM generate_series(1, $jobs) g"
           sql -c "VACUUM ANALYZE $schema.jobs"
         fi
         sql -c "CHECKPOINT"  # no checkpoint of the INSERTs' or the last run's WAL in this one

@@ -41,6 +41,11 @@
 #                 one daemon POSTing 20,000 jobs to it, then the same jobs with builtin
 #                 noop, two passes; jobs/s, TCP connections and CPU per job, and http's
 #                 jobs/s and CPU over wrk's                          -> results/http.csv
+#        limits   bench/limits.sh: one daemon over 50,000 jobs with no limit, `concurrency:
+#                 1000`, a rate that never holds, a keyed limit over 1,000 keys and one
+#                 partition, alternated, 3 passes; then bench/held_limit.sh (claims next to
+#                 200 held jobs with 1 MB payloads or keys); each ratio beside its anchor
+#                                                      -> results/limits.csv, limits.txt
 #        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
 #                 from 16 pgbench producers at 0.5 and 0.9 of the burst rate for 10
 #                 minutes each, pick-up latency and backlog every second
@@ -51,7 +56,7 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http; "stream" on
+#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http limits; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -74,7 +79,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished pooler rss http"
+all_phases="main sync sweep daemons finished pooler rss http limits"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -83,7 +88,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-500} sweep_passes=${SWEEP_PASSES:-1}
   daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
   rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000
-  stream_seconds=${STREAM_SECONDS:-30}
+  stream_seconds=${STREAM_SECONDS:-30} limit_jobs=5000 limit_passes=1
   main_extra=(--latency-jobs 200 --idle-seconds 5)
 else
   jobs=${JOBS:-100000} finished_rows=${FINISHED_ROWS:-5000000}
@@ -91,7 +96,7 @@ else
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=20000
-  stream_seconds=${STREAM_SECONDS:-600}
+  stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
   main_extra=()
 fi
 
@@ -303,6 +308,15 @@ if wants http; then
   mark http after
 fi
 
+if wants limits; then
+  log "limits: one daemon, $limit_jobs jobs under each limit and none, then held partitions"
+  mark limits before
+  JOBS=$limit_jobs REPEAT=$limit_passes HELD_ROUNDS=$limit_passes OUT=$out/limits.csv \
+    bench/limits.sh >"$out/limits.txt"
+  mark limits after
+  cat "$out/limits.txt" >&2
+fi
+
 if wants stream; then
   log "stream: single-row INSERTs at ${stream_fractions} of the burst rate, ${stream_seconds} s each"
   mark stream before
@@ -363,7 +377,7 @@ fi
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv stream_summary.csv; do
+  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
   echo "load (1, 5, 15 min):"

@@ -47,7 +47,7 @@ GRANT SELECT ON :"schema".pgjobd_queues TO :"runtime_role";
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_role";
 -- Limits: write the YAML's definitions, take tokens in the claim, clean up.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjobd_limit_buckets,
-  :"schema".pgjobd_limit_parts TO :"runtime_role";
+  :"schema".pgjobd_limit_parts, :"schema".pgjobd_limit_held TO :"runtime_role";
 GRANT EXECUTE ON FUNCTION
   :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint),
   :"schema".pgjobd_limits_sync(jsonb, text),

@@ -209,9 +209,9 @@ TEST_F(MigratorTest, AnUpgradedSchemaEndsWithTheFunctionsOfAFreshOne) {
   pqxx::nontransaction(*conn_).exec("DROP SCHEMA " + old + " CASCADE");
 }
 
-// Schema v16 adds a table the limited claim writes as the runtime role: migrating a v15
-// schema grants it to whoever sql/grants.sql let write the limits' buckets, so that a
-// daemon migrating on start does not find its limited claims refused.
+// Schema v16 adds a table the limited claim writes as the runtime role (v17 another):
+// migrating a v15 schema grants them to whoever sql/grants.sql let write the limits'
+// buckets, so that a daemon migrating on start does not find its limited claims refused.
 TEST_F(MigratorTest, TheV16TableGoesToTheRolesThatWroteTheBuckets) {
   const std::string schema = db_.schema + "_v15";
   const std::string quoted = quote_identifier(schema);
@@ -227,14 +227,18 @@ TEST_F(MigratorTest, TheV16TableGoesToTheRolesThatWroteTheBuckets) {
   const MigrationReport report = migrate(*conn_, schema);
   EXPECT_EQ(report.from_version, 15);
   pqxx::nontransaction txn(*conn_);
-  EXPECT_EQ(txn.exec("SELECT has_table_privilege(" + txn.quote(role) + ", " +
-                     txn.quote(quoted + ".pgjobd_limit_parts") + ", 'INSERT')")[0][0]
-                .as<bool>(),
-            true);
-  EXPECT_EQ(txn.exec("SELECT has_table_privilege('public', " +
-                     txn.quote(quoted + ".pgjobd_limit_parts") + ", 'SELECT')")[0][0]
-                .as<bool>(),
-            false);
+  for (const char* table : {".pgjobd_limit_parts", ".pgjobd_limit_held"}) {  // v16, v17
+    EXPECT_EQ(txn.exec("SELECT has_table_privilege(" + txn.quote(role) + ", " +
+                       txn.quote(quoted + table) + ", 'INSERT')")[0][0]
+                  .as<bool>(),
+              true)
+        << table;
+    EXPECT_EQ(txn.exec("SELECT has_table_privilege('public', " + txn.quote(quoted + table) +
+                       ", 'SELECT')")[0][0]
+                  .as<bool>(),
+              false)
+        << table;
+  }
   txn.exec("DROP SCHEMA " + quoted + " CASCADE");
   txn.exec("DROP ROLE " + role);
 }

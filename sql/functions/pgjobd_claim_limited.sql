@@ -17,6 +17,17 @@
 -- blocking, up to about 2,000 due jobs of such partitions ahead per queue). At most six
 -- windows per claim.
 --
+-- Held partitions across claims: a keyed partition found without room while jobs of it
+-- with large payloads (kept in pgjobd_limit_parts) were due is remembered in
+-- pgjobd_limit_held. Each claim learns the remembered partitions' room with its first
+-- window's, and leaves their kept rows out of every window by id (a hashed set, found by
+-- the index on the partition), so that neither their payloads nor their kept partitions
+-- are read again: reading those rows past cost each claim a probe per held row and window.
+-- This only chooses which rows are read; what is claimed is decided by the room learnt as
+-- for any partition, so the limits stay exact. A remembered partition found with room is
+-- forgotten, and its rows, skipped in the first window, are read in a second one before
+-- anything is chosen (they may come first in claim order).
+--
 -- Returns the claimed jobs, then one row per limit that held a due job back (id NULL):
 -- the limit, 'concurrency' or 'rate', and the seconds until it is worth asking again
 -- (rate: the next token; a partition another claimer holds: 10 ms), which the daemon
@@ -102,6 +113,16 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       h_limit text[] := '{}';
       h_reason text[] := '{}';
       h_wait float8[] := '{}';
+      -- Held partitions remembered by earlier claims (pgjobd_limit_held): their kept rows
+      -- (skip, with each one's partition) are left out of the first window unread, and
+      -- the partitions learnt with that window's; those found with room (freed) are
+      -- forgotten, and their rows read in one more window.
+      remembered text[] := '{}';
+      skip bigint[] := '{}';
+      skip_pid text[] := '{}';
+      new_blocked text[] := '{}';  -- partitions whose kept rows are to join skip
+      held_new text[] := '{}';     -- partitions first found held, remembered at the end
+      freed text[] := '{}';
       round int := 0;
       window_size int := greatest(total, 1) + 16;
       scan_budget int := window_size + 2000;
@@ -113,8 +134,53 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
              coalesce(bool_or(l.rate_per_second IS NOT NULL), false)
         INTO any_keyed, any_rate
       FROM @schema@.pgjobd_limits l;
+      -- A remembered partition counts only while a due job of this claim's queues and types
+      -- is kept in it (one row read to know), so that an entry whose jobs ended costs
+      -- nothing and reports nothing.
+      IF any_keyed THEN
+        remembered := ARRAY(
+          SELECT h.limit_name || chr(31) || h.part
+          FROM @schema@.pgjobd_limit_held h
+          JOIN @schema@.pgjobd_limits l ON l.name = h.limit_name AND l.key IS NOT NULL
+          -- A subquery per entry, stopping at its first due job (by the partition's index,
+          -- then the job's primary key), rather than a join over every kept row.
+          WHERE (SELECT true FROM @schema@.pgjobd_limit_parts c
+                 JOIN @schema@.jobs j ON j.id = c.job_id
+                 WHERE c.key = l.key AND c.part = h.part
+                   AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+                   AND j.queue = ANY (pgjobd_claim_limited.queues)
+                   AND j.type = ANY (pgjobd_claim_limited.types)
+                   AND (l.types IS NULL OR j.type = ANY (l.types))
+                   AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+                 LIMIT 1)
+          ORDER BY 1
+          LIMIT 32);
+      END IF;
+      new_blocked := remembered;
       LOOP
         round := round + 1;
+        -- The kept rows (large payloads, found by the index on the partition) of partitions
+        -- without room are skipped in the next windows without being read. Rows of small
+        -- payloads are read past as before: their partition costs little to read.
+        IF cardinality(new_blocked) > 0 THEN
+          WITH k AS (
+            SELECT u.pid, c.job_id
+            FROM unnest(new_blocked) AS u(pid)
+            JOIN @schema@.pgjobd_limits l
+              ON l.name = split_part(u.pid, chr(31), 1) AND l.key IS NOT NULL
+            JOIN @schema@.pgjobd_limit_parts c
+              ON c.key = l.key AND c.part = substr(u.pid, length(l.name) + 2)
+             AND c.queue = ANY (pgjobd_claim_limited.queues)
+             AND c.type = ANY (pgjobd_claim_limited.types)
+             AND (l.types IS NULL OR c.type = ANY (l.types))
+             AND (l.queues IS NULL OR c.queue = ANY (l.queues))
+            LIMIT 10000  -- beyond, rows are read past as before
+          )
+          SELECT skip || ARRAY(SELECT k.job_id FROM k), skip_pid || ARRAY(SELECT k.pid FROM k),
+                 held_new || ARRAY(SELECT DISTINCT k.pid FROM k
+                                   WHERE NOT (k.pid = ANY (remembered)))
+            INTO skip, skip_pid, held_new;
+        END IF;
         WITH w AS MATERIALIZED (
           SELECT x.id, x.qi, x.parts, x.big,
                  row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
@@ -164,6 +230,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                   -- Taken in an earlier window: this claim holds its lock, and its row is
                   -- written only at the end.
                   AND NOT (j.id = ANY (claimed))
+                  -- Kept rows of partitions found without room: not read (a hashed set).
+                  AND j.id NOT IN (SELECT unnest(skip))
                 ORDER BY j.priority DESC, j.run_at, j.id
                 LIMIT scan_budget
               ) b
@@ -189,8 +257,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- keyed limit after a claim read it keeps its first partition.
         IF cardinality(w_big) > 0 THEN
           EXECUTE $q$
-            INSERT INTO @schema@.pgjobd_limit_parts (job_id, key, part)
-            SELECT j.id, l.key, @schema@.pgjobd_limit_part(j.payload, l.key)
+            INSERT INTO @schema@.pgjobd_limit_parts (job_id, key, part, type, queue)
+            SELECT j.id, l.key, @schema@.pgjobd_limit_part(j.payload, l.key), j.type, j.queue
             FROM unnest($1::text[]) AS q(queue)
             CROSS JOIN LATERAL (
               SELECT j.id, j.type, j.queue, j.payload FROM @schema@.jobs j
@@ -207,14 +275,20 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
             ON CONFLICT DO NOTHING$q$
           USING queues, types, scan_budget;
         END IF;
-        IF cardinality(w_id) = 0 THEN
+        IF cardinality(w_id) = 0 AND NOT (round = 1 AND cardinality(remembered) > 0) THEN
           -- Nothing left outside the capped partitions: they take the rest.
           EXIT WHEN NOT capping OR cardinality(capped) = 0 OR round >= 6;
           capping := false;
           CONTINUE;
         END IF;
 
-        -- Partitions first met in this window: learn their room.
+        -- Partitions first met in this window: learn their room. The remembered ones are
+        -- learnt with the first window's, each as the partition of a candidate that is no
+        -- job (id 0), so that those without room are left out and reported like any other.
+        IF round = 1 AND cardinality(remembered) > 0 THEN
+          e_id := e_id || array_fill(0::bigint, ARRAY[cardinality(remembered)]);
+          e_pid := e_pid || remembered;
+        END IF;
         fresh := ARRAY(SELECT u.pid FROM unnest(e_pid) WITH ORDINALITY AS u(pid, o)
                        WHERE NOT (u.pid = ANY (p_id)) GROUP BY u.pid ORDER BY min(u.o));
         IF cardinality(fresh) > 0 THEN
@@ -319,13 +393,25 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
             INTO rated, p_id, p_room, p_used, p_tokens, p_read_at, p_rate, p_keyed, p_reason,
                  p_wait;
         END IF;
+        IF round = 1 AND cardinality(remembered) > 0 THEN
+          freed := ARRAY(SELECT s.pid FROM unnest(p_id, p_room) AS s(pid, room)
+                         WHERE s.room > 0 AND s.pid = ANY (remembered));
+          IF cardinality(freed) > 0 THEN
+            SELECT ARRAY(SELECT k.id FROM unnest(skip, skip_pid) AS k(id, pid)
+                         WHERE NOT (k.pid = ANY (freed))),
+                   ARRAY(SELECT k.pid FROM unnest(skip, skip_pid) AS k(id, pid)
+                         WHERE NOT (k.pid = ANY (freed)))
+              INTO skip, skip_pid;
+          END IF;
+        END IF;
 
         -- The window's choice. Plenty of room (the usual case at a high limit): every
         -- partition of the window has room for all its candidates there (and, while
         -- capping, a keyed one stays within its share), so with one queue the first
         -- candidates in claim order are the choice.
         plenty := NOT EXISTS (
-          SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_pid) AS u(pid)
+          SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_id, e_pid) AS u(id, pid)
+                         WHERE u.id <> 0  -- (a remembered partition's, no job)
                          GROUP BY u.pid) c
           JOIN unnest(p_id, p_room, p_used, p_keyed) AS s(pid, room, used, keyed)
             ON s.pid = c.pid
@@ -366,6 +452,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- as a cached plan made while the table was small walks the claim index through
         -- every due row; and the ids passed as ARRAY(SELECT ...), whose size the planner
         -- cannot see, as on a table not yet analysed it reads the claim index for 1,000.
+        -- A remembered partition found with room: its skipped rows come first in claim
+        -- order, so this window chooses nothing and the next one reads them too.
+        IF round = 1 AND cardinality(freed) > 0 THEN
+          chosen := '{}';
+        END IF;
         locked_jobs := '{}';
         IF cardinality(chosen) > 0 THEN
           EXECUTE $q$
@@ -421,11 +512,14 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                  END AS wait
           FROM held h
         )
-        SELECT blocked || ARRAY(SELECT pid FROM why),
+        SELECT ARRAY(SELECT pid FROM why ORDER BY pid),
                h_limit || ARRAY(SELECT lim FROM why ORDER BY pid),
                h_reason || ARRAY(SELECT reason FROM why ORDER BY pid),
                h_wait || ARRAY(SELECT wait FROM why ORDER BY pid)
-          INTO blocked, h_limit, h_reason, h_wait;
+          INTO new_blocked, h_limit, h_reason, h_wait;
+        blocked := blocked || new_blocked;
+        new_blocked := ARRAY(SELECT u.pid FROM unnest(new_blocked) AS u(pid)
+                             WHERE NOT (u.pid = ANY (remembered)));
         IF capping THEN
           capped := capped || ARRAY(
             SELECT DISTINCT s.pid FROM unnest(e_id, e_pid) AS e(id, pid)
@@ -435,6 +529,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         END IF;
 
         EXIT WHEN round >= 6;
+        -- The remembered partitions found with room had their rows skipped in this window.
+        CONTINUE WHEN round = 1 AND cardinality(freed) > 0;
         -- Another window if this one was cut short with candidates turned down: the
         -- partitions now left out no longer fill it.
         CONTINUE WHEN cardinality(w_id) >= window_size
@@ -459,12 +555,42 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           AND b.part = substr(u.pid, length(split_part(u.pid, chr(31), 1)) + 2);
       END IF;
 
+      -- Held partitions first found by this claim, in one statement in a fixed order (two
+      -- claimers writing the same ones wait for each other, never in a cycle).
+      IF cardinality(held_new) > 0 THEN
+        INSERT INTO @schema@.pgjobd_limit_held (limit_name, part)
+        SELECT split_part(u.pid, chr(31), 1), substr(u.pid, length(split_part(u.pid, chr(31), 1)) + 2)
+        FROM unnest(held_new) AS u(pid)
+        ORDER BY 1, 2
+        ON CONFLICT DO NOTHING;
+      END IF;
+      -- Remembered partitions found with room are forgotten (one another claimer is
+      -- writing is left to it). After the inserts: this claim waits for no one after taking
+      -- these row locks.
+      IF cardinality(freed) > 0 THEN
+        DELETE FROM @schema@.pgjobd_limit_held h
+        WHERE h.ctid = ANY (ARRAY(
+          SELECT g.ctid FROM @schema@.pgjobd_limit_held g
+          WHERE g.limit_name || chr(31) || g.part = ANY (freed)
+          FOR UPDATE SKIP LOCKED));
+      END IF;
+
       -- Kept partitions of jobs that ended (or were deleted): swept now and then, by the
-      -- claim that happens to draw it, so that the table holds about its live large jobs.
+      -- claim that happens to draw it, so that the table holds about its live large jobs;
+      -- then the remembered partitions left without kept rows (or limit), skipping any
+      -- another claimer is writing.
       IF random() < 0.01 THEN
         DELETE FROM @schema@.pgjobd_limit_parts c
         WHERE NOT EXISTS (SELECT 1 FROM @schema@.jobs j
                           WHERE j.id = c.job_id AND j.status IN ('pending', 'failed', 'running'));
+        DELETE FROM @schema@.pgjobd_limit_held h
+        WHERE h.ctid = ANY (ARRAY(
+          SELECT g.ctid FROM @schema@.pgjobd_limit_held g
+          WHERE NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limits l
+                            JOIN @schema@.pgjobd_limit_parts c
+                              ON c.key = l.key AND c.part = g.part
+                            WHERE l.name = g.limit_name)
+          FOR UPDATE SKIP LOCKED));
       END IF;
 
       -- By primary key like the lock above (otherwise a hash join over two sequential
