@@ -1,4 +1,4 @@
--- Reverts 017_limitspeed.up.sql: the limited claim of schema v16 reads held rows past in
+-- Reverts 017_held_partitions.up.sql: the limited claim of schema v16 reads held rows past in
 -- every window, and keeps partitions without the job's type and queue.
 DROP TABLE IF EXISTS pgjobd_limit_held;
 DROP INDEX IF EXISTS pgjobd_limit_parts_part_idx;
