@@ -123,8 +123,12 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_resolve_ends(ended bigint[], statuses
                     FILTER (WHERE r.parent_status <> 'done'))[1] AS failure
           FROM resolved r GROUP BY r.child_id
         )
-        SELECT coalesce(array_agg(p.child_id), '{}'), coalesce(array_agg(p.n), '{}'),
-               coalesce(array_agg(p.failure), '{}')
+        -- In id order: the update below locks the children in the order of the arrays, and
+        -- two transactions ending parents of the same children must not lock them in two
+        -- orders (a deadlock, broken only after deadlock_timeout).
+        SELECT coalesce(array_agg(p.child_id ORDER BY p.child_id), '{}'),
+               coalesce(array_agg(p.n ORDER BY p.child_id), '{}'),
+               coalesce(array_agg(p.failure ORDER BY p.child_id), '{}')
           INTO children, counts, failures
         FROM per_child p;
         -- The children are read by their ids from unnest() of arrays: its row count is known
