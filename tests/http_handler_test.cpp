@@ -64,6 +64,7 @@ class TestServer {
     mg_set_request_handler(context_, "/hang", &TestServer::on_hang, this);
     mg_set_request_handler(context_, "/json", &TestServer::on_json, nullptr);
     mg_set_request_handler(context_, "/huge", &TestServer::on_huge, nullptr);
+    mg_set_request_handler(context_, "/alternating", &TestServer::on_alternating, this);
   }
 
   ~TestServer() {
@@ -159,6 +160,22 @@ class TestServer {
     return 200;
   }
 
+  // 503 with a Retry-After and a body, then 503 with neither, and so on.
+  static int on_alternating(mg_connection* conn, void* self_data) {
+    auto* self = static_cast<TestServer*>(self_data);
+    bool first = false;
+    {
+      std::lock_guard lock(self->mutex_);
+      first = self->alternating_++ % 2 == 0;
+    }
+    if (first) {
+      respond(conn, 503, "overloaded", "Retry-After: 7\r\n");
+    } else {
+      respond(conn, 503, "");
+    }
+    return 503;
+  }
+
   static int on_hang(mg_connection* conn, void* self_data) {
     auto* self = static_cast<TestServer*>(self_data);
     std::unique_lock lock(self->mutex_);
@@ -176,6 +193,7 @@ class TestServer {
   std::condition_variable released_cv_;
   bool released_ = false;
   int hanging_ = 0;
+  int alternating_ = 0;
   Received received_;
 };
 
@@ -259,6 +277,21 @@ TEST_F(HttpHandlerTest, RetryAfterMayBeAnHttpDate) {
   ASSERT_TRUE(result.retry_after.has_value());
   EXPECT_GT(*result.retry_after, std::chrono::seconds(110));
   EXPECT_LE(*result.retry_after, std::chrono::seconds(120));
+}
+
+// A request's transfer (handle, buffers) serves the next job of the handler: nothing of one
+// response (its body, its Retry-After) reaches the next job's result.
+TEST_F(HttpHandlerTest, TheNextJobOnAReusedTransferKeepsNothingOfTheLastResponse) {
+  const Handler handler = make_http_handler(http_config(server_->url("/alternating")),
+                                            kHttpResultBytes, kHttpConcurrency);
+  const JobResult first = handler(sample_job(), {});
+  EXPECT_EQ(first.outcome, Outcome::kRetry);
+  EXPECT_EQ(first.error, "HTTP 503: overloaded");
+  EXPECT_EQ(first.retry_after, Millis(7000));
+  const JobResult second = handler(sample_job(), {});
+  EXPECT_EQ(second.outcome, Outcome::kRetry);
+  EXPECT_EQ(second.error, "HTTP 503");
+  EXPECT_FALSE(second.retry_after.has_value());
 }
 
 TEST(HttpRetryAfterTest, FarFutureDateSaturates) {

@@ -686,6 +686,51 @@ TEST(WorkerPoolHandOffTest, HandedOverJobsKeepTheirSlotsUntilTheyEnd) {
   EXPECT_TRUE(pool.running().empty());
 }
 
+// Jobs handed over start on the thread that submits them (the fetcher's): no worker is woken
+// for a hand-off of a microsecond. One that holds its thread still goes to a worker.
+TEST(WorkerPoolHandOffTest, HandedOverJobsStartOnTheSubmittingThread) {
+  std::mutex mutex;
+  std::map<std::int64_t, std::thread::id> started_on;
+  std::map<std::int64_t, JobFinish> finishes;
+  WorkerPool pool(
+      workers(4),
+      [&](const Job& job, const JobStop&, const JobFinish& finish) {
+        std::lock_guard lock(mutex);
+        started_on[job.id] = std::this_thread::get_id();
+        if (job.id == 3) return JobStarted{false, std::nullopt};  // ran in place
+        finishes[job.id] = finish;
+        return JobStarted{true, std::nullopt};
+      },
+      [](const Job& job) { return job.id != 3; }, [](Completion) {}, [](int, bool) {});
+  pool.start();
+  pool.submit({job_in(1), job_in(2)});
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(started_on.size(), 2U);  // before submit returned
+    EXPECT_EQ(started_on[1], std::this_thread::get_id());
+    EXPECT_EQ(started_on[2], std::this_thread::get_id());
+  }
+  pool.submit({job_in(3)});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return started_on.count(3) == 1;
+      },
+      seconds(10)));
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_NE(started_on[3], std::this_thread::get_id());
+  }
+  std::vector<JobFinish> rest;
+  {
+    std::lock_guard lock(mutex);
+    rest = {finishes[1], finishes[2]};
+  }
+  rest[0](Completion{{1, 1}, Outcome::kDone, {}, Millis(0)});
+  rest[1](Completion{{2, 1}, Outcome::kDone, {}, Millis(0)});
+  ASSERT_TRUE(pool.wait_idle(Clock::now() + seconds(10)));
+}
+
 // Stopping with held jobs and every slot taken by handed-over jobs: each thread waits for a
 // slot; once the last held job is taken, the others must hear of it and exit, or join()
 // would wait for them forever.

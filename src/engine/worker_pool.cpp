@@ -209,9 +209,11 @@ void WorkerPool::submit(std::vector<Job> jobs) {
     largest_payload = std::max(largest_payload, job.payload.size());
     slots.push_back(std::make_unique<Slot>(std::move(job), now));
   }
+  std::vector<std::unique_ptr<Slot>> finished;  // jobs that ended here: freed after the lock
   std::size_t waiting = 0;
+  std::size_t for_workers = 0;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     for (std::unique_ptr<Slot>& owned : slots) {
       Slot* slot = owned.get();
       // A queue a reload stopped serving after the claim still counts its jobs.
@@ -228,6 +230,16 @@ void WorkerPool::submit(std::vector<Job> jobs) {
     }
     prefetch_.claimed(largest_payload);
     queued_.store(static_cast<int>(pending_.size()), std::memory_order_relaxed);
+    // Jobs handed over (an http request) start here: a worker woken for each cost a futex
+    // wake, a thread switch and a turn at this lock per job, for a hand-off of a microsecond
+    // (bench/README.md).
+    while (start_next_here_locked(lock, finished)) {
+    }
+    if (in_hand_head_ == nullptr) idle_.notify_all();
+    // Held beyond the free slots (worker.prefetch), a job wakes no worker: it would find no
+    // slot and wait again (with jobs handed over, all 64 did for every claim).
+    for_workers = std::min(
+        {count, pending_.size(), static_cast<std::size_t>(std::max(capacity_ - running_, 0))});
     waiting = static_cast<std::size_t>(waiting_);
   }
   // One wake-up per job, but only for threads that wait: a busy one takes the next held
@@ -236,10 +248,11 @@ void WorkerPool::submit(std::vector<Job> jobs) {
   // notify per job of a thousand held ones made a futex call for each, as the woken
   // threads ran their job and waited again before the loop ended (a third of the daemon's
   // time in the kernel). With more jobs than waiting threads, one call wakes them all.
-  if (count >= waiting) {
+  if (for_workers == 0) return;
+  if (for_workers >= waiting) {
     work_ready_.notify_all();
   } else {
-    for (std::size_t i = 0; i < count; ++i) work_ready_.notify_one();
+    for (std::size_t i = 0; i < for_workers; ++i) work_ready_.notify_one();
   }
 }
 
@@ -312,29 +325,34 @@ bool WorkerPool::start_taken(Slot* slot) {
 void WorkerPool::finish_handed_off(Slot* slot, std::optional<Completion> completion) {
   slot->handler_returned.store(true);
   if (completion) complete_(std::move(*completion));  // only now may "done" be written
-  auto ended = prefetch_.now();
+  const auto ended = prefetch_.now();
   std::vector<std::unique_ptr<Slot>> finished;  // freed after the lock
   std::unique_lock lock(mutex_);
-  while (true) {
-    leave_locked(*slot, ended, lock);
-    finished.push_back(unlink_locked(slot));
-    // The next held job, started here when it is handed over too; one that holds its
-    // thread goes to a worker (this is the handler's thread).
-    if (pending_.empty() || running_ >= capacity_ || stopping_ ||
-        !hands_off_(pending_.front()->job)) {
-      break;
-    }
-    slot = take_pending_locked();
-    lock.unlock();
-    const bool handed_off = start_taken(slot);
-    ended = prefetch_.now();
-    lock.lock();
-    if (handed_off) break;
-    // A reload made its handler one that runs in place: it ended here, and leaves.
-  }
+  leave_locked(*slot, ended, lock);
+  finished.push_back(unlink_locked(slot));
+  // The next held job, started here when it is handed over too; one that holds its thread
+  // goes to a worker (this is the handler's thread).
+  start_next_here_locked(lock, finished);
   // Its slot may be what a held job waits for; join() waits for the last one.
   if (!pending_.empty() && running_ < capacity_ && waiting_ > 0) work_ready_.notify_one();
   if (in_hand_head_ == nullptr || running_ == 0) idle_.notify_all();
+}
+
+bool WorkerPool::start_next_here_locked(std::unique_lock<std::mutex>& lock,
+                                        std::vector<std::unique_ptr<Slot>>& finished) {
+  while (!pending_.empty() && running_ < capacity_ && !stopping_ &&
+         hands_off_(pending_.front()->job)) {
+    Slot* slot = take_pending_locked();
+    lock.unlock();
+    const bool handed_off = start_taken(slot);
+    const auto ended = prefetch_.now();
+    lock.lock();
+    if (handed_off) return true;
+    // A reload made its handler one that runs in place: it ended here, and leaves.
+    leave_locked(*slot, ended, lock);
+    finished.push_back(unlink_locked(slot));
+  }
+  return false;
 }
 
 void WorkerPool::leave_locked(const Slot& slot, std::chrono::steady_clock::time_point ended,

@@ -44,9 +44,10 @@ class WorkerPool final : public Service {
   // for the next job while the job stays in hand (slots, heartbeats, stops) until `finish`.
   using StartJob =
       std::function<JobStarted(const Job& job, const JobStop& stop, const JobFinish& finish)>;
-  // Whether StartJob will hand this job over. The thread that ends a handed-over job then
-  // starts the next held one itself if that one is handed over too (waking a worker for it
-  // cost a thread switch per job); a job that holds its thread waits for a worker.
+  // Whether StartJob will hand this job over. Such a job is started by the thread that
+  // submits it (the fetcher's), or that ends a handed-over job and frees the slot it waited
+  // for (waking a worker for it cost a thread switch per job); a job that holds its thread
+  // waits for a worker.
   using HandsOff = std::function<bool(const Job& job)>;
   // Receives each completion after its job is marked finished (the completer's submit).
   using Complete = std::function<void(Completion)>;
@@ -105,8 +106,8 @@ class WorkerPool final : public Service {
   // arming nothing, when that many are claimable already: the caller looks again instead of
   // waiting for a wake-up that may not come.
   bool arm_slot_wake(int free_wanted, bool prefetch = true);
-  // Hands claimed jobs to the workers, in order, under one lock. Precondition: each job's
-  // queue had a free slot.
+  // Hands claimed jobs to the workers, in order, under one lock; those handed over (HandsOff)
+  // start on the calling thread. Precondition: each job's queue had a free slot.
   void submit(std::vector<Job> jobs);
 
   // Jobs in hand: running, handing over, or held waiting for a thread.
@@ -204,6 +205,11 @@ class WorkerPool final : public Service {
   void finish_handed_off(Slot* slot, std::optional<Completion> completion);
   // Takes the first held job for the calling thread (pending_ not empty, a slot free).
   Slot* take_pending_locked();
+  // Takes the first held job and starts it on this thread if it is handed over (a job that
+  // ran in place, after a reload, leaves into `finished` and the next is tried): true when
+  // one was handed over.
+  bool start_next_here_locked(std::unique_lock<std::mutex>& lock,
+                              std::vector<std::unique_ptr<Slot>>& finished);
   // Starts a job taken from pending_ on this thread; true when it was handed over, else it
   // ended here and its completion was handed on (the caller then makes it leave).
   bool start_taken(Slot* slot);

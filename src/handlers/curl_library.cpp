@@ -40,22 +40,16 @@ CurlLibrary load() {
   bind(library, "curl_global_init", curl.global_init);
   bind(library, "curl_easy_init", curl.easy_init);
   bind(library, "curl_easy_cleanup", curl.easy_cleanup);
-  bind(library, "curl_easy_reset", curl.easy_reset);
   bind(library, "curl_easy_setopt", curl.easy_setopt);
-  bind(library, "curl_easy_perform", curl.easy_perform);
   bind(library, "curl_easy_getinfo", curl.easy_getinfo);
   bind(library, "curl_easy_strerror", curl.easy_strerror);
   bind(library, "curl_getdate", curl.getdate);
-  bind(library, "curl_slist_append", curl.slist_append);
-  bind(library, "curl_slist_free_all", curl.slist_free_all);
   bind(library, "curl_multi_init", curl.multi_init);
   bind(library, "curl_multi_cleanup", curl.multi_cleanup);
   bind(library, "curl_multi_setopt", curl.multi_setopt);
   bind(library, "curl_multi_add_handle", curl.multi_add_handle);
   bind(library, "curl_multi_remove_handle", curl.multi_remove_handle);
-  bind(library, "curl_multi_perform", curl.multi_perform);
-  bind(library, "curl_multi_poll", curl.multi_poll);
-  bind(library, "curl_multi_wakeup", curl.multi_wakeup);
+  bind(library, "curl_multi_socket_action", curl.multi_socket_action);
   bind(library, "curl_multi_info_read", curl.multi_info_read);
   bind(library, "curl_multi_strerror", curl.multi_strerror);
   // Once, before any handle: curl_global_init is not thread-safe, and a static's

@@ -17,23 +17,16 @@ struct CurlLibrary {
   CURLcode (*global_init)(long flags);
   CURL* (*easy_init)();
   void (*easy_cleanup)(CURL* handle);
-  void (*easy_reset)(CURL* handle);
   CURLcode (*easy_setopt)(CURL* handle, CURLoption option, ...);
-  CURLcode (*easy_perform)(CURL* handle);
   CURLcode (*easy_getinfo)(CURL* handle, CURLINFO info, ...);
   const char* (*easy_strerror)(CURLcode code);
   std::time_t (*getdate)(const char* date, const std::time_t* unused);
-  curl_slist* (*slist_append)(curl_slist* list, const char* text);
-  void (*slist_free_all)(curl_slist* list);
   CURLM* (*multi_init)();
   CURLMcode (*multi_cleanup)(CURLM* multi);
   CURLMcode (*multi_setopt)(CURLM* multi, CURLMoption option, ...);
   CURLMcode (*multi_add_handle)(CURLM* multi, CURL* handle);
   CURLMcode (*multi_remove_handle)(CURLM* multi, CURL* handle);
-  CURLMcode (*multi_perform)(CURLM* multi, int* running);
-  CURLMcode (*multi_poll)(CURLM* multi, curl_waitfd* extra, unsigned count, int timeout_ms,
-                          int* ready);
-  CURLMcode (*multi_wakeup)(CURLM* multi);
+  CURLMcode (*multi_socket_action)(CURLM* multi, curl_socket_t socket, int events, int* running);
   CURLMsg* (*multi_info_read)(CURLM* multi, int* left);
   const char* (*multi_strerror)(CURLMcode code);
 };

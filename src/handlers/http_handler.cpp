@@ -1,22 +1,33 @@
 // The http handler: POSTs a job's payload with libcurl and maps the response to a JobResult.
 #include "handlers/http_handler.hpp"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <ctime>
+#include <iterator>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "handlers/curl_library.hpp"
+#include "handlers/unique_fd.hpp"
 #include "pgjobd/version.hpp"
 #include "text/head_buffer.hpp"
 
@@ -31,10 +42,9 @@ constexpr Millis kDefaultTimeout{30000};
 // timers (timeouts, connection upkeep) shorten it.
 constexpr int kPollMillis = 1000;
 
-// Only made once the library is loaded (handles and lists come from it).
+// Only made once the library is loaded (handles come from it).
 struct CurlDeleter {
   void operator()(CURL* handle) const { curl_library().easy_cleanup(handle); }
-  void operator()(curl_slist* list) const { curl_library().slist_free_all(list); }
 };
 
 using EasyHandle = std::unique_ptr<CURL, CurlDeleter>;
@@ -43,7 +53,6 @@ struct MultiDeleter {
   void operator()(CURLM* multi) const { curl_library().multi_cleanup(multi); }
 };
 using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
-using HeaderList = std::unique_ptr<curl_slist, CurlDeleter>;
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
@@ -88,16 +97,113 @@ std::optional<Millis> parse_retry_after(std::string_view value) {
 
 namespace {
 
-// One job's request, from its start to its result: what the transfer thread sets up and what
-// libcurl's callbacks collect.
-struct Transfer {
-  Transfer(const Job& job_in, std::stop_token stop_in, HandlerDone done_in, std::size_t body_bytes)
-      : job(job_in), stop(std::move(stop_in)), done(std::move(done_in)), body(body_bytes) {}
-  const Job& job;  // outlives the call of done (AsyncHandler::Start)
+// Runs on the thread that asks for a stop; an eventfd write is safe from any thread.
+void wake_up(int event_fd) {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t ignored = ::write(event_fd, &one, sizeof one);
+}
+
+// A stop requested for a request in flight: the transfer thread looks for stopped requests
+// once woken (TransferThread::State::abort_stopped).
+struct OnStop {
+  std::atomic<bool>* stop_seen;
+  int wake_fd;
+  void operator()() const noexcept {
+    stop_seen->store(true);
+    wake_up(wake_fd);
+  }
+};
+
+// `text` as an HTTP header value (header_value), appended to `out`.
+void append_header_value(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F || c == '%') {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0x0F];
+    } else {
+      out += c;
+    }
+  }
+}
+
+void append_number(std::string& out, long long number) {
+  char digits[24];
+  const auto [end, error] = std::to_chars(std::begin(digits), std::end(digits), number);
+  out.append(digits, end);
+}
+
+// A job handed to the transfer thread, waiting for it to start the request.
+struct Request {
+  const Job* job;  // outlives the call of done (AsyncHandler::Start)
   std::stop_token stop;
   HandlerDone done;
-  HeaderList headers;
-  EasyHandle handle;  // while in the multi handle
+};
+
+// One request in flight: its job, and what libcurl's callbacks collect. Kept for a later
+// request once its job has ended, with its easy handle, whose options (pointing into this
+// object) stay set, and its header lines, so starting a request allocates nothing once the
+// buffers have grown (curl_easy_reset and a header list built with curl_slist_append cost a
+// dozen allocations per request; bench/README.md). Never moved: libcurl holds its address.
+struct Transfer {
+  explicit Transfer(std::size_t body_bytes_in) : body_bytes(body_bytes_in), body(body_bytes_in) {}
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+
+  // The header lines: two fixed, four naming the job; kept as curl_slist nodes of this
+  // object's own (libcurl reads the list, never frees or changes it).
+  static constexpr std::size_t kContentType = 0;
+  static constexpr std::size_t kJobId = 1;
+  static constexpr std::size_t kJobType = 2;
+  static constexpr std::size_t kJobQueue = 3;
+  static constexpr std::size_t kJobAttempt = 4;
+  // Without it, curl sends "Expect: 100-continue" for large bodies and waits up to a second
+  // for a 100 that many servers never send.
+  static constexpr std::size_t kExpect = 5;
+  static constexpr std::size_t kHeaderCount = 6;
+
+  // Sets the lines for job `of` and links the nodes (a line's buffer may have moved).
+  void set_headers(const Job& of) {
+    std::string& id = header_lines[kJobId];
+    id.assign("X-Pgjobd-Job-Id: ");
+    append_number(id, of.id);
+    header_lines[kJobType].assign("X-Pgjobd-Job-Type: ");
+    append_header_value(header_lines[kJobType], of.type);
+    header_lines[kJobQueue].assign("X-Pgjobd-Job-Queue: ");
+    append_header_value(header_lines[kJobQueue], of.queue);
+    header_lines[kJobAttempt].assign("X-Pgjobd-Job-Attempt: ");
+    append_number(header_lines[kJobAttempt], of.attempt);
+    for (std::size_t i = 0; i < kHeaderCount; ++i) {
+      header_nodes[i].data = header_lines[i].data();
+      header_nodes[i].next = i + 1 < kHeaderCount ? &header_nodes[i + 1] : nullptr;
+    }
+  }
+
+  // Ready for the next request: nothing of this one's job or response is left.
+  void clear() {
+    job = nullptr;
+    stop = {};
+    done = nullptr;
+    body = HeadBuffer(body_bytes);
+    retry_after.reset();
+    header_ended = false;
+    error_text[0] = '\0';
+  }
+
+  const Job* job = nullptr;
+  std::stop_token stop;
+  HandlerDone done;
+  // Registered once the request is in the multi handle: a stop requested from then on wakes
+  // the transfer thread, which removes it.
+  std::optional<std::stop_callback<OnStop>> on_stop;
+  EasyHandle handle;
+  std::size_t active_index = 0;  // its place in the transfer thread's list in flight
+  std::array<std::string, kHeaderCount> header_lines = {
+      "Content-Type: application/json", "", "", "", "", "Expect:"};
+  std::array<curl_slist, kHeaderCount> header_nodes{};
+  const std::size_t body_bytes;
   // The first bytes of the body: kMaxBodyKept for last_error, and max_result_bytes + 1 for
   // the result of a 2xx (the one over tells the job runner it was longer).
   HeadBuffer body;
@@ -105,7 +211,6 @@ struct Transfer {
   bool header_ended = false;  // the blank line after the response's headers came
   char error_text[CURL_ERROR_SIZE] = {};
 };
-
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   const std::string_view line(data, size * count);
@@ -176,12 +281,15 @@ JobResult result_of(Transfer& transfer, CURLcode code, Millis timeout) {
 }
 
 // One http handler's requests, all driven by one thread through a libcurl multi handle: a
-// job's worker hands its request over and is free for the next job, and the thread sleeps in
-// one poll for every request in flight (with a thread per request, each slept and was woken
-// on its own: half the daemon's samples were thread switches; bench/README.md). The multi
-// handle keeps one connection cache for all of them (HTTP/1.1 keep-alive, DNS, TLS
-// sessions), at most `max_connections` open (worker.concurrency: no more requests are ever
-// in flight at once).
+// job's worker hands its request over and is free for the next job (with a thread per
+// request, each slept and was woken on its own: half the daemon's samples were thread
+// switches; bench/README.md). The thread sleeps in epoll_wait on the sockets libcurl asks it
+// to watch (CURLMOPT_SOCKETFUNCTION) and an eventfd for wake-ups, and hands libcurl only the
+// sockets that are ready and the timers that are due (curl_multi_socket_action): with
+// curl_multi_poll and curl_multi_perform, every wake-up polled every connection and looked
+// at every transfer. The multi handle keeps one connection cache for all requests (HTTP/1.1
+// keep-alive, DNS, TLS sessions), at most `max_connections` open (worker.concurrency: no
+// more requests are ever in flight at once).
 class TransferThread {
  public:
   TransferThread(std::string url, Millis timeout, std::size_t body_bytes, long max_connections)
@@ -205,8 +313,7 @@ class TransferThread {
   // Never calls `done` itself (a job stopped already ends on the transfer thread, at once):
   // the worker pool may call this from a job's completion, which must not recurse.
   void start(const Job& job, std::stop_token stop, HandlerDone done) {
-    state_->add(
-        std::make_unique<Transfer>(job, std::move(stop), std::move(done), state_->body_bytes));
+    state_->add(Request{&job, std::move(stop), std::move(done)});
   }
 
  private:
@@ -215,25 +322,41 @@ class TransferThread {
         : url(std::move(url_in)),
           timeout(timeout_in),
           body_bytes(body_bytes_in),
+          epoll(::epoll_create1(EPOLL_CLOEXEC)),
+          wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
           multi(curl_library().multi_init()) {
+      if (!epoll.valid()) throw std::system_error(errno, std::generic_category(), "epoll_create1");
+      if (!wake.valid()) throw std::system_error(errno, std::generic_category(), "eventfd");
+      epoll_event event{};
+      event.events = EPOLLIN;
+      event.data.fd = wake.get();
+      if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &event) != 0) {
+        throw std::system_error(errno, std::generic_category(), "epoll_ctl");
+      }
       if (!multi) throw std::runtime_error("curl_multi_init failed");
       const CurlLibrary& curl = curl_library();
       curl.multi_setopt(multi.get(), CURLMOPT_MAXCONNECTS, max_connections);
       curl.multi_setopt(multi.get(), CURLMOPT_MAX_TOTAL_CONNECTIONS, max_connections);
       curl.multi_setopt(multi.get(), CURLMOPT_MAX_HOST_CONNECTIONS, max_connections);
+      curl.multi_setopt(multi.get(), CURLMOPT_SOCKETFUNCTION, &on_socket);
+      curl.multi_setopt(multi.get(), CURLMOPT_SOCKETDATA, this);
+      curl.multi_setopt(multi.get(), CURLMOPT_TIMERFUNCTION, &on_timer);
+      curl.multi_setopt(multi.get(), CURLMOPT_TIMERDATA, this);
     }
+    State(const State&) = delete;
+    State& operator=(const State&) = delete;
 
     // Any thread. One wake-up for a batch: a request queued behind another finds the thread
     // already woken (or not yet asleep). None from the thread itself (a job's completion
     // starting the next job): it looks at `incoming` again before it sleeps.
-    void add(std::unique_ptr<Transfer> transfer) {
-      bool wake = false;
+    void add(Request request) {
+      bool wake_thread = false;
       {
         std::lock_guard lock(mutex);
-        wake = incoming.empty() && std::this_thread::get_id() != thread_id;
-        incoming.push_back(std::move(transfer));
+        wake_thread = incoming.empty() && std::this_thread::get_id() != thread_id;
+        incoming.push_back(std::move(request));
       }
-      if (wake) curl_library().multi_wakeup(multi.get());
+      if (wake_thread) wake_up(wake.get());
     }
 
     void close() {
@@ -241,29 +364,53 @@ class TransferThread {
         std::lock_guard lock(mutex);
         closing = true;
       }
-      curl_library().multi_wakeup(multi.get());
+      wake_up(wake.get());
     }
 
     void run() {
       const CurlLibrary& curl = curl_library();
-      std::vector<std::unique_ptr<Transfer>> arrived;
+      std::vector<Request> arrived;
+      std::array<epoll_event, kMaxEvents> events{};
       {
         std::lock_guard lock(mutex);
         thread_id = std::this_thread::get_id();
       }
       bool more = false;  // requests arrived since the last look: no sleep before the next
       while (true) {
-        if (!more) curl.multi_poll(multi.get(), nullptr, 0, kPollMillis, nullptr);
+        const int ready = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()),
+                                       more ? 0 : wait_millis());
+        int running = 0;
+        for (int i = 0; i < ready; ++i) {
+          const int fd = events[static_cast<std::size_t>(i)].data.fd;
+          const std::uint32_t what = events[static_cast<std::size_t>(i)].events;
+          if (fd == wake.get()) {
+            std::uint64_t count = 0;
+            [[maybe_unused]] const ssize_t ignored = ::read(fd, &count, sizeof count);
+            continue;
+          }
+          if (Watch& watch = watch_of(fd); !watch.wanted) {
+            unwatch(fd, watch);  // an idle connection in the cache (on_socket)
+            continue;
+          }
+          int mask = 0;
+          if ((what & EPOLLIN) != 0) mask |= CURL_CSELECT_IN;
+          if ((what & EPOLLOUT) != 0) mask |= CURL_CSELECT_OUT;
+          if ((what & (EPOLLERR | EPOLLHUP)) != 0) mask |= CURL_CSELECT_ERR;
+          curl.multi_socket_action(multi.get(), fd, mask, &running);
+        }
         {
           std::lock_guard lock(mutex);
           arrived.swap(incoming);
           if (closing && arrived.empty() && active.empty()) return;
         }
-        for (std::unique_ptr<Transfer>& transfer : arrived) begin(std::move(transfer));
+        for (Request& request : arrived) begin(std::move(request));
         arrived.clear();
         if (stop_seen.exchange(false)) abort_stopped();
-        int running = 0;
-        curl.multi_perform(multi.get(), &running);
+        // The requests just added are due at once (libcurl sets a 0 ms timer for them).
+        if (timer_due && *timer_due <= std::chrono::steady_clock::now()) {
+          timer_due.reset();  // libcurl sets the next one from within
+          curl.multi_socket_action(multi.get(), CURL_SOCKET_TIMEOUT, 0, &running);
+        }
         int left = 0;
         while (const CURLMsg* message = curl.multi_info_read(multi.get(), &left)) {
           if (message->msg == CURLMSG_DONE) end(message->easy_handle, message->data.result);
@@ -274,134 +421,220 @@ class TransferThread {
     }
 
    private:
-    // Runs on the thread that asks for the stop; libcurl allows a wake-up from any thread.
-    struct OnStop {
-      State* state;
-      void operator()() const noexcept {
-        state->stop_seen.store(true);
-        curl_library().multi_wakeup(state->multi.get());
+    static constexpr std::size_t kMaxEvents = 128;
+
+    // What the epoll set holds for one descriptor (on_socket).
+    struct Watch {
+      bool connection = false;  // opened by on_open: on_close is called before it closes
+      bool wanted = false;      // libcurl watches it (until CURL_POLL_REMOVE)
+      bool in_set = false;      // in the epoll set, for `events`
+      std::uint32_t events = 0;
+    };
+
+    // libcurl's CURLMOPT_SOCKETFUNCTION: which events to watch on one of its sockets.
+    static int on_socket(CURL* /*handle*/, curl_socket_t socket, int what, void* user,
+                         void* /*socket_data*/) {
+      auto* state = static_cast<State*>(user);
+      Watch& watch = state->watch_of(socket);
+      if (what == CURL_POLL_REMOVE) {
+        watch.wanted = false;
+        // A connection going back to the cache stays in the epoll set: the next request on
+        // it asks for the same events, and taking it out and putting it back cost 1.6
+        // epoll_ctl calls per request (bench/README.md). An event while it idles (the peer
+        // closing it) takes it out then (run); on_close before libcurl closes it. A socket
+        // libcurl opened without on_open (a resolver's) may be closed unannounced, and its
+        // number reused: out at once.
+        if (!watch.connection) state->unwatch(socket, watch);
+        return 0;
       }
-    };
-    struct Active {
-      std::unique_ptr<Transfer> transfer;
-      std::unique_ptr<std::stop_callback<OnStop>> on_stop;
-    };
+      epoll_event event{};
+      if ((what & CURL_POLL_IN) != 0) event.events |= EPOLLIN;
+      if ((what & CURL_POLL_OUT) != 0) event.events |= EPOLLOUT;
+      event.data.fd = socket;
+      watch.wanted = true;
+      if (watch.in_set && watch.events == event.events) return 0;
+      if (::epoll_ctl(state->epoll.get(), watch.in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, socket,
+                      &event) != 0) {
+        // Our record was wrong (a descriptor closed and reused): the other operation.
+        if (::epoll_ctl(state->epoll.get(), watch.in_set ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, socket,
+                        &event) != 0) {
+          return -1;  // libcurl fails the transfers on this socket
+        }
+      }
+      watch.in_set = true;
+      watch.events = event.events;
+      return 0;
+    }
+
+    // CURLOPT_OPENSOCKETFUNCTION: a connection's socket, known from here to on_close.
+    static curl_socket_t on_open(void* user, curlsocktype /*purpose*/, curl_sockaddr* address) {
+      const int socket =
+          ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+      if (socket < 0) return CURL_SOCKET_BAD;
+      auto* state = static_cast<State*>(user);
+      state->watch_of(socket) = Watch{.connection = true};
+      return socket;
+    }
+
+    // CURLOPT_CLOSESOCKETFUNCTION: out of the epoll set before its number can be reused.
+    static int on_close(void* user, curl_socket_t socket) {
+      auto* state = static_cast<State*>(user);
+      Watch& watch = state->watch_of(socket);
+      state->unwatch(socket, watch);
+      watch = Watch{};
+      return ::close(socket);
+    }
+
+    // libcurl's CURLMOPT_TIMERFUNCTION: when to call it with CURL_SOCKET_TIMEOUT (-1: never).
+    static int on_timer(CURLM* /*multi*/, long timeout_ms, void* user) {
+      auto* state = static_cast<State*>(user);
+      if (timeout_ms < 0) {
+        state->timer_due.reset();
+      } else {
+        state->timer_due = std::chrono::steady_clock::now() + Millis(timeout_ms);
+      }
+      return 0;
+    }
+
+    Watch& watch_of(curl_socket_t socket) {
+      const auto index = static_cast<std::size_t>(socket);
+      if (index >= watches.size()) watches.resize(index + 1);
+      return watches[index];
+    }
+    void unwatch(curl_socket_t socket, Watch& watch) {
+      // Fails when the socket was closed already, which took it out.
+      if (watch.in_set) ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, socket, nullptr);
+      watch.in_set = false;
+    }
+
+    // How long epoll_wait may sleep: until libcurl's timer is due, rounded up (woken a
+    // fraction of a millisecond early, the thread would spin), kPollMillis at most.
+    int wait_millis() const {
+      if (!timer_due) return kPollMillis;
+      const auto left = *timer_due - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+      return static_cast<int>(
+          std::min<long long>(std::chrono::ceil<Millis>(left).count(), kPollMillis));
+    }
 
     // Sets up a request and adds it to the multi handle; a job whose stop came first ends
     // without one.
-    void begin(std::unique_ptr<Transfer> transfer) {
-      if (transfer->stop.stop_requested()) {
-        finish(std::move(transfer), JobResult::released());
+    void begin(Request request) {
+      if (request.stop.stop_requested()) {
+        HandlerDone done = std::move(request.done);
+        done(JobResult::released());
         return;
       }
+      std::unique_ptr<Transfer> transfer;
       try {
-        prepare(*transfer);
+        transfer = prepare(request);
       } catch (const std::exception& e) {
-        finish(std::move(transfer), JobResult::retry(std::string("handler threw: ") + e.what()));
+        HandlerDone done = std::move(request.done);
+        done(JobResult::retry(std::string("handler threw: ") + e.what()));
         return;
       }
-      CURL* handle = transfer->handle.get();
-      if (const CURLMcode code = curl_library().multi_add_handle(multi.get(), handle);
+      if (const CURLMcode code =
+              curl_library().multi_add_handle(multi.get(), transfer->handle.get());
           code != CURLM_OK) {
         finish(std::move(transfer), JobResult::retry(std::string("curl_multi_add_handle: ") +
                                                      curl_library().multi_strerror(code)));
         return;
       }
-      // Registered once the request is in the multi handle: a stop requested from here on
-      // wakes the loop, which removes it (abort_stopped).
-      auto on_stop = std::make_unique<std::stop_callback<OnStop>>(transfer->stop, OnStop{this});
-      active.push_back({std::move(transfer), std::move(on_stop)});
+      // From here on a stop wakes the loop, which removes the request (abort_stopped).
+      transfer->on_stop.emplace(transfer->stop, OnStop{&stop_seen, wake.get()});
+      transfer->active_index = active.size();
+      active.push_back(std::move(transfer));
     }
 
-    void prepare(Transfer& transfer) {
+    // A transfer of an earlier request when there is one (its handle's options, set once,
+    // still point at it), else a new one.
+    std::unique_ptr<Transfer> prepare(Request& request) {
       const CurlLibrary& curl = curl_library();
-      auto add_header = [&curl, &transfer](const std::string& header) {
-        // curl_slist_append returns the list's head (new on the first call) or null.
-        curl_slist* head = curl.slist_append(transfer.headers.get(), header.c_str());
-        if (head == nullptr) throw std::bad_alloc();
-        if (transfer.headers == nullptr) transfer.headers.reset(head);
-      };
-      const Job& job = transfer.job;
-      add_header("Content-Type: application/json");
-      add_header("X-Pgjobd-Job-Id: " + std::to_string(job.id));
-      add_header("X-Pgjobd-Job-Type: " + header_value(job.type));
-      add_header("X-Pgjobd-Job-Queue: " + header_value(job.queue));
-      add_header("X-Pgjobd-Job-Attempt: " + std::to_string(job.attempt));
-      // Without this, curl sends "Expect: 100-continue" for large bodies and waits up to a
-      // second for a 100 that many servers never send.
-      add_header("Expect:");
-
-      // A handle of an earlier request when there is one (curl_easy_reset between them, so
-      // no option of one job reaches the next); connections live in the multi handle's cache.
+      std::unique_ptr<Transfer> transfer;
       if (!idle.empty()) {
-        transfer.handle = std::move(idle.back());
+        transfer = std::move(idle.back());
         idle.pop_back();
       } else {
-        transfer.handle.reset(curl.easy_init());
-        if (!transfer.handle) throw std::runtime_error("curl_easy_init failed");
+        transfer = std::make_unique<Transfer>(body_bytes);
+        transfer->handle.reset(curl.easy_init());
+        if (!transfer->handle) throw std::runtime_error("curl_easy_init failed");
+        CURL* handle = transfer->handle.get();
+        curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
+        // The payload must never go to file://, ldap:// or the like. Redirects are not
+        // followed.
+        curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl.easy_setopt(handle, CURLOPT_HTTPHEADER, transfer->header_nodes.data());
+        curl.easy_setopt(handle, CURLOPT_POST, 1L);
+        curl.easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
+        curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+        curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide
+        curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer->error_text);
+        curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
+        curl.easy_setopt(handle, CURLOPT_HEADERDATA, transfer.get());
+        curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
+        curl.easy_setopt(handle, CURLOPT_WRITEDATA, transfer.get());
+        curl.easy_setopt(handle, CURLOPT_PRIVATE, transfer.get());
+        curl.easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, &on_open);
+        curl.easy_setopt(handle, CURLOPT_OPENSOCKETDATA, this);
+        curl.easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, &on_close);
+        curl.easy_setopt(handle, CURLOPT_CLOSESOCKETDATA, this);
       }
-      CURL* handle = transfer.handle.get();
-      curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
-      // The payload must never go to file://, ldap:// or the like. Redirects are not followed.
-      curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl.easy_setopt(handle, CURLOPT_HTTPHEADER, transfer.headers.get());
-      curl.easy_setopt(handle, CURLOPT_POST, 1L);
+      const Job& job = *request.job;
+      transfer->set_headers(job);
+      CURL* handle = transfer->handle.get();
       curl.easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
       curl.easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
                        static_cast<curl_off_t>(job.payload.size()));
-      curl.easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
-      curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-      curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide
-      curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer.error_text);
-      curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
-      curl.easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
-      curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
-      curl.easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+      transfer->job = request.job;
+      transfer->stop = std::move(request.stop);
+      transfer->done = std::move(request.done);
+      return transfer;
     }
 
     // A request libcurl finished (answered, failed or timed out).
     void end(CURL* handle, CURLcode code) {
-      const auto it = std::find_if(active.begin(), active.end(), [handle](const Active& entry) {
-        return entry.transfer->handle.get() == handle;
-      });
-      if (it == active.end()) return;
-      Active entry = take(it);
-      JobResult result = result_of(*entry.transfer, code, timeout);
-      entry.on_stop.reset();
-      finish(std::move(entry.transfer), std::move(result));
+      char* data = nullptr;
+      curl_library().easy_getinfo(handle, CURLINFO_PRIVATE, &data);
+      auto* transfer = reinterpret_cast<Transfer*>(data);
+      if (transfer == nullptr || transfer->active_index >= active.size() ||
+          active[transfer->active_index].get() != transfer) {
+        return;
+      }
+      std::unique_ptr<Transfer> ended = take(transfer->active_index);
+      JobResult result = result_of(*ended, code, timeout);
+      finish(std::move(ended), std::move(result));
     }
 
     // Requests whose job was asked to stop: taken out of the multi handle, which closes their
     // connection, and released.
     void abort_stopped() {
       for (std::size_t i = 0; i < active.size();) {
-        if (!active[i].transfer->stop.stop_requested()) {
+        if (!active[i]->stop.stop_requested()) {
           ++i;
           continue;
         }
-        Active entry = take(active.begin() + static_cast<std::ptrdiff_t>(i));
-        entry.on_stop.reset();
-        finish(std::move(entry.transfer), JobResult::released());
+        finish(take(i), JobResult::released());
       }
     }
 
-    Active take(std::vector<Active>::iterator it) {
-      Active entry = std::move(*it);
-      *it = std::move(active.back());
+    std::unique_ptr<Transfer> take(std::size_t index) {
+      std::unique_ptr<Transfer> transfer = std::move(active[index]);
+      if (index + 1 < active.size()) {
+        active[index] = std::move(active.back());
+        active[index]->active_index = index;
+      }
       active.pop_back();
-      curl_library().multi_remove_handle(multi.get(), entry.transfer->handle.get());
-      return entry;
+      curl_library().multi_remove_handle(multi.get(), transfer->handle.get());
+      return transfer;
     }
 
     // Hands the result on last, with nothing of the transfer left: the job and its stop
     // source may be freed by the call.
     void finish(std::unique_ptr<Transfer> transfer, JobResult result) {
       HandlerDone done = std::move(transfer->done);
-      if (transfer->handle) {
-        curl_library().easy_reset(transfer->handle.get());
-        idle.push_back(std::move(transfer->handle));
-      }
-      transfer.reset();
+      transfer->on_stop.reset();
+      transfer->clear();
+      idle.push_back(std::move(transfer));
       done(std::move(result));
     }
 
@@ -410,18 +643,24 @@ class TransferThread {
     const Millis timeout;
     const std::size_t body_bytes;
     const std::string user_agent = std::string("pgjobd/") + kVersion;
-    // Declared before the easy handles: cleaned up after them, closing the cached connections.
-    MultiHandle multi;
-    std::atomic<bool> stop_seen = false;
 
    private:
+    // Declared before the multi handle: its clean-up may still tell on_socket to stop
+    // watching the connections it closes.
+    UniqueFd epoll;
+    UniqueFd wake;  // an eventfd: readable once another thread wants the transfer thread
+    std::vector<Watch> watches;                                      // by descriptor
+    std::optional<std::chrono::steady_clock::time_point> timer_due;  // on_timer's
+    MultiHandle multi;
+    std::atomic<bool> stop_seen = false;
     std::mutex mutex;
-    std::vector<std::unique_ptr<Transfer>> incoming;  // guarded by mutex
-    bool closing = false;                             // guarded by mutex
-    std::thread::id thread_id;                        // guarded by mutex
-    // The transfer thread's alone:
-    std::vector<Active> active;    // in the multi handle
-    std::vector<EasyHandle> idle;  // at most as many as requests were in flight at once
+    std::vector<Request> incoming;  // guarded by mutex
+    bool closing = false;           // guarded by mutex
+    std::thread::id thread_id;      // guarded by mutex
+    // The transfer thread's alone, cleaned up before the multi handle (their easy handles are
+    // out of it by then):
+    std::vector<std::unique_ptr<Transfer>> active;  // in the multi handle
+    std::vector<std::unique_ptr<Transfer>> idle;    // at most as many as were in flight at once
   };
 
   std::shared_ptr<State> state_;
@@ -431,19 +670,9 @@ class TransferThread {
 }  // namespace
 
 std::string header_value(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7F || c == '%') {
-      out += '%';
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0x0F];
-    } else {
-      out += c;
-    }
-  }
+  append_header_value(out, text);
   return out;
 }
 
