@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces every figure in bench/README.md and the chart bench/results/throughput.png.
 #
-#   bench/run.sh                 the full set (12 minutes on a quiet 2-core machine, 25 on a busy one)
+#   bench/run.sh                 the full set (18 minutes on a quiet 2-core machine, 31 on a busy one)
 #   QUICK=1 bench/run.sh         a short smoke run (about 2 minutes; numbers not comparable)
 #
 # Run as root on Debian 12 from anywhere in the repository (the PostgreSQL it starts runs
@@ -46,6 +46,11 @@
 #                 partition, alternated, 3 passes; then bench/held_limit.sh (claims next to
 #                 200 held jobs with 1 MB payloads or keys); each ratio beside its anchor
 #                                                      -> results/limits.csv, limits.txt
+#        unclaimable  pgjobd bench --no-latency --jobs N --unclaimable-rows 200000 --json
+#                 for N in 20000 50000: burn-downs with 200,000 due rows of a type no
+#                 handler serves, and with as many in a paused queue the engine serves,
+#                 each against none, with and without prefetch; the ratios beside their
+#                 anchor (issue 42: >= 0.8)                          -> results/unclaimable.csv
 #        stream   (not in the default set: 21 minutes) bench/stream.sh: single-row INSERTs
 #                 from 16 pgbench producers at 0.5 and 0.9 of the burst rate for 10
 #                 minutes each, pick-up latency and backlog every second
@@ -56,7 +61,7 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http limits; "stream" on
+#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http limits unclaimable; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -66,6 +71,7 @@
 #   SWEEP_PASSES   passes over all the concurrencies [2]; the chart plots the best
 #   DAEMON_JOBS    jobs per multi-daemon run [100000]; REPEAT runs each [2]
 #   RSS_JOBS       jobs of the RSS run [1000000]
+#   UNCLAIMABLE_JOBS  jobs per unclaimable-rows run [20000 50000]; UNCLAIMABLE_ROWS [200000]
 #   STREAM_SECONDS length of each stream run [600]; STREAM_FRACTIONS [0.5 0.9]
 #   QUICK=1        small everything: a smoke test of the scripts, not a measurement
 #   SKIP_BUILD=1   use build/release/pgjobd as it is
@@ -79,7 +85,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished pooler rss http limits"
+all_phases="main sync sweep daemons finished pooler rss http limits unclaimable"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -89,6 +95,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
   rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000
   stream_seconds=${STREAM_SECONDS:-30} limit_jobs=5000 limit_passes=1
+  unclaimable_jobs=${UNCLAIMABLE_JOBS:-5000} unclaimable_rows=${UNCLAIMABLE_ROWS:-20000}
   main_extra=(--latency-jobs 200 --idle-seconds 5)
 else
   jobs=${JOBS:-100000} finished_rows=${FINISHED_ROWS:-5000000}
@@ -97,6 +104,7 @@ else
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=20000
   stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
+  unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
   main_extra=()
 fi
 
@@ -317,6 +325,29 @@ if wants limits; then
   cat "$out/limits.txt" >&2
 fi
 
+if wants unclaimable; then
+  log "unclaimable: $unclaimable_rows due rows no claim may take, against none, $unclaimable_jobs jobs"
+  mark unclaimable before
+  echo "jobs,rows,rows_kind,prefetch,ratio,anchor,load1_before" >"$out/unclaimable.csv"
+  for n in $unclaimable_jobs; do
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    f=$work/unclaimable-$n.json
+    "$bin" bench --no-latency --jobs "$n" --unclaimable-rows "$unclaimable_rows" --json \
+      >"$f" 2>"$work/unclaimable-$n.log" || { cat "$work/unclaimable-$n.log" >&2; exit 1; }
+    for kind in unserved_type paused_queue; do
+      key=unclaimable_ratio
+      [[ "$kind" == paused_queue ]] && key=paused_rows_ratio
+      for prefetch in on off; do
+        suffix=prefetch
+        [[ "$prefetch" == off ]] && suffix=no_prefetch
+        echo "$n,$unclaimable_rows,$kind,$prefetch,$(jnum "$f" "${key}_$suffix"),>= 0.8,$load1" |
+          tee -a "$out/unclaimable.csv" >&2
+      done
+    done
+  done
+  mark unclaimable after
+fi
+
 if wants stream; then
   log "stream: single-row INSERTs at ${stream_fractions} of the burst rate, ${stream_seconds} s each"
   mark stream before
@@ -377,7 +408,8 @@ fi
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt stream_summary.csv; do
+  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt \
+    unclaimable.csv stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
   echo "load (1, 5, 15 min):"

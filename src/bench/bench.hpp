@@ -21,7 +21,8 @@ struct BenchOptions {
   double latency_rate = 100;            // of those, per second
   long long finished_rows = 0;          // also measure throughput with this many done rows present
   // Also measure throughput with this many due rows of a type no handler serves, at a
-  // higher priority, against none, with worker.prefetch as configured and with 0.
+  // higher priority, and with as many due rows in a paused queue the engine serves, against
+  // none, with worker.prefetch as configured and with 0.
   int unclaimable_rows = 0;
   double idle_seconds = 20;  // window for idle_queries_per_s (after backoff)
   bool measure_latency = true;
@@ -57,10 +58,12 @@ struct BenchReport {
   std::optional<long long> finished_rows;
   std::optional<double> throughput_with_finished_rows_jobs_per_s;
   std::optional<double> finished_rows_ratio;  // that throughput / throughput_jobs_per_s
-  // --unclaimable-rows: jobs/s with those rows over jobs/s without, in one run (best of two
-  // each), with prefetch and without.
+  // --unclaimable-rows: jobs/s with those rows (of an unserved type; in a paused queue) over
+  // jobs/s without, in one run (median of three pairs each), with prefetch and without. Each
+  // burn-down is timed on a running engine, from its jobs' first start to their last finish.
   std::optional<int> unclaimable_rows;
   std::optional<double> unclaimable_ratio_prefetch, unclaimable_ratio_no_prefetch;
+  std::optional<double> paused_rows_ratio_prefetch, paused_rows_ratio_no_prefetch;
   bool checkpointed = false;  // a CHECKPOINT ran before every timed burn-down
   // --workflows: from the first child's start to the last one's end, median over the runs;
   // the same for as many independent jobs enqueued at once before each run.

@@ -58,6 +58,8 @@ std::string bench_report_json(const BenchReport& r) {
       {"unclaimable_rows", optional_json(r.unclaimable_rows)},
       {"unclaimable_ratio_prefetch", optional_rounded(r.unclaimable_ratio_prefetch, 3)},
       {"unclaimable_ratio_no_prefetch", optional_rounded(r.unclaimable_ratio_no_prefetch, 3)},
+      {"paused_rows_ratio_prefetch", optional_rounded(r.paused_rows_ratio_prefetch, 3)},
+      {"paused_rows_ratio_no_prefetch", optional_rounded(r.paused_rows_ratio_no_prefetch, 3)},
       {"checkpointed", r.checkpointed},
       {"workflows",
        {{"fan_out_children_jobs_per_s", optional_rounded(r.fan_out_children_jobs_per_s, 0)},
@@ -112,6 +114,8 @@ std::string bench_report_table(const BenchReport& r) {
   row("unclaimable_rows", r.unclaimable_rows ? std::to_string(*r.unclaimable_rows) : "(skipped)");
   row("unclaimable_ratio_prefetch", opt(r.unclaimable_ratio_prefetch, "%.3f"));
   row("unclaimable_ratio_no_prefetch", opt(r.unclaimable_ratio_no_prefetch, "%.3f"));
+  row("paused_rows_ratio_prefetch", opt(r.paused_rows_ratio_prefetch, "%.3f"));
+  row("paused_rows_ratio_no_prefetch", opt(r.paused_rows_ratio_no_prefetch, "%.3f"));
   row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
   row("fan_out_children_jobs_per_s", opt(r.fan_out_children_jobs_per_s, "%.0f"));
   row("independent_jobs_per_s", opt(r.independent_jobs_per_s, "%.0f"));

@@ -32,8 +32,13 @@ class BenchSchema {
   void insert_pending(int n);
   // One bulk INSERT of n jobs already done, as a long-running queue accumulates them.
   void insert_finished(long long n);
+  // insert_pending's jobs, due `delay_ms` from now.
+  void insert_pending_later(int n, int delay_ms);
   // n due jobs of a type no handler serves, at a higher priority than insert_pending's.
   void insert_unserved(int n);
+  // n due jobs of the served type, at a higher priority, in kPausedQueue, which it pauses.
+  void insert_paused(int n);
+  static constexpr const char* kPausedQueue = "bench-paused";
   // pgjobd_enqueue_workflow(nodes): the id of each node's ref.
   std::map<std::string, std::int64_t> insert_workflow(const std::string& nodes_json);
   // One pending job in its own autocommitted INSERT; returns its id.
@@ -56,8 +61,9 @@ class BenchSchema {
   bool settle();
 
  private:
-  // n due jobs of `type` at `priority`, one bulk INSERT.
-  void insert_due(int n, const std::string& type, int priority);
+  // n jobs of `type` at `priority` in `queue`, due `delay_ms` from now, one bulk INSERT.
+  void insert_due(int n, const std::string& type, int priority,
+                  const std::string& queue = "default", int delay_ms = 0);
   // fn() on the session (reopened if an earlier call lost it), with no deadline: a bulk
   // load or VACUUM takes as long as it takes.
   template <typename Fn>
