@@ -1,5 +1,5 @@
 -- pgjobd schema v17, large queues: the queue gauges count each (queue, status) up to
--- 100,000 jobs and take the planner's estimate above that (counting 10,000,000 pending jobs
+-- 10,000 jobs and take the planner's estimate above that (counting 10,000,000 pending jobs
 -- every 30 s took a parallel scan of seconds). These statistics give the planner the
 -- frequency of each (queue, status) pair, which ANALYZE samples; without them it multiplies
 -- the queue's share by the status's, far off when queues hold different mixes of statuses.

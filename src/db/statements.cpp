@@ -619,13 +619,15 @@ std::string bounded_depth(const char* status, const char* order) {
 // queue gauges (only served queues: an application's many queue names never grow /metrics),
 // and the age of each queue's oldest due job, on the row of its status.
 // - Each count stops at $2 rows (the store estimates a group that reaches it): a range of at
-//   most $2 entries of the status's partial index (claim: pending/failed; lease: running;
-//   jobs_blocked_idx: blocked), the status a literal so that each matches its index, the
-//   queue in the index condition. Trap: counted to the end, 10,000,000 pending rows took a
-//   parallel scan of 3.6 s on three processes every 30 s, over the 1 s call_timeout: the
-//   gauges went blind and the claims lost the CPU it took (bench/README.md, "Ten million
-//   pending jobs"). Before that, one `status IN (...)` of all statuses matched no index and
-//   read the whole table (0.4 s at 5M done rows).
+//   most $2 entries of the status's partial index (pending: jobs_claim_idx; failed:
+//   jobs_queue_status_idx; running: the lease index; blocked: jobs_blocked_idx), the
+//   status a literal so that each matches its index, the queue in the index condition.
+//   Trap: failed counted in claim order walked every pending entry for none (5 s at 10M). Trap:
+//   counted to the end, 10,000,000 pending rows took a parallel scan of 3.6 s on three processes
+//   every 30 s: the gauges went blind (past the call timeout), the claims lost the CPU, and the
+//   long snapshot kept them from marking the entries of claimed rows dead, so each claim walked
+//   more of them (bench/README.md, "Ten million pending jobs"). Before that, one `status IN (...)`
+//   of all statuses matched no index and read the whole table (0.4 s at 5M done rows).
 // - The oldest due job: a loose index scan of jobs_claim_idx, per distinct priority of the
 //   queue (`priorities`) its first run_at, a few probes per queue whatever it holds. The
 //   age is clamped to 100 years ('-infinity' would fail the subtraction and blind every
@@ -931,7 +933,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kQueueStats,
        on(fill(kQueueStatsSql, {{"{due_priorities}", kDuePriorities},
                                 {"{count_pending}", bounded_depth("pending", kClaimOrder)},
-                                {"{count_failed}", bounded_depth("failed", kClaimOrder)},
+                                {"{count_failed}", bounded_depth("failed", "j.id")},
                                 {"{count_running}", bounded_depth("running", "j.locked_until")},
                                 {"{count_blocked}", bounded_depth("blocked", "j.id")}}))},
       {kQueueStatsPlanning, kQueueStatsPlanningSql},
