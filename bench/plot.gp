@@ -43,7 +43,9 @@ plot results . "/sweep_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 p
      target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s", \
      backlog skip 1 using 1:(has_backlog ? $5 : NaN) with points pt 9 ps 1.8 lc rgb "#8c564b" \
        title backlog_title, \
-     backlog skip 1 using 1:(has_backlog ? $5 : NaN):(sprintf("%.0f (x%.2f)", $5, $6)) with labels offset 0,-1.3 font ",9" tc rgb "#8c564b" notitle
+     backlog skip 1 using 1:(has_backlog ? $5 : NaN):(sprintf("%.0f (x%.2f)", $5, $6)) with labels offset 0,-1.3 font ",9" tc rgb "#8c564b" notitle, \
+     backlog skip 1 using 1:(has_backlog ? $4 : NaN) with points pt 8 ps 1.8 lc rgb "#8c564b" \
+       title "its anchor: the same jobs alone (backlog phase, best pass)"
 
 # --- right panel ---------------------------------------------------------------------
 set title "Throughput vs number of daemons (real pgjobd run, " . daemon_jobs . " jobs, one database, best of runs)"
