@@ -21,6 +21,12 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.22, 0   # headroom for the key and the 20,000 line
 set ylabel "jobs per second"
 
+# The backlog phase's point (bench/run.sh PHASES=backlog), at its concurrency, when it was run.
+backlog = results . "/backlog.csv"
+has_backlog = system("test -f " . backlog . " && echo 1 || echo 0") + 0
+if (!has_backlog) backlog = results . "/sweep_best.csv"
+backlog_title = has_backlog ? system("awk -F, 'NR == 2 {printf \"first %d of %d pending jobs (backlog phase, best pass; x median ratio to %d alone)\", $2, $3, $2}' " . backlog) : ""
+
 # --- left panel ----------------------------------------------------------------------
 set title "Throughput vs concurrency (one process, pgjobd bench, up to " . sweep_jobs . " jobs per point, best of passes)"
 set logscale x 2
@@ -34,7 +40,12 @@ plot results . "/sweep_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 p
        title "ceiling: same claim + complete SQL, tight loop, one connection, same batch", \
      results . "/sweep.csv" skip 1 using 2:4 with points pt 1 ps 1 lc rgb "#6a9fcf" title "each pass: engine", \
      "" skip 1 using 2:5 with points pt 2 ps 0.8 lc rgb "#e08080" title "each pass: ceiling", \
-     target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s"
+     target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s", \
+     backlog skip 1 using 1:(has_backlog ? $5 : NaN) with points pt 9 ps 1.8 lc rgb "#8c564b" \
+       title backlog_title, \
+     backlog skip 1 using 1:(has_backlog ? $5 : NaN):(sprintf("%.0f (x%.2f)", $5, $6)) with labels offset 0,-1.3 font ",9" tc rgb "#8c564b" notitle, \
+     backlog skip 1 using 1:(has_backlog ? $4 : NaN) with points pt 8 ps 1.8 lc rgb "#8c564b" \
+       title "its anchor: the same jobs alone (backlog phase, best pass)"
 
 # --- right panel ---------------------------------------------------------------------
 set title "Throughput vs number of daemons (real pgjobd run, " . daemon_jobs . " jobs, one database, best of runs)"

@@ -37,6 +37,10 @@
 #                 alternating                                -> results/pooler.csv
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
+#        backlog  pgjobd bench --pending-rows 10000000: the first 100,000 jobs of a backlog
+#                 of 10,000,000 pending ones against 100,000 alone, alternating, three
+#                 passes; the ratio of the rates (goal: at least 0.8)
+#                                                -> results/backlog.json, backlog.csv
 #        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), then
 #                 one daemon POSTing 20,000 jobs to it, then the same jobs with builtin
 #                 noop, two passes; jobs/s, TCP connections and CPU per job, and http's
@@ -61,7 +65,8 @@
 # Environment (defaults in brackets):
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
-#   PHASES         which phases to run [main sync sweep daemons finished pooler rss http limits unclaimable; "stream" on
+#   PHASES         which phases to run [main sync sweep daemons finished pooler rss backlog http
+#                  limits unclaimable; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -72,6 +77,7 @@
 #   DAEMON_JOBS    jobs per multi-daemon run [100000]; REPEAT runs each [2]
 #   RSS_JOBS       jobs of the RSS run [1000000]
 #   UNCLAIMABLE_JOBS  jobs per unclaimable-rows run [20000 50000]; UNCLAIMABLE_ROWS [200000]
+#   PENDING_ROWS   the backlog phase's backlog [10000000]; BACKLOG_PASSES [3]
 #   STREAM_SECONDS length of each stream run [600]; STREAM_FRACTIONS [0.5 0.9]
 #   QUICK=1        small everything: a smoke test of the scripts, not a measurement
 #   SKIP_BUILD=1   use build/release/pgjobd as it is
@@ -85,7 +91,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished pooler rss http limits unclaimable"
+all_phases="main sync sweep daemons finished pooler rss backlog http limits unclaimable"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -96,6 +102,8 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000
   stream_seconds=${STREAM_SECONDS:-30} limit_jobs=5000 limit_passes=1
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-5000} unclaimable_rows=${UNCLAIMABLE_ROWS:-20000}
+  pending_rows=${PENDING_ROWS:-500000} backlog_passes=${BACKLOG_PASSES:-1}
+  stream_seconds=${STREAM_SECONDS:-30}
   main_extra=(--latency-jobs 200 --idle-seconds 5)
 else
   jobs=${JOBS:-100000} finished_rows=${FINISHED_ROWS:-5000000}
@@ -105,6 +113,8 @@ else
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=20000
   stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
+  pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-3}
+  stream_seconds=${STREAM_SECONDS:-600}
   main_extra=()
 fi
 
@@ -309,6 +319,18 @@ if wants rss; then
   mark rss after
 fi
 
+if wants backlog; then
+  log "backlog: the first $jobs of $pending_rows pending jobs against $jobs alone, $backlog_passes passes"
+  mark backlog before
+  "$bin" bench --json --no-latency --jobs "$jobs" --pending-rows "$pending_rows" \
+    --backlog-passes "$backlog_passes" >"$out/backlog.json" 2>"$out/backlog.log"
+  mark backlog after
+  b=$out/backlog.json
+  echo "concurrency,jobs,pending_rows,small_backlog_jobs_per_s,backlog_jobs_per_s,backlog_ratio,backlog_ratio_min,backlog_ratio_max" >"$out/backlog.csv"
+  echo "$(jnum "$b" concurrency),$(jnum "$b" jobs),$(jnum "$b" pending_rows),$(jnum "$b" small_backlog_jobs_per_s),$(jnum "$b" backlog_jobs_per_s),$(jnum "$b" backlog_ratio),$(jnum "$b" backlog_ratio_min),$(jnum "$b" backlog_ratio_max)" >>"$out/backlog.csv"
+  grep -h "backlog pass" "$out/backlog.log" >&2 || true
+fi
+
 if wants http; then
   log "http: one daemon POSTing $http_jobs jobs to a keep-alive server, and noop"
   mark http before
@@ -407,6 +429,11 @@ fi
     echo "  throughput $(jnum "$b" throughput_jobs_per_s) jobs/s, ceiling $(jnum "$b" ceiling_jobs_per_s), ratio $(jnum "$b" ratio)"
     echo "  latency from the INSERT's commit p50 $(jlat "$b" latency_ms p50) ms, p95 $(jlat "$b" latency_ms p95) ms, p99 $(jlat "$b" latency_ms p99) ms"
     echo "  latency from sending the INSERT p50 $(jlat "$b" latency_from_send_ms p50) ms, p95 $(jlat "$b" latency_from_send_ms p95) ms, p99 $(jlat "$b" latency_from_send_ms p99) ms"
+  fi
+  if [[ -f "$out/backlog.json" ]]; then
+    b=$out/backlog.json
+    echo "backlog: the first $(jnum "$b" jobs) of $(jnum "$b" pending_rows) pending jobs, best pass $(jnum "$b" backlog_jobs_per_s) jobs/s; anchor, $(jnum "$b" jobs) alone: $(jnum "$b" small_backlog_jobs_per_s) jobs/s"
+    echo "  ratio $(jnum "$b" backlog_ratio) (median of the passes; $(jnum "$b" backlog_ratio_min)-$(jnum "$b" backlog_ratio_max)), goal >= 0.8"
   fi
   for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt \
     unclaimable.csv stream_summary.csv; do

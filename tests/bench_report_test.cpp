@@ -58,5 +58,24 @@ TEST(BenchReport, FinishedRowsRatioIsReportedWhenMeasured) {
   EXPECT_EQ(report["checkpointed"], true);
 }
 
+TEST(BenchReport, BacklogRatioIsReportedWhenMeasured) {
+  BenchReport r = sample_report();
+  EXPECT_TRUE(nlohmann::json::parse(bench_report_json(r))["backlog_ratio"].is_null());
+  r.pending_rows = 10000000;
+  r.backlog_jobs_per_s = 30000.4;
+  r.small_backlog_jobs_per_s = 35000.6;
+  r.backlog_ratio = 0.85714;
+  r.backlog_ratio_min = 0.8;
+  r.backlog_ratio_max = 0.9;
+  const auto report = nlohmann::json::parse(bench_report_json(r));
+  EXPECT_EQ(report["pending_rows"], 10000000);
+  EXPECT_EQ(report["backlog_jobs_per_s"].get<double>(), 30000.0);
+  EXPECT_EQ(report["small_backlog_jobs_per_s"].get<double>(), 35001.0);
+  EXPECT_EQ(report["backlog_ratio"].get<double>(), 0.857);
+  EXPECT_EQ(report["backlog_ratio_min"].get<double>(), 0.8);
+  EXPECT_EQ(report["backlog_ratio_max"].get<double>(), 0.9);
+  EXPECT_NE(bench_report_table(r).find("backlog_ratio"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -74,5 +74,29 @@ TEST(BenchSchema, TheEndOfRunCheckReadsTheServedTypeThroughItsIndex) {
   schema.drop();
 }
 
+// The backlog phase times the first n jobs in claim order, whatever is pending behind them:
+// their ids are a consecutive range (insert_pending numbers them so), ahead of the rest,
+// and the range is finished once each of them is done.
+TEST(BenchSchema, TheFirstDueJobsAreAConsecutiveRangeAheadOfTheBacklog) {
+  testing::TestSchema admin;
+  DatabaseConfig db = admin.config().database;
+  db.schema = admin.name() + "_bench";
+  BenchSchema schema(db, "noop");
+  schema.recreate();
+  schema.insert_unserved(3);  // due, higher priority, another type: not the bench's
+  schema.insert_pending(10);
+  const auto [first, last] = schema.first_due_ids(4);
+  EXPECT_EQ(first, 4);
+  EXPECT_EQ(last, 7);
+  EXPECT_EQ(schema.first_due_ids(11), (std::pair<std::int64_t, std::int64_t>{0, 0}));
+  EXPECT_TRUE(schema.any_unfinished_between(first, last));
+  admin.exec("UPDATE " + quote_identifier(db.schema) +
+             ".jobs SET status = 'done', attempts = 1, started_at = now(), finished_at = now() "
+             "WHERE id BETWEEN 4 AND 6");
+  EXPECT_TRUE(schema.any_unfinished_between(first, last));  // 7 is not done
+  EXPECT_FALSE(schema.any_unfinished_between(first, last - 1));
+  schema.drop();
+}
+
 }  // namespace
 }  // namespace pgjobd

@@ -24,6 +24,10 @@ struct BenchOptions {
   // higher priority, and with as many due rows in a paused queue the engine serves, against
   // none, with worker.prefetch as configured and with 0.
   int unclaimable_rows = 0;
+  // Also measure the first `jobs` of a backlog of this many pending jobs (a second scratch
+  // schema, <schema>_backlog) against `jobs` alone, in alternating passes.
+  int pending_rows = 0;
+  int backlog_passes = 3;
   double idle_seconds = 20;  // window for idle_queries_per_s (after backoff)
   bool measure_latency = true;
   bool measure_idle = true;
@@ -64,6 +68,12 @@ struct BenchReport {
   std::optional<int> unclaimable_rows;
   std::optional<double> unclaimable_ratio_prefetch, unclaimable_ratio_no_prefetch;
   std::optional<double> paused_rows_ratio_prefetch, paused_rows_ratio_no_prefetch;
+  // --pending-rows: jobs/s burning down the first `jobs` of that backlog, and of a backlog
+  // of `jobs` alone, best of the passes; each pass's ratio (the backlog's rate over the
+  // small one's, measured right before it): median, lowest, highest.
+  std::optional<int> pending_rows;
+  std::optional<double> backlog_jobs_per_s, small_backlog_jobs_per_s;
+  std::optional<double> backlog_ratio, backlog_ratio_min, backlog_ratio_max;
   bool checkpointed = false;  // a CHECKPOINT ran before every timed burn-down
   // --workflows: from the first child's start to the last one's end, median over the runs;
   // the same for as many independent jobs enqueued at once before each run.

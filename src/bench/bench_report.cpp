@@ -60,6 +60,12 @@ std::string bench_report_json(const BenchReport& r) {
       {"unclaimable_ratio_no_prefetch", optional_rounded(r.unclaimable_ratio_no_prefetch, 3)},
       {"paused_rows_ratio_prefetch", optional_rounded(r.paused_rows_ratio_prefetch, 3)},
       {"paused_rows_ratio_no_prefetch", optional_rounded(r.paused_rows_ratio_no_prefetch, 3)},
+      {"pending_rows", optional_json(r.pending_rows)},
+      {"backlog_jobs_per_s", optional_rounded(r.backlog_jobs_per_s, 0)},
+      {"small_backlog_jobs_per_s", optional_rounded(r.small_backlog_jobs_per_s, 0)},
+      {"backlog_ratio", optional_rounded(r.backlog_ratio, 3)},
+      {"backlog_ratio_min", optional_rounded(r.backlog_ratio_min, 3)},
+      {"backlog_ratio_max", optional_rounded(r.backlog_ratio_max, 3)},
       {"checkpointed", r.checkpointed},
       {"workflows",
        {{"fan_out_children_jobs_per_s", optional_rounded(r.fan_out_children_jobs_per_s, 0)},
@@ -116,6 +122,12 @@ std::string bench_report_table(const BenchReport& r) {
   row("unclaimable_ratio_no_prefetch", opt(r.unclaimable_ratio_no_prefetch, "%.3f"));
   row("paused_rows_ratio_prefetch", opt(r.paused_rows_ratio_prefetch, "%.3f"));
   row("paused_rows_ratio_no_prefetch", opt(r.paused_rows_ratio_no_prefetch, "%.3f"));
+  row("pending_rows", r.pending_rows ? std::to_string(*r.pending_rows) : "(skipped)");
+  row("backlog_jobs_per_s", opt(r.backlog_jobs_per_s, "%.0f"));
+  row("small_backlog_jobs_per_s", opt(r.small_backlog_jobs_per_s, "%.0f"));
+  row("backlog_ratio", opt(r.backlog_ratio, "%.3f"));
+  row("backlog_ratio_min", opt(r.backlog_ratio_min, "%.3f"));
+  row("backlog_ratio_max", opt(r.backlog_ratio_max, "%.3f"));
   row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
   row("fan_out_children_jobs_per_s", opt(r.fan_out_children_jobs_per_s, "%.0f"));
   row("independent_jobs_per_s", opt(r.independent_jobs_per_s, "%.0f"));

@@ -118,6 +118,28 @@ BurnDown burn_down(const BenchOptions& options, BenchSchema& table, int jobs) {
   return result;
 }
 
+// Starts an engine on `table` and times it through the first `jobs` due jobs in claim
+// order, whatever is pending behind them: until the handler ran `jobs` times and each of
+// those jobs is done (the engine goes on claiming behind them meanwhile).
+double burn_first(const BenchOptions& options, BenchSchema& table, int jobs) {
+  const auto [first, last] = table.first_due_ids(jobs);
+  if (last - first + 1 != jobs)
+    throw std::runtime_error("the backlog's first jobs are not consecutive");
+  CountingNoop noop;
+  noop.expect(jobs);
+  Engine engine(engine_config(options));
+  engine.register_handler(kType, noop.handler(false));
+  const auto start = Clock::now();
+  engine.start();
+  if (!noop.wait(std::chrono::seconds(600))) throw std::runtime_error("burn-down timed out");
+  while (table.any_unfinished_between(first, last)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double rate = jobs / seconds_since(start);
+  engine.drain();
+  return rate;
+}
+
 // The same claim and complete statements the engine uses, in a tight loop on one
 // connection with the engine's batch size, planned as the engine's fetcher and completer
 // plan them: what the database can do without us.
@@ -212,6 +234,39 @@ void latency_and_idle(const BenchOptions& options, BenchSchema& table, BenchRepo
     report.idle_cpu_percent = (process_cpu_seconds() - cpu_before) / options.idle_seconds * 100;
   }
   engine.drain();
+}
+
+// The first options.jobs of a backlog of options.pending_rows pending jobs (schema
+// <schema>_backlog, loaded once; each pass takes the next jobs, so the backlog stays within
+// passes × jobs of its size) against options.jobs alone (the bench's schema, loaded
+// afresh), alternating, each table VACUUMed and CHECKPOINTed before its run.
+void backlog(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
+  BenchOptions big_options = options;
+  big_options.engine.database.schema = options.schema + "_backlog";
+  BenchSchema big(big_options.engine.database, kType);
+  big.recreate();
+  spdlog::info("backlog: inserting {} pending jobs", options.pending_rows);
+  big.insert_pending(options.pending_rows);
+  report.pending_rows = options.pending_rows;
+  std::vector<double> ratios;
+  for (int pass = 0; pass < options.backlog_passes; ++pass) {
+    table.truncate();
+    table.insert_pending(options.jobs);
+    report.checkpointed = table.settle() && report.checkpointed;
+    const double small = burn_first(options, table, options.jobs);
+    report.checkpointed = big.settle() && report.checkpointed;
+    const double large = burn_first(big_options, big, options.jobs);
+    spdlog::info("backlog pass {}: {} of {} pending: {:.0f} jobs/s; of {}: {:.0f} jobs/s ({:.3f})",
+                 pass + 1, options.jobs, options.pending_rows, large, options.jobs, small,
+                 large / small);
+    report.small_backlog_jobs_per_s = std::max(report.small_backlog_jobs_per_s.value_or(0), small);
+    report.backlog_jobs_per_s = std::max(report.backlog_jobs_per_s.value_or(0), large);
+    ratios.push_back(large / small);
+  }
+  report.backlog_ratio = percentile(ratios, 0.5);
+  report.backlog_ratio_min = *std::min_element(ratios.begin(), ratios.end());
+  report.backlog_ratio_max = *std::max_element(ratios.begin(), ratios.end());
+  big.drop();
 }
 
 double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
@@ -417,6 +472,7 @@ BenchReport run_bench(const BenchOptions& raw_options) {
         *report.throughput_with_finished_rows_jobs_per_s / report.throughput_jobs_per_s;
   }
   if (options.unclaimable_rows > 0) unclaimable_rows(options, table, report);
+  if (options.pending_rows > 0) backlog(options, table, report);
   if (options.measure_workflows) {
     spdlog::info("workflows: {} fan-outs of {} children with a fan-in, a chain of {}",
                  options.workflow_runs, options.fan_out, options.chain_length);

@@ -109,6 +109,10 @@ int cli_main(int argc, char** argv) {
                     "Also measure with this many done rows in the table (default 0: skip)");
   bench->add_option("--unclaimable-rows", bench_options.unclaimable_rows,
                     "Also measure with this many due rows of an unserved type ahead (default 0)");
+  bench->add_option("--pending-rows", bench_options.pending_rows,
+                    "Also measure the first --jobs of a backlog of this many (default 0)");
+  bench->add_option("--backlog-passes", bench_options.backlog_passes,
+                    "Passes with --pending-rows (default 3)");
   bench->add_option("--idle-seconds", bench_options.idle_seconds,
                     "Idle measurement window (default 20)");
   bench

@@ -107,6 +107,16 @@ std::chrono::microseconds due_in(double seconds) {
   return std::chrono::microseconds(static_cast<std::int64_t>(std::ceil(seconds * 1e6)));
 }
 
+// The top node's row estimate in an EXPLAIN (FORMAT JSON) output; 0 if it has none.
+double planned_rows(const char* explain_json) {
+  const nlohmann::json plan = nlohmann::json::parse(explain_json, nullptr, false);
+  if (!plan.is_array() || plan.empty() || !plan[0].is_object()) return 0;
+  const auto top = plan[0].find("Plan");
+  if (top == plan[0].end() || !top->is_object()) return 0;
+  const auto rows = top->find("Plan Rows");
+  return rows != top->end() && rows->is_number() ? rows->get<double>() : 0;
+}
+
 std::vector<std::string> json_text_list(const std::string& text) {
   std::vector<std::string> out;
   for (const auto& item : nlohmann::json::parse(text)) out.push_back(item.get<std::string>());
@@ -533,12 +543,26 @@ DueTimes PgJobStore::next_due(const std::vector<std::string>& queues,
 std::vector<QueueStatsRow> PgJobStore::queue_stats(const std::vector<std::string>& queues) {
   connect();
   return guarded("stats", [&] {
-    pqxx::nontransaction txn(session_.connection());
+    pqxx::read_transaction txn(session_.connection());
+    count_round_trip();
+    execute(txn, stmt::kQueueStatsPlanning);
     count_round_trip();
     std::vector<QueueStatsRow> out;
-    for (const auto& row : execute(txn, stmt::kQueueStats, text_array_literal(queues))) {
+    for (const auto& row : execute(txn, stmt::kQueueStats, text_array_literal(queues),
+                                   static_cast<std::int64_t>(kQueueDepthCounted))) {
       out.push_back({row[0].c_str(), row[1].c_str(), row[2].as<double>(), row[3].as<double>()});
     }
+    // A group too large to count: the planner's estimate, never below what was counted.
+    for (auto& row : out) {
+      if (row.count < static_cast<double>(kQueueDepthCounted)) continue;
+      count_round_trip();
+      const auto estimate =
+          planned_rows(txn.exec_params(stmt::queue_depth_estimate(quote_identifier(config_.schema)),
+                                       row.queue, row.status)[0][0]
+                           .c_str());
+      row.count = std::max(row.count, estimate);
+    }
+    txn.commit();
     return out;
   });
 }

@@ -632,27 +632,68 @@ FROM ((
   LIMIT $1
 ) LIMIT $1) e)";
 
-// kQueueStats: live and blocked jobs of the served queues ($1) by queue and status, with the
-// age of each group's oldest due job: one query for the queue gauges, only for served queues
-// (an application's many queue names never grow /metrics). Three branches, each on its
-// partial index (claim: pending/failed; lease: running; jobs_blocked_idx: blocked) with the
-// queue in the index condition.
-// Trap: one `status IN (...)` of all three matched neither and read the whole table (0.4 s
-// at 5M done rows). The age is clamped per row to 100 years, inside the aggregate (a group
-// with nothing due still yields 0): '-infinity' would fail the query and blind every gauge.
+// jobs_claim_idx's order within a queue.
+constexpr const char* kClaimOrder = "j.priority DESC, j.run_at, j.id";
+
+// kQueueStats' count of served queue s's jobs in `status`, at most $2, read in the order of
+// that status's partial index (`order`), under kQueueStatsPlanning.
+std::string bounded_depth(const char* status, const char* order) {
+  return std::string(
+             "(SELECT count(*) FROM (SELECT 1 FROM {jobs} j WHERE j.queue = s.queue AND "
+             "j.status = '") +
+         status + "' ORDER BY " + order + " LIMIT $2) x)";
+}
+
+// kQueueStats: live and blocked jobs of the served queues ($1) by queue and status, for the
+// queue gauges (only served queues: an application's many queue names never grow /metrics),
+// and the age of each queue's oldest due job, on the row of its status.
+// - Each count stops at $2 rows (the store estimates a group that reaches it): a range of at
+//   most $2 entries of the status's partial index (pending: jobs_claim_idx; failed:
+//   jobs_queue_status_idx; running: the lease index; blocked: jobs_blocked_idx), the
+//   status a literal so that each matches its index, the queue in the index condition.
+//   Trap: failed counted in claim order walked every pending entry for none (5 s at 10M). Trap:
+//   counted to the end, 10,000,000 pending rows took a parallel scan of 3.6 s on three processes
+//   every 30 s: the gauges went blind (past the call timeout), the claims lost the CPU, and the
+//   long snapshot kept them from marking the entries of claimed rows dead, so each claim walked
+//   more of them (bench/README.md, "Ten million pending jobs"). Before that, one `status IN (...)`
+//   of all statuses matched no index and read the whole table (0.4 s at 5M done rows).
+// - The oldest due job: a loose index scan of jobs_claim_idx, per distinct priority of the
+//   queue (`priorities`) its first run_at, a few probes per queue whatever it holds. The
+//   age is clamped to 100 years ('-infinity' would fail the subtraction and blind every
+//   gauge).
 constexpr const char* kQueueStatsSql = R"(
-SELECT queue, status, count(*)::float8,
-       coalesce(extract(epoch FROM now() - min(greatest(run_at, now() - interval '100 years'))
-         FILTER (WHERE status IN ('pending', 'failed') AND run_at <= now())), 0)::float8
-FROM (SELECT queue, status, run_at FROM {jobs}
-      WHERE status IN ('pending', 'failed') AND queue = ANY($1::text[])
-      UNION ALL
-      SELECT queue, status, run_at FROM {jobs}
-      WHERE status = 'running' AND queue = ANY($1::text[])
-      UNION ALL
-      SELECT queue, status, run_at FROM {jobs}
-      WHERE status = 'blocked' AND queue = ANY($1::text[])) live
-GROUP BY queue, status)";
+WITH RECURSIVE served AS (
+  SELECT DISTINCT s.queue FROM unnest($1::text[]) AS s(queue)
+), {due_priorities}, firsts AS (
+  SELECT p.queue, f.run_at, f.status FROM priorities p CROSS JOIN LATERAL (
+    SELECT greatest(j.run_at, now() - interval '100 years') AS run_at, j.status FROM {jobs} j
+    WHERE j.queue = p.queue AND j.status IN ('pending', 'failed') AND j.priority = p.priority
+    ORDER BY j.run_at LIMIT 1) f
+  WHERE p.priority IS NOT NULL
+), oldest AS (
+  SELECT DISTINCT ON (f.queue) f.queue, f.status, f.run_at FROM firsts f
+  WHERE f.run_at <= now() ORDER BY f.queue, f.run_at
+)
+SELECT s.queue, c.status, c.n::float8,
+       coalesce((SELECT extract(epoch FROM now() - o.run_at) FROM oldest o
+                 WHERE o.queue = s.queue AND o.status = c.status), 0)::float8
+FROM served s CROSS JOIN LATERAL (VALUES
+  ('pending', {count_pending}), ('failed', {count_failed}),
+  ('running', {count_running}), ('blocked', {count_blocked})) c(status, n)
+WHERE c.n > 0)";
+
+// kQueueStatsPlanning: for the transaction only (nothing stays on a pooled session). Trap:
+// planned freely, a count whose group the statistics put below the bound was a bitmap scan
+// of the whole group and a sort, whatever the group had grown to since ANALYZE.
+constexpr const char* kQueueStatsPlanningSql = R"(
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_sort', 'off', true))";
+
+// kQueueDepthEstimate: the planner's estimate of the rows of queue $1 with status $2, from
+// the table's statistics (ANALYZE; the (queue, status) pairs' frequencies from
+// jobs_queue_status_stats): a group too large to count every 30 s.
+constexpr const char* kQueueDepthEstimateSql = R"(
+EXPLAIN (FORMAT JSON) SELECT 1 FROM {jobs} j WHERE j.queue = $1::text AND j.status = $2::text)";
 
 // kDeadLettersSync: a few rows by primary key. Every CTE sees the table as the statement
 // began, so `before` holds the rows as the other daemons left them. Rows are written in
@@ -918,7 +959,13 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kResign, on(kResignSql)},
       {kPrune, on(kPruneSql)},
       {kRepairDependencies, on(kRepairDependenciesSql)},
-      {kQueueStats, on(kQueueStatsSql)},
+      {kQueueStats,
+       on(fill(kQueueStatsSql, {{"{due_priorities}", kDuePriorities},
+                                {"{count_pending}", bounded_depth("pending", kClaimOrder)},
+                                {"{count_failed}", bounded_depth("failed", "j.id")},
+                                {"{count_running}", bounded_depth("running", "j.locked_until")},
+                                {"{count_blocked}", bounded_depth("blocked", "j.id")}}))},
+      {kQueueStatsPlanning, kQueueStatsPlanningSql},
       {kPausedQueues, on(kPausedQueuesSql)},
       {kDeadLettersSync, on(kDeadLettersSyncSql)},
       {kClaimLimited, on(kClaimLimitedSql)},
@@ -931,6 +978,10 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kDaemonExpire, on(kDaemonExpireSql)},
       {kNotifyFinished, on(kNotifyFinishedSql)},
   };
+}
+
+std::string queue_depth_estimate(const std::string& schema) {
+  return with_tables(kQueueDepthEstimateSql, schema);
 }
 
 std::vector<Statement> schedule_statements(const std::string& schema) {

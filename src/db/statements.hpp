@@ -64,8 +64,12 @@ inline constexpr const char* kPrune = "pgjobd_prune";
 // child's edge to them is unresolved. Returns how many parents.
 inline constexpr const char* kRepairDependencies = "pgjobd_repair_dependencies";
 // Live (pending, failed, running) and blocked jobs of the queues $1 (text[]) by queue and
-// status, and the age in seconds of each group's oldest due job (0 for blocked groups).
+// status, each count stopping at $2 (bigint), and the age in seconds of each queue's
+// oldest due job on the row of its status (0 on the others).
 inline constexpr const char* kQueueStats = "pgjobd_queue_stats";
+// Before kQueueStats, in its transaction: plans without sequential or bitmap scans and
+// without sorts, so that each count walks its index in order and stops at its bound.
+inline constexpr const char* kQueueStatsPlanning = "pgjobd_queue_stats_planning";
 // handlers.TYPE.dead_letter (README "Dead letters"): $1 jsonb {type: {"type": target,
 // "queue": queue | null}}, $2 text[] the daemon's handler types, $3 writer. Upserts $1,
 // deletes the other rows of $2's types; returns the rows another writer had written
@@ -146,6 +150,11 @@ struct Statement {
 // All statements for a schema (already quoted): {jobs}, {leader} and {queues} name its
 // tables.
 std::vector<Statement> job_statements(const std::string& schema);
+
+// EXPLAIN (FORMAT JSON) of the rows of queue $1 with status $2 in the schema (already
+// quoted): the planner's estimate of their number. Not among job_statements: an EXPLAIN
+// cannot be PREPAREd, so it runs as an unnamed statement.
+std::string queue_depth_estimate(const std::string& schema);
 
 // The schedule statements for a schema (already quoted).
 std::vector<Statement> schedule_statements(const std::string& schema);

@@ -24,7 +24,8 @@ struct QueueStatsRow {
   std::string queue;
   std::string status;
   double count = 0;
-  double oldest_due_age_seconds = 0;  // 0 when nothing in the group is due
+  // The queue's oldest due job's age, on the row of that job's status; 0 on the others.
+  double oldest_due_age_seconds = 0;
 };
 
 // This daemon, as the dashboard's daemons table shows it (README "Dashboard").
@@ -83,7 +84,11 @@ class StatisticsStore {
   virtual ~StatisticsStore() = default;
 
   // Live (pending, failed, running) and blocked jobs of `queues` by queue and status; other queues'
-  // rows are neither returned nor counted.
+  // rows are neither returned nor counted. Each group is counted up to kQueueDepthCounted
+  // jobs; a larger one gets PostgreSQL's estimate from the table's statistics instead (never
+  // below kQueueDepthCounted): counting 10,000,000 pending jobs every 30 s took seconds, and
+  // even 100,000 index entries walked under the claims' churn took 0.3-5.5 s.
+  static constexpr long long kQueueDepthCounted = 10000;
   virtual std::vector<QueueStatsRow> queue_stats(const std::vector<std::string>& queues) = 0;
 
   // Those of `queues` that are paused (pgjobd_pause_queue), for the pgjobd_queue_paused

@@ -38,7 +38,7 @@ TEST(BenchSmoke, ReportsEveryField) {
   const std::string out = run_and_capture(
       testing::pgjobd_binary() + " bench -c " + config_path + " --schema " + schema +
           " --jobs 2000 --concurrency 8 --latency-jobs 20 --latency-rate 200 --idle-seconds 1"
-          " --finished-rows 5000 --json 2>/dev/null",
+          " --finished-rows 5000 --pending-rows 5000 --backlog-passes 1 --json 2>/dev/null",
       status);
   std::remove(config_path.c_str());
   ASSERT_EQ(status, 0) << out;
@@ -47,7 +47,8 @@ TEST(BenchSmoke, ReportsEveryField) {
        {"enqueue_jobs_per_s", "enqueue_no_trigger_jobs_per_s", "throughput_jobs_per_s",
         "ceiling_jobs_per_s", "ratio", "cpu_s_per_10k_jobs", "peak_rss_mb", "queries_per_job",
         "idle_queries_per_s", "idle_cpu_percent", "throughput_with_finished_rows_jobs_per_s",
-        "finished_rows_ratio"}) {
+        "finished_rows_ratio", "backlog_jobs_per_s", "small_backlog_jobs_per_s", "backlog_ratio",
+        "backlog_ratio_min", "backlog_ratio_max"}) {
     ASSERT_TRUE(report.contains(field)) << field;
     ASSERT_TRUE(report[field].is_number()) << field << ": " << report[field];
     EXPECT_GE(report[field].get<double>(), 0.0) << field;
@@ -56,6 +57,8 @@ TEST(BenchSmoke, ReportsEveryField) {
   EXPECT_GT(report["ratio"].get<double>(), 0.0);
   EXPECT_EQ(report["jobs"], 2000);
   EXPECT_EQ(report["finished_rows"], 5000);
+  EXPECT_EQ(report["pending_rows"], 5000);
+  EXPECT_GT(report["backlog_ratio"].get<double>(), 0.0);
   EXPECT_TRUE(report["checkpointed"].is_boolean()) << report["checkpointed"];
   for (const char* p : {"p50", "p95", "p99"}) {
     ASSERT_TRUE(report["latency_ms"][p].is_number()) << p;

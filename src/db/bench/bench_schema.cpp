@@ -142,6 +142,31 @@ std::int64_t BenchSchema::max_id() {
   });
 }
 
+std::pair<std::int64_t, std::int64_t> BenchSchema::first_due_ids(int n) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    // The claim's order on jobs_claim_type_idx: n index entries, whatever the backlog.
+    const auto rows = txn.exec_params(
+        "SELECT min(id), max(id), count(*) FROM (SELECT id FROM " + table_ +
+            " WHERE queue = 'default' AND type = $1 AND status IN ('pending', 'failed')"
+            " AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT $2) f",
+        job_type_, n);
+    if (rows[0][2].as<int>() < n) return std::pair<std::int64_t, std::int64_t>{0, 0};
+    return std::pair{rows[0][0].as<std::int64_t>(), rows[0][1].as<std::int64_t>()};
+  });
+}
+
+bool BenchSchema::any_unfinished_between(std::int64_t first, std::int64_t last) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn
+        .exec_params("SELECT EXISTS (SELECT 1 FROM " + table_ +
+                         " WHERE id BETWEEN $1 AND $2 AND status <> 'done')",
+                     first, last)[0][0]
+        .as<bool>();
+  });
+}
+
 double BenchSchema::finish_span_seconds(std::int64_t after, std::int64_t upto) {
   return run([&] {
     pqxx::nontransaction txn(session_->connection());

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "pgjobd/config.hpp"
 
@@ -47,6 +48,11 @@ class BenchSchema {
   bool any_unfinished();
   // The largest job id (0 for none).
   std::int64_t max_id();
+  // The ids of the first and the n-th due job of the bench's type in claim order, which
+  // insert_pending numbers consecutively: {0, 0} when fewer are due.
+  std::pair<std::int64_t, std::int64_t> first_due_ids(int n);
+  // Whether a job with an id in [first, last] is not done yet.
+  bool any_unfinished_between(std::int64_t first, std::int64_t last);
   // Seconds from the first start to the last finish of the jobs with ids in (after, upto),
   // by the database's clock (started_at, finished_at): what the daemon wrote, completions
   // included.
