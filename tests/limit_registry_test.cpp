@@ -67,10 +67,10 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
 }
 
 // The claim loop is told when claims may prefetch again, once per change: when the limits
-// are lifted or the last rate limit goes, not at a sync that finds a rate limit, nor at one
-// that finds none again. Concurrency limits leave prefetch on: a claimed job counts from
-// its claim, held for a worker or not.
-TEST(LimitRegistryTest, PrefetchIsAllowedWithoutRateLimitsAndOnLiftedSaysWhenItReturns) {
+// are lifted or the last rate or keyed limit goes, not at a sync that finds one, nor at one
+// that finds none again. Unkeyed concurrency limits leave prefetch on: a claimed job counts
+// from its claim, held for a worker or not.
+TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedConcurrencyLimitsAndOnLiftedSaysWhen) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(std::nullopt, "d2");
@@ -95,8 +95,11 @@ TEST(LimitRegistryTest, PrefetchIsAllowedWithoutRateLimitsAndOnLiftedSaysWhenItR
   registry.sync(*store);
   EXPECT_TRUE(registry.prefetch_allowed());
   EXPECT_EQ(lifted, 2) << "the rate limit went";
-  database.table().set_limits({{"r", rate(5), "d1"}});
+  LimitConfig keyed = concurrency(1);
+  keyed.key = "user";
+  database.table().set_limits({{"k", keyed, "d1"}});
   registry.sync(*store);
+  EXPECT_FALSE(registry.prefetch_allowed()) << "a keyed limit keeps claims to free workers";
   database.table().set_limits({});
   registry.sync(*store);
   EXPECT_FALSE(registry.active());

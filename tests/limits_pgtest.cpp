@@ -49,6 +49,23 @@ std::pair<std::int64_t, std::int64_t> reads_of_jobs(pqxx::transaction_base& txn,
   return {row[0].as<std::int64_t>(), row[1].as<std::int64_t>()};
 }
 
+// The limited claim of up to n jobs of `types` (as an array literal: "{a,b}") from the
+// default queue, counting the jobs it claimed.
+std::string limited_claim(TestSchema& schema, const std::string& types, int n) {
+  const std::string count = std::to_string(n);
+  return "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
+         ".pgjobd_claim_limited('{default}', '{" + count + "}', '" + types + "', " + count +
+         ", 'w', 30000, '', 1000000)";
+}
+
+// Runs `claim` (limited_claim) in a transaction of its own, committed: the jobs it claimed.
+int claim_committed(pqxx::connection_base& conn, const std::string& claim) {
+  pqxx::work txn(conn);
+  const int claimed = txn.exec(claim)[0][0].as<int>();
+  txn.commit();
+  return claimed;
+}
+
 LimitConfig concurrency_limit(std::vector<std::string> types, int concurrency,
                               std::string key = "") {
   LimitConfig limit;
@@ -635,16 +652,10 @@ TEST(Limits, AnUnkeyedLimitReachedIsNotReadPast) {
   TestSchema schema;
   PgJobStore store(schema.config().database, "test");
   store.sync_limits({{"partner", concurrency_limit({"a"}, 5)}}, "test");
-  const std::string claim = "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
-                            ".pgjobd_claim_limited('{default}', '{10}', '{a,b}', 10, 'w', "
-                            "30000, '', 1000000)";
+  const std::string claim = limited_claim(schema, "{a,b}", 10);
   schema.insert_jobs("a", 5);
   auto conn = open_connection(schema.config().database, "test");
-  {
-    pqxx::work txn(*conn);
-    EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 5);
-    txn.commit();
-  }
+  EXPECT_EQ(claim_committed(*conn, claim), 5);
   schema.insert_jobs("a", 3000);
   schema.insert_jobs("b", 3);
   schema.exec("ANALYZE {jobs}");
@@ -684,16 +695,10 @@ TEST(Limits, TheLimitedClaimStaysOnTheIndexesAfterTheTableGrewUnderItsSession) {
   store.sync_limits(
       {{"many", concurrency_limit({"a"}, 100000)}, {"fast", rate_limit({"a"}, 1000000, 100000)}},
       "test");
-  const std::string claim = "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
-                            ".pgjobd_claim_limited('{default}', '{1000}', '{a}', 1000, 'w', "
-                            "30000, '', 1000000)";
+  const std::string claim = limited_claim(schema, "{a}", 1000);
   schema.insert_jobs("a", 5);
   auto conn = open_connection(schema.config().database, "test");
-  {
-    pqxx::work txn(*conn);
-    EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 5);
-    txn.commit();
-  }
+  EXPECT_EQ(claim_committed(*conn, claim), 5);
   schema.insert_jobs("a", 100000);
   pqxx::work txn(*conn);
   // The counts before and after the claim: the view may still hold the first claim's.

@@ -17,6 +17,13 @@
 -- blocking, up to about 2,000 due jobs of such partitions ahead per queue). At most six
 -- windows per claim.
 --
+-- Unkeyed limits only (no keyed limit matches a served queue and type): a job's partitions
+-- follow from its queue and type, so the window is the first due jobs of each served queue
+-- and type instead (read by type, as the plain claim reads them), and it is the only one:
+-- what a pair's partitions turn down has nothing behind it another window could take. A
+-- further window only reads past chosen jobs another claimer had locked. With one queue and
+-- one set of partitions, the choice is the first candidates within the least room.
+--
 -- Held partitions across claims: a keyed partition found without room while jobs of it
 -- with large payloads (kept in pgjobd_limit_parts) were due is remembered in
 -- pgjobd_limit_held. Each claim learns the remembered partitions' room with its first

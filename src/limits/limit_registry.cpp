@@ -135,17 +135,18 @@ bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint6
   // it applies what the database holds, and stays right once the section is written.
   const bool active =
       !definitions_.empty() || (write_pending_ && configured_ && !configured_->empty());
-  const auto has_rate = [](const LimitConfig& limit) {
+  // prefetch_allowed(): unkeyed concurrency limits only.
+  const auto holds_prefetch = [](const LimitConfig& limit) {
     return limit.rate_per_second > 0 || !limit.key.empty();
   };
-  bool rated = std::any_of(definitions_.begin(), definitions_.end(),
-                           [&](const LimitDefinition& d) { return has_rate(d.limit); });
+  bool held = std::any_of(definitions_.begin(), definitions_.end(),
+                          [&](const LimitDefinition& d) { return holds_prefetch(d.limit); });
   if (write_pending_ && configured_) {
-    rated = rated || std::any_of(configured_->begin(), configured_->end(),
-                                 [&](const auto& entry) { return has_rate(entry.second); });
+    held = held || std::any_of(configured_->begin(), configured_->end(),
+                               [&](const auto& entry) { return holds_prefetch(entry.second); });
   }
   active_.store(active, std::memory_order_release);
-  const bool allowed = !active || !rated;
+  const bool allowed = !active || !held;
   return !prefetch_allowed_.exchange(allowed, std::memory_order_acq_rel) && allowed;
 }
 
