@@ -52,6 +52,9 @@
 #   EXTRA_YAML     appended to each daemon's config, e.g. a `limits:` section (bench/limits.sh)
 #   CPU_OUT        if set, a file each daemon's CPU seconds (user + system, from
 #                  /proc/PID/stat just before it is stopped) are appended to, one a line
+#   DB_CPU_OUT     if set, a file the CPU seconds of the PostgreSQL backends serving the
+#                  daemons (application_name "pgjobd ...", read the same way; the cluster
+#                  must run on this host) are appended to, one line per run
 #
 # The CSV has one row per run: mode, daemons, workers per daemon, total workers, jobs,
 # elapsed seconds (polled), jobs/s, elapsed by the database's own max(finished_at) (no
@@ -205,6 +208,13 @@ for ((r = 1; r <= repeat; r++)); do
               "/proc/${pids[i]}/stat" >>"$CPU_OUT"
           fi
         done
+        # CPU seconds of the backends serving the daemons, for bench/limits.sh: the claims'
+        # cost is spent there more than in the daemon.
+        if [[ -n "${DB_CPU_OUT:-}" ]]; then
+          for bpid in $(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pgjobd %'"); do
+            cat "/proc/$bpid/stat" 2>/dev/null || true
+          done | awk -v hz="$(getconf CLK_TCK)" '{ s += $14 + $15 } END { printf "%.3f\n", s / hz }' >>"$DB_CPU_OUT"
+        fi
         kill -TERM "${pids[@]}"
         for pid in "${pids[@]}"; do
           status=0

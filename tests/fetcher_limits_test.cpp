@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 
@@ -96,14 +97,33 @@ TEST_F(FetcherLimitsTest, ClaimsWithTheLimitedClaimWhileLimitsExist) {
   EXPECT_EQ(gate_.running(), 2) << "the fake's limit of 2 was exceeded";
 }
 
-// A job held for a thread is a running row, which the limits count: no claim asks for
-// more than the free threads while limits apply, however fast jobs finish.
-TEST_F(FetcherLimitsTest, NoPrefetchWhileLimitsApply) {
+// A job held for a thread is a running row, which a concurrency limit counts from its
+// claim: claims prefetch under such limits as without any (the fake's limit holds, as the
+// running rows count).
+TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderConcurrencyLimits) {
   table_.set_limits({limit_on_gated("partner", 100)});
-  table_.add_jobs(40, "gated");
+  table_.add_jobs(400, "gated");
   gate_.release_all();
   start(2);  // worker.prefetch at its default
-  ASSERT_TRUE(gate_.wait_finished(40));
+  ASSERT_TRUE(gate_.wait_finished(400));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0);
+  int largest = 0;
+  for (const auto& request : table_.claim_requests()) largest = std::max(largest, request.limit);
+  EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
+}
+
+// Jobs held for a thread would reach their handlers bunched above a rate limit's rate: no
+// claim asks for more than the free threads while a rate limit applies, however fast jobs
+// finish.
+TEST_F(FetcherLimitsTest, NoPrefetchWhileARateLimitApplies) {
+  LimitDefinition rated = limit_on_gated("mail", 0);
+  rated.limit.rate = "1000000/s";
+  rated.limit.rate_per_second = 1e6;
+  table_.set_limits({limit_on_gated("partner", 100), rated});
+  table_.add_jobs(400, "gated");
+  gate_.release_all();
+  start(2);  // worker.prefetch at its default
+  ASSERT_TRUE(gate_.wait_finished(400));
   EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0);
   for (const auto& request : table_.claim_requests()) EXPECT_LE(request.limit, 2);
 }

@@ -18,6 +18,14 @@ using pgjobd::testing::FakeDatabase;
 using pgjobd::testing::LogCapture;
 using pgjobd::testing::StoreMethod;
 
+LimitConfig rate(double per_second) {
+  LimitConfig limit;
+  limit.types = {"t"};
+  limit.rate = std::to_string(per_second) + "/s";
+  limit.rate_per_second = per_second;
+  return limit;
+}
+
 LimitConfig concurrency(int n) {
   LimitConfig limit;
   limit.types = {"x"};
@@ -58,24 +66,58 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
   EXPECT_EQ(database.table().calls(StoreMethod::kSyncLimits), 0);
 }
 
-// The claim loop is told when limits stop applying (it may then prefetch), once per
-// change: not at a sync that finds limits, nor at one that finds none again.
-TEST(LimitRegistryTest, LiftingTheLimitsCallsOnLiftedOncePerChange) {
+// The claim loop is told when claims may prefetch again, once per change: when the limits
+// are lifted or the last rate or keyed limit goes, not at a sync that finds one, nor at one
+// that finds none again. Unkeyed concurrency limits leave prefetch on: a claimed job counts
+// from its claim, held for a worker or not.
+TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedConcurrencyLimitsAndOnLiftedSaysWhen) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(std::nullopt, "d2");
   int lifted = 0;
   registry.set_on_lifted([&] { ++lifted; });
+  EXPECT_FALSE(registry.prefetch_allowed()) << "nothing read yet";
   registry.sync(*store);  // none in the database: active (assumed at start) turns false
   EXPECT_EQ(lifted, 1);
+  EXPECT_TRUE(registry.prefetch_allowed());
   registry.sync(*store);
   EXPECT_EQ(lifted, 1) << "still none: nothing changed";
   database.table().set_limits({{"a", concurrency(1), "d1"}});
   registry.sync(*store);
-  EXPECT_EQ(lifted, 1) << "limits now apply: nothing lifted";
+  EXPECT_TRUE(registry.active());
+  EXPECT_TRUE(registry.prefetch_allowed()) << "a concurrency limit allows prefetch";
+  EXPECT_EQ(lifted, 1);
+  database.table().set_limits({{"a", concurrency(1), "d1"}, {"r", rate(5), "d1"}});
+  registry.sync(*store);
+  EXPECT_FALSE(registry.prefetch_allowed()) << "a rate limit keeps claims to free workers";
+  EXPECT_EQ(lifted, 1);
+  database.table().set_limits({{"a", concurrency(1), "d1"}});
+  registry.sync(*store);
+  EXPECT_TRUE(registry.prefetch_allowed());
+  EXPECT_EQ(lifted, 2) << "the rate limit went";
+  LimitConfig keyed = concurrency(1);
+  keyed.key = "user";
+  database.table().set_limits({{"k", keyed, "d1"}});
+  registry.sync(*store);
+  EXPECT_FALSE(registry.prefetch_allowed()) << "a keyed limit keeps claims to free workers";
   database.table().set_limits({});
   registry.sync(*store);
-  EXPECT_EQ(lifted, 2);
+  EXPECT_FALSE(registry.active());
+  EXPECT_EQ(lifted, 3);
+}
+
+// A configured rate limit not written yet (another session holds the lock) keeps prefetch
+// off: the limited claim applies it as soon as it is written.
+TEST(LimitRegistryTest, APendingRateLimitKeepsPrefetchOff) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
+  LimitRegistry registry(LimitRegistry::Limits{{"r", rate(5)}}, "d1");
+  database.table().fail_next(StoreMethod::kSyncLimits, 1);
+  EXPECT_THROW(registry.sync(*store), DbError);
+  registry.read_before_first_claim(*store);
+  EXPECT_TRUE(registry.write_pending());
+  EXPECT_TRUE(registry.active());
+  EXPECT_FALSE(registry.prefetch_allowed());
 }
 
 // The claim session reads the limits before its first claim unless a read was applied

@@ -49,6 +49,23 @@ std::pair<std::int64_t, std::int64_t> reads_of_jobs(pqxx::transaction_base& txn,
   return {row[0].as<std::int64_t>(), row[1].as<std::int64_t>()};
 }
 
+// The limited claim of up to n jobs of `types` (as an array literal: "{a,b}") from the
+// default queue, counting the jobs it claimed.
+std::string limited_claim(TestSchema& schema, const std::string& types, int n) {
+  const std::string count = std::to_string(n);
+  return "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
+         ".pgjobd_claim_limited('{default}', '{" + count + "}', '" + types + "', " + count +
+         ", 'w', 30000, '', 1000000)";
+}
+
+// Runs `claim` (limited_claim) in a transaction of its own, committed: the jobs it claimed.
+int claim_committed(pqxx::connection_base& conn, const std::string& claim) {
+  pqxx::work txn(conn);
+  const int claimed = txn.exec(claim)[0][0].as<int>();
+  txn.commit();
+  return claimed;
+}
+
 LimitConfig concurrency_limit(std::vector<std::string> types, int concurrency,
                               std::string key = "") {
   LimitConfig limit;
@@ -626,6 +643,49 @@ TEST(Limits, TheLimitedClaimReadsFewRowsNextToAMillionFinishedOnes) {
   txn.abort();
 }
 
+// Unkeyed limits only: a job's partitions follow from its type and queue, so the claim reads
+// the first due jobs of each served type (by the index by type) and nothing past them. At a
+// reached limit of type a, with 3,000 due jobs of a ahead of 3 of the unlimited type b, it
+// claims b's and reads a few dozen rows. (Reading a queue's due jobs in claim order, it
+// read 2,000 of a's past before giving up, and b's waited for a's backlog to shrink.)
+TEST(Limits, AnUnkeyedLimitReachedIsNotReadPast) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"partner", concurrency_limit({"a"}, 5)}}, "test");
+  const std::string claim = limited_claim(schema, "{a,b}", 10);
+  schema.insert_jobs("a", 5);
+  auto conn = open_connection(schema.config().database, "test");
+  EXPECT_EQ(claim_committed(*conn, claim), 5);
+  schema.insert_jobs("a", 3000);
+  schema.insert_jobs("b", 3);
+  schema.exec("ANALYZE {jobs}");
+  pqxx::work txn(*conn);
+  const auto [seq_before, fetched_before] = reads_of_jobs(txn, schema.name());
+  EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 3) << "b's three, none of a's";
+  const auto [seq_after, fetched_after] = reads_of_jobs(txn, schema.name());
+  EXPECT_EQ(seq_after - seq_before, 0) << "a sequential scan of jobs";
+  EXPECT_LT(fetched_after - fetched_before, 100) << "rows fetched through indexes";
+  txn.abort();
+}
+
+// A limit on a queue is one partition over every type in it: the claim that reads each
+// type's first jobs apart still takes no more than the partition's room in all.
+TEST(Limits, AnUnkeyedPartitionOverSeveralTypesHoldsExactly) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  LimitConfig on_queue;
+  on_queue.queues = {"default"};
+  on_queue.concurrency = 3;
+  store.sync_limits({{"queue", on_queue}}, "test");
+  schema.insert_jobs("a", 5);
+  schema.insert_jobs("b", 5);
+  const std::vector<Job> first = store.claim_limited(claim_of(10, {"a", "b"})).jobs;
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_TRUE(store.claim_limited(claim_of(10, {"a", "b"})).jobs.empty()) << "the limit reached";
+  store.complete(done_all({first[0]}), "w", false);
+  EXPECT_EQ(store.claim_limited(claim_of(10, {"a", "b"})).jobs.size(), 1u);
+}
+
 // PL/pgSQL keeps a session's plans: a daemon that first claimed while the table was nearly
 // empty must not keep reading it as if it were once it has grown (sql/011). Counted by
 // PostgreSQL within the transaction of one claim of 1,000 from a backlog of 100,000.
@@ -635,16 +695,10 @@ TEST(Limits, TheLimitedClaimStaysOnTheIndexesAfterTheTableGrewUnderItsSession) {
   store.sync_limits(
       {{"many", concurrency_limit({"a"}, 100000)}, {"fast", rate_limit({"a"}, 1000000, 100000)}},
       "test");
-  const std::string claim = "SELECT count(job_id) FROM " + quote_identifier(schema.name()) +
-                            ".pgjobd_claim_limited('{default}', '{1000}', '{a}', 1000, 'w', "
-                            "30000, '', 1000000)";
+  const std::string claim = limited_claim(schema, "{a}", 1000);
   schema.insert_jobs("a", 5);
   auto conn = open_connection(schema.config().database, "test");
-  {
-    pqxx::work txn(*conn);
-    EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 5);
-    txn.commit();
-  }
+  EXPECT_EQ(claim_committed(*conn, claim), 5);
   schema.insert_jobs("a", 100000);
   pqxx::work txn(*conn);
   // The counts before and after the claim: the view may still hold the first claim's.

@@ -17,6 +17,13 @@
 -- blocking, up to about 2,000 due jobs of such partitions ahead per queue). At most six
 -- windows per claim.
 --
+-- Unkeyed limits only (no keyed limit matches a served queue and type): a job's partitions
+-- follow from its queue and type, so the window is the first due jobs of each served queue
+-- and type instead (read by type, as the plain claim reads them), and it is the only one:
+-- what a pair's partitions turn down has nothing behind it another window could take. A
+-- further window only reads past chosen jobs another claimer had locked. With one queue and
+-- one set of partitions, the choice is the first candidates within the least room.
+--
 -- Held partitions across claims: a keyed partition found without room while jobs of it
 -- with large payloads (kept in pgjobd_limit_parts) were due is remembered in
 -- pgjobd_limit_held. Each claim learns the remembered partitions' room with its first
@@ -92,6 +99,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       rated boolean := false;  -- a rate partition was met: its bucket is written at the end
       any_keyed boolean;  -- a keyed limit exists: partitions read the payload
       any_rate boolean;   -- a rate limit exists: buckets are read
+      -- No keyed limit matches a served queue and type: a job's partitions follow from its
+      -- type and queue (below: Unkeyed limits only), and one window says all.
+      unkeyed boolean;
+      one_set boolean;  -- (unkeyed) one queue, and every candidate has the same partitions
+      passed bigint[] := '{}';  -- (unkeyed) chosen, but locked by another claimer
       -- Partition locks held: each takes an entry in the server's shared lock table
       -- (max_locks_per_transaction × connections in all), so a claim takes at most 128;
       -- partitions beyond wait for the next claim, as if another claimer held them.
@@ -137,7 +149,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       -- A remembered partition counts only while a due job of this claim's queues and types
       -- is kept in it (one row read to know), so that an entry whose jobs ended costs
       -- nothing and reports nothing.
-      IF any_keyed THEN
+      unkeyed := NOT EXISTS (
+        SELECT 1 FROM @schema@.pgjobd_limits l
+        WHERE l.key IS NOT NULL AND (l.types IS NULL OR l.types && pgjobd_claim_limited.types)
+          AND (l.queues IS NULL OR l.queues && pgjobd_claim_limited.queues));
+      IF any_keyed AND NOT unkeyed THEN
         remembered := ARRAY(
           SELECT h.limit_name || chr(31) || h.part
           FROM @schema@.pgjobd_limit_held h
@@ -181,74 +197,120 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                                    WHERE NOT (k.pid = ANY (remembered)))
             INTO skip, skip_pid, held_new;
         END IF;
-        WITH w AS MATERIALIZED (
-          SELECT x.id, x.qi, x.parts, x.big,
-                 row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
-          FROM (
-            SELECT j.id, j.qi, j.priority, j.run_at, j.parts, j.big,
-                   row_number() OVER (PARTITION BY j.parts
-                                      ORDER BY j.priority DESC, j.run_at, j.id) AS turn
+        IF unkeyed THEN
+          -- Unkeyed limits only: the candidates are the first due jobs of each served queue
+          -- and type (what the queue's free slots and the claim could take), read through
+          -- the index by type like the plain claim's, each pair's partitions computed once.
+          -- Every job of a pair has the same partitions, so jobs a pair's partitions turn
+          -- down have no due job behind them that another window could take: this one is
+          -- the only one. Partitions take turns as in a window below.
+          WITH a AS MATERIALIZED (  -- each pair's partitions computed once, not per job
+            SELECT q.queue, q.qi, t.type, least(q.free, total - taken) AS want,
+                   ARRAY(SELECT l.name || chr(31) FROM @schema@.pgjobd_limits l
+                         WHERE l.key IS NULL
+                           AND (l.types IS NULL OR t.type = ANY (l.types))
+                           AND (l.queues IS NULL OR q.queue = ANY (l.queues))
+                         ORDER BY l.name) AS parts
             FROM unnest(queues, left_in_queue) WITH ORDINALITY AS q(queue, free, qi)
-            CROSS JOIN LATERAL (
-              -- At most scan_budget due rows per queue and window, in claim order: the
-              -- partitions left out are read past only that far, so a claim's cost stays
-              -- bounded whatever backlog a saturated partition has.
-              SELECT b.id, q.qi, b.priority, b.run_at, b.parts, b.big FROM (
-                SELECT j.id, j.priority, j.run_at, pu.parts || pk.parts AS parts,
-                       any_keyed AND pg_column_size(j.payload) > 8192
-                         AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_parts c
-                                         WHERE c.job_id = j.id) AS big
-                FROM @schema@.jobs j
-                -- The unkeyed limits' partitions depend on the type and queue only, so
-                -- they are computed once per pair (memoized), not once per row; only the
-                -- keyed ones read the payload, and only when a keyed limit exists. A large
-                -- payload (pg_column_size reads its size without detoasting it) is read
-                -- once: its partition is kept in pgjobd_limit_parts (below: Large payloads).
-                CROSS JOIN LATERAL (
-                  SELECT ARRAY(SELECT l.name || chr(31) FROM @schema@.pgjobd_limits l
-                               WHERE l.key IS NULL
-                                 AND (l.types IS NULL OR j.type = ANY (l.types))
-                                 AND (l.queues IS NULL OR j.queue = ANY (l.queues))
-                               ORDER BY l.name) AS parts
-                  OFFSET 0) pu  -- computed once per row, not once per use
-                CROSS JOIN LATERAL (
-                  SELECT ARRAY(SELECT l.name || chr(31) || CASE
-                                 WHEN pg_column_size(j.payload) <= 8192
-                                   THEN @schema@.pgjobd_limit_part(j.payload, l.key)
-                                 ELSE coalesce(
-                                   (SELECT c.part FROM @schema@.pgjobd_limit_parts c
-                                    WHERE c.job_id = j.id AND c.key = l.key),
-                                   @schema@.pgjobd_limit_part(j.payload, l.key)) END
-                               FROM @schema@.pgjobd_limits l
-                               WHERE any_keyed AND l.key IS NOT NULL
-                                 AND (l.types IS NULL OR j.type = ANY (l.types))
-                                 AND (l.queues IS NULL OR j.queue = ANY (l.queues))
-                               ORDER BY l.name) AS parts
-                  OFFSET 0) pk
-                WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
-                  AND j.run_at <= now() AND j.type = ANY (types)
-                  -- Taken in an earlier window: this claim holds its lock, and its row is
-                  -- written only at the end.
-                  AND NOT (j.id = ANY (claimed))
-                  -- Kept rows of partitions found without room: not read (a hashed set).
-                  AND j.id NOT IN (SELECT unnest(skip))
-                ORDER BY j.priority DESC, j.run_at, j.id
-                LIMIT scan_budget
-              ) b
-              WHERE NOT (b.parts && blocked) AND NOT (capping AND b.parts && capped)
-              LIMIT window_size
-            ) j
+            CROSS JOIN (SELECT DISTINCT u.type FROM unnest(types) AS u(type)) t
             WHERE q.free > 0
               AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
                               WHERE pq.queue = q.queue AND pq.paused)
-          ) x
-        )
-        SELECT ARRAY(SELECT w.id FROM w ORDER BY w.ord),
-               ARRAY(SELECT w.qi FROM w ORDER BY w.ord),
-               ARRAY(SELECT w.id FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
-               ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
-               ARRAY(SELECT w.id FROM w WHERE w.big)
-          INTO w_id, w_qi, e_id, e_pid, w_big;
+          ), w AS MATERIALIZED (
+            SELECT x.id, x.qi, x.parts,
+                   row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
+            FROM (
+              SELECT j.id, a.qi, a.parts, j.priority, j.run_at,
+                     row_number() OVER (PARTITION BY a.parts
+                                        ORDER BY j.priority DESC, j.run_at, j.id) AS turn
+              FROM a CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at FROM @schema@.jobs j
+                WHERE j.queue = a.queue AND j.type = a.type
+                  AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+                  AND j.id NOT IN (SELECT unnest(claimed))
+                  AND j.id NOT IN (SELECT unnest(passed))
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT a.want) j
+            ) x
+          )
+          SELECT ARRAY(SELECT w.id FROM w ORDER BY w.ord),
+                 ARRAY(SELECT w.qi FROM w ORDER BY w.ord),
+                 ARRAY(SELECT w.id FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+                 ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+                 '{}',
+                 cardinality(queues) = 1 AND (SELECT count(DISTINCT w.parts) FROM w) <= 1
+            INTO w_id, w_qi, e_id, e_pid, w_big, one_set;
+        ELSE
+          WITH w AS MATERIALIZED (
+            SELECT x.id, x.qi, x.parts, x.big,
+                   row_number() OVER (ORDER BY x.priority DESC, x.turn, x.run_at, x.id) AS ord
+            FROM (
+              SELECT j.id, j.qi, j.priority, j.run_at, j.parts, j.big,
+                     row_number() OVER (PARTITION BY j.parts
+                                        ORDER BY j.priority DESC, j.run_at, j.id) AS turn
+              FROM unnest(queues, left_in_queue) WITH ORDINALITY AS q(queue, free, qi)
+              CROSS JOIN LATERAL (
+                -- At most scan_budget due rows per queue and window, in claim order: the
+                -- partitions left out are read past only that far, so a claim's cost stays
+                -- bounded whatever backlog a saturated partition has.
+                SELECT b.id, q.qi, b.priority, b.run_at, b.parts, b.big FROM (
+                  SELECT j.id, j.priority, j.run_at, pu.parts || pk.parts AS parts,
+                         any_keyed AND pg_column_size(j.payload) > 8192
+                           AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_parts c
+                                           WHERE c.job_id = j.id) AS big
+                  FROM @schema@.jobs j
+                  -- The unkeyed limits' partitions depend on the type and queue only, so
+                  -- they are computed once per pair (memoized), not once per row; only the
+                  -- keyed ones read the payload, and only when a keyed limit exists. A large
+                  -- payload (pg_column_size reads its size without detoasting it) is read
+                  -- once: its partition is kept in pgjobd_limit_parts (below: Large payloads).
+                  CROSS JOIN LATERAL (
+                    SELECT ARRAY(SELECT l.name || chr(31) FROM @schema@.pgjobd_limits l
+                                 WHERE l.key IS NULL
+                                   AND (l.types IS NULL OR j.type = ANY (l.types))
+                                   AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+                                 ORDER BY l.name) AS parts
+                    OFFSET 0) pu  -- computed once per row, not once per use
+                  CROSS JOIN LATERAL (
+                    SELECT ARRAY(SELECT l.name || chr(31) || CASE
+                                   WHEN pg_column_size(j.payload) <= 8192
+                                     THEN @schema@.pgjobd_limit_part(j.payload, l.key)
+                                   ELSE coalesce(
+                                     (SELECT c.part FROM @schema@.pgjobd_limit_parts c
+                                      WHERE c.job_id = j.id AND c.key = l.key),
+                                     @schema@.pgjobd_limit_part(j.payload, l.key)) END
+                                 FROM @schema@.pgjobd_limits l
+                                 WHERE any_keyed AND l.key IS NOT NULL
+                                   AND (l.types IS NULL OR j.type = ANY (l.types))
+                                   AND (l.queues IS NULL OR j.queue = ANY (l.queues))
+                                 ORDER BY l.name) AS parts
+                    OFFSET 0) pk
+                  WHERE j.queue = q.queue AND j.status IN ('pending', 'failed')
+                    AND j.run_at <= now() AND j.type = ANY (types)
+                    -- Taken in an earlier window: this claim holds its lock, and its row is
+                    -- written only at the end (a hashed set: a claim of 1,000 read past them
+                    -- with a million comparisons in its second window).
+                    AND j.id NOT IN (SELECT unnest(claimed))
+                    -- Kept rows of partitions found without room: not read (a hashed set).
+                    AND j.id NOT IN (SELECT unnest(skip))
+                  ORDER BY j.priority DESC, j.run_at, j.id
+                  LIMIT scan_budget
+                ) b
+                WHERE NOT (b.parts && blocked) AND NOT (capping AND b.parts && capped)
+                LIMIT window_size
+              ) j
+              WHERE q.free > 0
+                AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
+                                WHERE pq.queue = q.queue AND pq.paused)
+            ) x
+          )
+          SELECT ARRAY(SELECT w.id FROM w ORDER BY w.ord),
+                 ARRAY(SELECT w.qi FROM w ORDER BY w.ord),
+                 ARRAY(SELECT w.id FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+                 ARRAY(SELECT u.pid FROM w CROSS JOIN unnest(w.parts) AS u(pid) ORDER BY w.ord, u.pid),
+                 ARRAY(SELECT w.id FROM w WHERE w.big)
+            INTO w_id, w_qi, e_id, e_pid, w_big;
+        END IF;
         -- Large payloads: when the window met one whose partition is not kept, the
         -- partitions of every such job this claim may read past (the first scan_budget
         -- due jobs per queue) are kept, so that neither this claim's later windows nor
@@ -408,15 +470,21 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- The window's choice. Plenty of room (the usual case at a high limit): every
         -- partition of the window has room for all its candidates there (and, while
         -- capping, a keyed one stays within its share), so with one queue the first
-        -- candidates in claim order are the choice.
-        plenty := NOT EXISTS (
+        -- candidates in claim order are the choice. (Not asked when the next branch decides.)
+        plenty := NOT (unkeyed AND one_set) AND NOT EXISTS (
           SELECT 1 FROM (SELECT u.pid, count(*) AS n FROM unnest(e_id, e_pid) AS u(id, pid)
                          WHERE u.id <> 0  -- (a remembered partition's, no job)
                          GROUP BY u.pid) c
           JOIN unnest(p_id, p_room, p_used, p_keyed) AS s(pid, room, used, keyed)
             ON s.pid = c.pid
           WHERE c.n > s.room OR (capping AND s.keyed AND s.used + c.n > share));
-        IF plenty AND cardinality(queues) = 1 THEN
+        IF unkeyed AND one_set THEN
+          -- One queue and one set of partitions: the first candidates in claim order, as many
+          -- as the queue, the claim and each partition have room for.
+          chosen := w_id[1 : least(left_in_queue[1], total - taken, coalesce(
+            (SELECT min(s.room) FROM unnest(p_id, p_room) AS s(pid, room)
+             WHERE s.pid = ANY (e_pid)), total))];
+        ELSIF plenty AND cardinality(queues) = 1 THEN
           chosen := w_id[1 : least(left_in_queue[1], total - taken)];
         ELSE
           -- Otherwise candidates whose partitions all have room (and, while capping, keyed
@@ -482,7 +550,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           IF taken < total OR rated THEN
             WITH took AS (
               SELECT e.pid, count(*)::int AS n FROM unnest(e_id, e_pid) AS e(id, pid)
-              WHERE e.id = ANY (locked_jobs) GROUP BY e.pid
+              WHERE e.id IN (SELECT unnest(locked_jobs)) GROUP BY e.pid
             ), s AS (
               SELECT s.o, s.room - coalesce(t.n, 0) AS room, s.used + coalesce(t.n, 0) AS used
               FROM unnest(p_id, p_room, p_used) WITH ORDINALITY AS s(pid, room, used, o)
@@ -500,7 +568,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         WITH held AS (
           SELECT DISTINCT s.pid, s.o FROM unnest(e_id, e_pid) AS e(id, pid)
           JOIN unnest(p_id, p_room) WITH ORDINALITY AS s(pid, room, o) ON s.pid = e.pid
-          WHERE s.room <= 0 AND NOT (e.id = ANY (claimed)) AND NOT (s.pid = ANY (blocked))
+          WHERE s.room <= 0 AND e.id NOT IN (SELECT unnest(claimed))
+            AND NOT (s.pid = ANY (blocked))
         ), why AS (
           SELECT h.pid, split_part(h.pid, chr(31), 1) AS lim,
                  coalesce(p_reason[h.o],
@@ -520,15 +589,33 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         blocked := blocked || new_blocked;
         new_blocked := ARRAY(SELECT u.pid FROM unnest(new_blocked) AS u(pid)
                              WHERE NOT (u.pid = ANY (remembered)));
-        IF capping THEN
+        IF capping AND NOT unkeyed THEN  -- (a share caps keyed partitions only)
           capped := capped || ARRAY(
             SELECT DISTINCT s.pid FROM unnest(e_id, e_pid) AS e(id, pid)
             JOIN unnest(p_id, p_used, p_keyed) AS s(pid, used, keyed) ON s.pid = e.pid
-            WHERE s.keyed AND s.used >= share AND NOT (e.id = ANY (claimed))
+            WHERE s.keyed AND s.used >= share AND e.id NOT IN (SELECT unnest(claimed))
               AND NOT (s.pid = ANY (capped)));
         END IF;
 
-        EXIT WHEN round >= 6;
+        -- Unkeyed: another window only for chosen jobs another claimer had locked (the
+        -- next one reads past them).
+        EXIT WHEN round >= 6 OR (unkeyed AND cardinality(locked_jobs) >= cardinality(chosen));
+        IF unkeyed THEN
+          passed := passed || ARRAY(SELECT u.id FROM unnest(chosen) AS u(id)
+                                    WHERE u.id NOT IN (SELECT unnest(locked_jobs)));
+          CONTINUE;
+        END IF;
+        -- Every served type of every queue with free slots is held by an unkeyed limit's
+        -- partition without room: a further window could choose nothing, and would read up
+        -- to scan_budget rows past to learn it (at a concurrency limit reached, every claim).
+        EXIT WHEN NOT EXISTS (
+          SELECT 1 FROM unnest(queues, left_in_queue) AS q(queue, free)
+          CROSS JOIN unnest(types) AS t(type)
+          WHERE q.free > 0 AND NOT EXISTS (
+            SELECT 1 FROM @schema@.pgjobd_limits l
+            WHERE l.key IS NULL AND (l.name || chr(31)) = ANY (blocked)
+              AND (l.types IS NULL OR t.type = ANY (l.types))
+              AND (l.queues IS NULL OR q.queue = ANY (l.queues))));
         -- The remembered partitions found with room had their rows skipped in this window.
         CONTINUE WHEN round = 1 AND cardinality(freed) > 0;
         -- Another window if this one was cut short with candidates turned down: the

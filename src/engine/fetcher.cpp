@@ -70,7 +70,7 @@ void Fetcher::set_max_payload_bytes(std::int64_t bytes) {
 
 int Fetcher::claim_batch_floor() const { return std::max(1, pool_.holdable(prefetch()) / 2); }
 
-bool Fetcher::prefetch() const { return limits_ == nullptr || !limits_->active(); }
+bool Fetcher::prefetch() const { return limits_ == nullptr || limits_->prefetch_allowed(); }
 
 Millis Fetcher::max_interval() const {
   std::lock_guard lock(settings_mutex_);

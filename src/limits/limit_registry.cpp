@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace pgjobd {
 
 LimitRegistry::LimitRegistry(std::optional<Limits> configured, std::string worker_id)
@@ -133,7 +135,19 @@ bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint6
   // it applies what the database holds, and stays right once the section is written.
   const bool active =
       !definitions_.empty() || (write_pending_ && configured_ && !configured_->empty());
-  return active_.exchange(active, std::memory_order_acq_rel) && !active;
+  // prefetch_allowed(): unkeyed concurrency limits only.
+  const auto holds_prefetch = [](const LimitConfig& limit) {
+    return limit.rate_per_second > 0 || !limit.key.empty();
+  };
+  bool held = std::any_of(definitions_.begin(), definitions_.end(),
+                          [&](const LimitDefinition& d) { return holds_prefetch(d.limit); });
+  if (write_pending_ && configured_) {
+    held = held || std::any_of(configured_->begin(), configured_->end(),
+                               [&](const auto& entry) { return holds_prefetch(entry.second); });
+  }
+  active_.store(active, std::memory_order_release);
+  const bool allowed = !active || !held;
+  return !prefetch_allowed_.exchange(allowed, std::memory_order_acq_rel) && allowed;
 }
 
 }  // namespace pgjobd

@@ -34,6 +34,14 @@ class LimitRegistry {
   // successful read, and while this daemon's section waits to be written: the limited claim
   // is right whatever the database holds, the plain one only when it holds no limit.
   bool active() const { return active_.load(std::memory_order_acquire); }
+  // Claims may take jobs beyond the free workers (worker.prefetch): no limit, or unkeyed
+  // concurrency limits only. Those stay exact with prefetch, as a claimed job counts from
+  // its claim (its row is running) whether a worker runs it yet or not. A rate limit counts
+  // starts at the claim too, but jobs held for a worker would reach their handlers bunched,
+  // above the rate; a keyed limit's claim locks at most 128 partitions, so a prefetching
+  // claim over many keys takes little more while counting many more running rows. False
+  // until the first read, like active().
+  bool prefetch_allowed() const { return prefetch_allowed_.load(std::memory_order_acquire); }
 
   // Writes the configured limits when a write is pending (start, reload), then reads the
   // definitions back. Logs what changed, and warns when this daemon's section differs from
@@ -49,9 +57,9 @@ class LimitRegistry {
   void read_before_first_claim(LimitReader& store);
   // Reload: the next sync() writes these.
   void set_configured(std::optional<Limits> configured);
-  // Called (on the thread that read, after the read) when active() turns false: claims may
-  // then take jobs beyond the free workers (worker.prefetch), so a claim loop waiting for a
-  // worker's slot must look again. (A daemon starts with limits active, and its first claims
+  // Called (on the thread that read, after the read) when prefetch_allowed() turns true:
+  // claims may then take jobs beyond the free workers (worker.prefetch), so a claim loop waiting
+  // for a worker's slot must look again. (A daemon starts with limits active, and its first claims
   // come before the first sync when the claim session's own read failed.) Set before the
   // first read.
   void set_on_lifted(std::function<void()> on_lifted);
@@ -69,11 +77,12 @@ class LimitRegistry {
 
  private:
   // Takes the definitions read from the database by the read numbered `read` (numbered when
-  // asked); true when that lifted the limits. The claim session and the maintenance loop
+  // asked). The claim session and the maintenance loop
   // read on two connections, so their answers may arrive out of order: one asked before
-  // the last applied read is older than it, and dropped.
+  // the last applied read is older than it, and dropped. True when that allowed prefetch.
   bool apply_loaded(std::vector<LimitDefinition> loaded, std::uint64_t read);
-  // Loads the definitions as read number `read` and applies them (on_lifted when lifted).
+  // Loads the definitions as read number `read` and applies them (on_lifted when prefetch
+  // became allowed).
   void load(LimitReader& store, std::uint64_t read);
   // Under mutex_: whether the database's definitions differ from the configured ones.
   bool differs_from_configured(const std::vector<LimitDefinition>& loaded) const;
@@ -89,6 +98,7 @@ class LimitRegistry {
   std::uint64_t reads_asked_ = 0;   // numbers the reads in the order they were asked
   std::uint64_t read_applied_ = 0;  // the number of the read definitions_ come from
   std::atomic<bool> active_{true};
+  std::atomic<bool> prefetch_allowed_{false};
   std::function<void()> on_lifted_;
   mutable std::atomic<std::uint64_t> holds_{0};
 };
