@@ -42,6 +42,21 @@ std::string state_of(TestSchema& schema, const std::string& id) {
       id);
 }
 
+// A table the schema's jobs write their id to each time one leaves `blocked`, for a test to
+// count unblocks; returns its qualified name.
+std::string record_unblocks(TestSchema& schema) {
+  const std::string unblocks = schema.qualified("test_unblocks");
+  schema.exec("CREATE TABLE " + unblocks + " (id bigint)");
+  schema.exec("CREATE FUNCTION " + schema.qualified("test_count_unblock") +
+              "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO " + unblocks +
+              " VALUES (NEW.id); RETURN NULL; END$$");
+  schema.exec(
+      "CREATE TRIGGER test_unblock AFTER UPDATE ON {jobs} FOR EACH ROW WHEN "
+      "(OLD.status = 'blocked' AND NEW.status <> 'blocked') EXECUTE FUNCTION " +
+      schema.qualified("test_count_unblock") + "()");
+  return unblocks;
+}
+
 // Ends a job as a completion would (a plain UPDATE of its status).
 void finish(TestSchema& schema, const std::string& id, const std::string& status = "done") {
   schema.exec("UPDATE {jobs} SET status = '" + status + "', finished_at = now() WHERE id = " + id);
@@ -207,15 +222,7 @@ TEST(Dependencies, ConcurrentParentsUnblockTheirChildExactlyOnce) {
   Session app(schema);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 10;
-  const std::string unblocks = schema.qualified("test_unblocks");
-  schema.exec("CREATE TABLE " + unblocks + " (id bigint)");
-  schema.exec("CREATE FUNCTION " + schema.qualified("test_count_unblock") +
-              "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO " + unblocks +
-              " VALUES (NEW.id); RETURN NULL; END$$");
-  schema.exec(
-      "CREATE TRIGGER test_unblock AFTER UPDATE ON {jobs} FOR EACH ROW WHEN "
-      "(OLD.status = 'blocked' AND NEW.status <> 'blocked') EXECUTE FUNCTION " +
-      schema.qualified("test_count_unblock") + "()");
+  const std::string unblocks = record_unblocks(schema);
   for (int round = 0; round < 5; ++round) {
     SCOPED_TRACE(round);
     const std::vector<std::string> parents =
@@ -699,15 +706,7 @@ TEST(Dependencies, ConcurrentDaemonBatchesUnblockTheirChildExactlyOnce) {
   Session app(schema);
   constexpr int kDaemons = 4;
   constexpr int kPerDaemon = 10;
-  const std::string unblocks = schema.qualified("test_unblocks");
-  schema.exec("CREATE TABLE " + unblocks + " (id bigint)");
-  schema.exec("CREATE FUNCTION " + schema.qualified("test_count_unblock") +
-              "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO " + unblocks +
-              " VALUES (NEW.id); RETURN NULL; END$$");
-  schema.exec(
-      "CREATE TRIGGER test_unblock AFTER UPDATE ON {jobs} FOR EACH ROW WHEN "
-      "(OLD.status = 'blocked' AND NEW.status <> 'blocked') EXECUTE FUNCTION " +
-      schema.qualified("test_count_unblock") + "()");
+  const std::string unblocks = record_unblocks(schema);
   for (int round = 0; round < 5; ++round) {
     SCOPED_TRACE(round);
     const std::vector<std::string> parents =

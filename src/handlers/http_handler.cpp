@@ -164,6 +164,14 @@ struct Transfer {
   static constexpr std::size_t kExpect = 5;
   static constexpr std::size_t kHeaderCount = 6;
 
+  // The two fixed lines in place, the job's empty until set_headers.
+  static std::array<std::string, kHeaderCount> fixed_header_lines() {
+    std::array<std::string, kHeaderCount> lines;
+    lines[kContentType] = "Content-Type: application/json";
+    lines[kExpect] = "Expect:";
+    return lines;
+  }
+
   // Sets the lines for job `of` and links the nodes (a line's buffer may have moved).
   void set_headers(const Job& of) {
     std::string& id = header_lines[kJobId];
@@ -200,8 +208,7 @@ struct Transfer {
   std::optional<std::stop_callback<OnStop>> on_stop;
   EasyHandle handle;
   std::size_t active_index = 0;  // its place in the transfer thread's list in flight
-  std::array<std::string, kHeaderCount> header_lines = {
-      "Content-Type: application/json", "", "", "", "", "Expect:"};
+  std::array<std::string, kHeaderCount> header_lines = fixed_header_lines();
   std::array<curl_slist, kHeaderCount> header_nodes{};
   const std::size_t body_bytes;
   // The first bytes of the body: kMaxBodyKept for last_error, and max_result_bytes + 1 for
