@@ -803,6 +803,7 @@ TEST(JobStore, QueueStatsCountABoundedRangeAndEstimateLargerQueues) {
     EXPECT_EQ(plan.find("Bitmap"), std::string::npos) << context;
     EXPECT_EQ(plan.find("Sort Key: j"), std::string::npos) << context;  // a sort of jobs rows
     EXPECT_EQ(plan.find("Gather"), std::string::npos) << context;
+    EXPECT_EQ(plan.find("JIT"), std::string::npos) << context;  // compiled at each round
     EXPECT_NE(plan.find("jobs_claim_idx"), std::string::npos) << context;
     EXPECT_NE(plan.find("jobs_queue_status_idx"), std::string::npos) << context;  // failed
   }
