@@ -568,6 +568,23 @@ TEST(ConfigFileTest, LoadConfigErrorsNameThePath) {
   }
 }
 
+// YAML's \_ escape (a no-break space) reads, in yaml-cpp, as the single byte 0xA0, not its
+// UTF-8: such a string is refused by name, not sent to the database or written back as
+// U+FFFD (found by the config fuzzer). Raw bytes that are not UTF-8 likewise.
+TEST(ConfigFileTest, AStringThatIsNotUtf8IsRefusedByName) {
+  for (const std::string& value : {std::string("\"a\\_b\""), std::string("\"a\xff\"")}) {
+    SCOPED_TRACE(value);
+    try {
+      parse_config("handlers:\n  audit: {sql: " + value + "}\n", "t.yaml");
+      FAIL() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("t.yaml:2: handlers.audit.sql: not valid UTF-8"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ConfigFileTest, MissingFileIsAConfigError) {
   try {
     load_config("/nonexistent/pgjobd.yaml");

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "text/escape.hpp"
+#include "text/utf8.hpp"
 
 namespace pgjobd::config_detail {
 namespace {
@@ -29,6 +30,12 @@ std::string describe(const YAML::Node& node) {
 
 std::string decode(const YAML::Node& node, std::string& out) {
   if (!node.IsScalar()) return "expected a string, got " + describe(node);
+  // Raw bytes that are not UTF-8, or yaml-cpp's reading of the escapes \N, \_, \L and \P
+  // (one byte each, not the character's UTF-8): no database, log or page could take them.
+  if (valid_utf8(node.Scalar()) != node.Scalar()) {
+    return "not valid UTF-8 text (write the character itself: YAML's \\N, \\_, \\L and \\P "
+           "escapes are not supported)";
+  }
   out = node.Scalar();
   return {};
 }
