@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <tuple>
+#include <vector>
 
 #include "engine/health.hpp"
 #include "metrics/metrics.hpp"
@@ -96,6 +99,59 @@ TEST_F(CompleterTest, CompletionsArrivingDuringAWriteShareTheNextOne) {
   EXPECT_EQ(calls[0].batch.size(), 1u);
   EXPECT_EQ(calls[1].batch.size(), 300u);
   EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+}
+
+// The flush delay waits for completions that may share the write; once every job the pool
+// holds has its completion queued, none can come, and the batch goes at once (a chain of
+// dependent jobs waited the delay at each link). With a delay of an hour, only that ends
+// the waits here.
+TEST_F(CompleterTest, ABatchGoesOnceEveryJobInHandHasItsCompletion) {
+  const auto completions = running_jobs(4);
+  Completer& completer = make_completer();
+  std::atomic<int> in_hand = 3;
+  completer.set_in_hand([&] { return in_hand.load(); });
+  completer.set_flush_delay(std::chrono::hours(1));
+  completer.start();
+  completer.submit(completions[0]);
+  completer.submit(completions[1]);
+  completer.submit(completions[2]);  // the third of three in hand
+  ASSERT_TRUE(wait_written(3));
+  in_hand = 1;
+  completer.submit(completions[3]);  // the only one in hand
+  ASSERT_TRUE(wait_written(4));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].batch.size(), 3u);
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+}
+
+// After each write the completer tells what it made due (the store's report), and after a
+// write that failed, which may have committed, that the daemon must claim as for a NOTIFY.
+TEST_F(CompleterTest, TellsWhatEachWriteMadeDue) {
+  const auto completions = running_jobs(2);
+  Completer& completer = make_completer();
+  std::mutex mutex;
+  std::vector<std::tuple<std::vector<std::int64_t>, bool, int>> told;
+  completer.set_on_due([&](const std::vector<std::int64_t>& unblocked, bool other_due, int pid) {
+    std::lock_guard lock(mutex);
+    told.emplace_back(unblocked, other_due, pid);
+  });
+  const auto told_count = [&] {
+    std::lock_guard lock(mutex);
+    return told.size();
+  };
+  table_.set_completion_news({41, 42}, false, 7);
+  completer.start();
+  completer.submit(completions[0]);
+  ASSERT_TRUE(wait_until([&] { return told_count() == 1; }, seconds(10)));
+  table_.throw_next(StoreMethod::kComplete, 1);
+  completer.submit(completions[1]);
+  ASSERT_TRUE(
+      wait_until([&] { return told_count() == 3; }, seconds(20)));  // the failure, then the retry
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(told[0], std::make_tuple(std::vector<std::int64_t>{41, 42}, false, 7));
+  EXPECT_EQ(told[1], std::make_tuple(std::vector<std::int64_t>{}, true, 0));
+  EXPECT_EQ(told[2], std::make_tuple(std::vector<std::int64_t>{}, false, 0));
 }
 
 TEST_F(CompleterTest, BatchesAreCappedAtMaxBatch) {

@@ -617,6 +617,9 @@ TEST(Dependencies, AParentDeletedAsItCompletesIsDone) {
   const auto report =
       store.complete({{{jobs[0].id, jobs[0].attempt}, Outcome::kDone, {}, {}}}, "w", true);
   EXPECT_EQ(report.written, 1);
+  // The row triggers unblocked the child and sent the NOTIFY: not to be ignored.
+  EXPECT_TRUE(report.unblocked.empty());
+  EXPECT_EQ(report.notify_pid, 0);
   EXPECT_EQ(schema.count("id = " + parent), 0);
   EXPECT_EQ(state_of(schema, child), "pending|0|");
   EXPECT_EQ(schema.query("SELECT payload->'_parents'->'" + parent +
@@ -667,9 +670,20 @@ TEST(Dependencies, ADaemonsBatchNamesItsParentsWithoutARowTriggerCall) {
     EXPECT_EQ(state_of(schema, runs), "blocked|1|");
     EXPECT_EQ(state_of(schema, cancelled), "blocked|1|");
     EXPECT_EQ(state_of(schema, waits), "pending|0|");
+    // The report names the child the batch unblocked, for the daemon to claim by id, and
+    // the session whose NOTIFY of it the daemon's listener ignores.
+    EXPECT_EQ(report.unblocked, std::vector<std::int64_t>{std::stoll(waits)});
+    EXPECT_FALSE(report.other_due);
+    EXPECT_EQ(schema.query("SELECT application_name FROM pg_stat_activity WHERE pid = " +
+                           std::to_string(report.notify_pid)),
+              "pgjobd test");
     report =
         store.complete({{{jobs[2].id, jobs[2].attempt}, Outcome::kDead, "boom", {}}}, "w", false);
     EXPECT_EQ(report.written, 1);
+    // `runs` became pending through the trigger's resolution of a dead parent, which the
+    // report does not name: it says the daemon must claim as for a NOTIFY.
+    EXPECT_TRUE(report.unblocked.empty());
+    EXPECT_TRUE(report.other_due);
   }
   EXPECT_EQ(state_of(schema, cancelled), "cancelled|0|cancelled: parent " + p3 + " ended dead");
   EXPECT_EQ(state_of(schema, runs), "pending|0|");
@@ -697,6 +711,48 @@ TEST(Dependencies, ADaemonsBatchNamesItsParentsWithoutARowTriggerCall) {
   // The done batch counted its parents off their children itself: only the dead one went
   // through the function.
   EXPECT_EQ(calls("pgjobd_resolve_ends"), "1");
+}
+
+// The claim by id (ClaimStore::claim_ids) takes of the ids it is given only what the claim
+// in claim order could: due jobs of a served queue that is not paused, of a served type,
+// not held by another session, within the queue's free slots (the first in claim order).
+TEST(Dependencies, AClaimByIdTakesOnlyWhatAClaimCould) {
+  TestSchema schema;
+  Session app(schema);
+  const auto enqueue = [&](const std::string& args) {
+    return std::stoll(app.query("SELECT {s}.pgjobd_enqueue(" + args + ")"));
+  };
+  const std::int64_t low = enqueue("'a'");
+  const std::int64_t high = enqueue("'a', priority => 5");
+  const std::int64_t other_queue = enqueue("'a', queue => 'q2'");
+  const std::int64_t later = enqueue("'a', run_at => now() + interval '1 hour'");
+  const std::int64_t unserved = enqueue("'zz'");
+  const std::int64_t paused = enqueue("'a', queue => 'q3'");
+  const std::int64_t held = enqueue("'a', queue => 'q4'");
+  const std::int64_t not_asked = enqueue("'a', priority => 9");
+  schema.exec("SELECT " + schema.qualified("pgjobd_pause_queue") + "('q3')");
+  pqxx::connection holder_conn(schema.config().database.url);
+  pqxx::work holder(holder_conn);
+  holder.exec("SELECT 1 FROM " + schema.qualified("jobs") + " WHERE id = " + std::to_string(held) +
+              " FOR UPDATE");
+  PgJobStore store(schema.config().database, "test");
+  ClaimRequest request{{{"default", 1}, {"q3", 5}, {"q4", 5}}, {"a"}, 10, "w", kLease};
+  const std::vector<std::int64_t> ids = {low, high, other_queue, later, unserved, paused, held};
+  std::vector<Job> jobs = store.claim_ids(request, ids);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].id, high);  // one free slot in default: the first in claim order
+  EXPECT_EQ(jobs[0].attempt, 1);
+  EXPECT_EQ(state_of(schema, std::to_string(high)), "running|0|");
+  holder.abort();
+  request.slots = {{"default", 5}, {"q4", 5}};
+  jobs = store.claim_ids(request, ids);
+  std::vector<std::int64_t> claimed;
+  for (const Job& job : jobs) claimed.push_back(job.id);
+  std::sort(claimed.begin(), claimed.end());
+  EXPECT_EQ(claimed, (std::vector<std::int64_t>{low, held}));
+  EXPECT_EQ(state_of(schema, std::to_string(not_asked)), "pending|0|");
+  EXPECT_EQ(state_of(schema, std::to_string(later)), "pending|0|");
+  EXPECT_EQ(state_of(schema, std::to_string(paused)), "pending|0|");
 }
 
 // Daemons completing parents of one child at once, each in its own batches: the child is

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <set>
+#include <vector>
 
 #include "db/sql_text.hpp"
 #include "support/daemon_process.hpp"
@@ -283,6 +286,52 @@ TEST(Engine, NotifyWakesAnIdleEngine) {
   schema.insert_jobs("now", 1);
   EXPECT_TRUE(wait_until([&] { return ran.load(); }, 3s));
   engine.drain();
+}
+
+// Each link of a chain of dependent jobs is claimed once, by id: the completion that ends a
+// link names the next (CompletionReport::unblocked), the fetcher claims it by id without a
+// walk of the claim index, and the listener ignores the completer's own NOTIFY of it
+// (ClaimSignal::ignored_notify_pid). Claimed for that NOTIFY instead, each link cost two
+// claims (the NOTIFY's and the trailing one after it), three with the claim by id as well.
+TEST(Engine, EachLinkOfAChainIsOneClaim) {
+  TestSchema schema;
+  Config config = schema.config();
+  config.poll.min_interval = 10s;
+  config.poll.max_interval = 10s;
+  config.metrics.listen = "127.0.0.1:0";
+  std::mutex mutex;
+  std::vector<std::int64_t> ran;
+  Engine engine(config);
+  engine.register_handler("link", [&](const Job& job, std::stop_token) {
+    std::lock_guard lock(mutex);
+    ran.push_back(job.id);
+    return JobResult::done();
+  });
+  engine.start();
+  ASSERT_TRUE(wait_until([&] { return claims_made(engine) >= 2; }, 10s));
+  const double before = claims_made(engine);
+  constexpr int kLinks = 50;
+  nlohmann::json nodes = nlohmann::json::array();
+  for (int i = 0; i < kLinks; ++i) {
+    nlohmann::json node = {{"ref", "l" + std::to_string(i)}, {"type", "link"}};
+    if (i > 0) node["depends_on"] = {"l" + std::to_string(i - 1)};
+    nodes.push_back(node);
+  }
+  pqxx::connection conn(config.database.url);
+  pqxx::work txn(conn);
+  txn.exec_params(
+      "SELECT * FROM " + quote_identifier(schema.name()) + ".pgjobd_enqueue_workflow($1::jsonb)",
+      nodes.dump());
+  txn.commit();
+  ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == kLinks; }, 60s))
+      << testing::table_summary(schema);
+  const double claims = claims_made(engine) - before;
+  engine.drain();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(ran.size(), static_cast<std::size_t>(kLinks));
+  EXPECT_TRUE(std::is_sorted(ran.begin(), ran.end()));
+  // The first link's NOTIFY and trailing claim, then one claim per link after it.
+  EXPECT_LE(claims, kLinks + 5) << claims << " claims for " << kLinks << " links";
 }
 
 TEST(Engine, StopsAJobWhoseLeaseWasTakenOver) {

@@ -425,6 +425,35 @@ TEST_F(FetcherTest, AClaimForANotifyIsFollowedByOneMoreAfterTheTriggersWindow) {
   EXPECT_FALSE(table_.wait_calls(StoreMethod::kClaim, 7, milliseconds(600))) << describe();
 }
 
+// Children this daemon's completions unblocked are claimed by id (ClaimStore::claim_ids: no
+// walk of the claim index), with no trailing claim after it; when a wake-up is due as well,
+// the claim in claim order takes them with the rest (by id they would pass older jobs).
+TEST_F(FetcherTest, UnblockedChildrenAreClaimedByIdWhenNothingElseWaits) {
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1)) << describe();  // at start
+  const std::int64_t child = table_.add_job("gated");
+  signal_.jobs_unblocked({child});
+  ASSERT_TRUE(gate_.wait_started(1, seconds(10))) << describe();
+  EXPECT_EQ(gate_.started()[0], child);
+  EXPECT_EQ(table_.calls(StoreMethod::kClaimIds), 1);
+  EXPECT_FALSE(table_.wait_calls(StoreMethod::kClaim, 2, milliseconds(300))) << describe();
+
+  const std::int64_t second = table_.add_job("gated");
+  const std::int64_t older = table_.add_job("gated");  // found only in claim order
+  {
+    std::lock_guard lock(signal_.mutex);
+    signal_.woken = true;  // a NOTIFY heard with it
+    signal_.unblocked.push_back(second);
+    ++signal_.events;
+  }
+  signal_.cv.notify_one();
+  ASSERT_TRUE(gate_.wait_started(3, seconds(10))) << describe();
+  EXPECT_EQ(table_.calls(StoreMethod::kClaimIds), 1) << describe();
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 2) << describe();
+  const std::vector<std::int64_t> started = gate_.started();
+  EXPECT_NE(std::find(started.begin(), started.end(), older), started.end());
+}
+
 // Anyone who may connect can NOTIFY the trigger's channel: a flood of NOTIFYs that find
 // nothing costs a bounded claim rate (Fetcher::kNotifyGapMax: at most two claims per 20 ms,
 // here over 1 s with a NOTIFY every 0.2 ms, where a claim per NOTIFY made thousands), and a

@@ -74,7 +74,7 @@ TEST(LoopErrorsTest, ListenLoopSurvivesAnExceptionThatIsNoDbError) {
   std::atomic<int> wakes{0};
   NotifyListener listener(
       database,
-      [&] {
+      [&](int /*sender_pid*/) {
         // The wake-up on connect: the first one throws, as a bug in a callback would.
         if (++wakes == 1) throw std::runtime_error("a bug in the wake-up");
       },

@@ -32,7 +32,7 @@ TEST(NotifyListenerTest, WakesOnConnectAndOncePerNotification) {
   std::atomic<int> wakes{0};
   std::atomic<int> cancels{0};
   NotifyListener listener(
-      database, [&] { ++wakes; }, [&] { ++cancels; }, metrics);
+      database, [&](int /*sender_pid*/) { ++wakes; }, [&] { ++cancels; }, metrics);
   listener.start();
   ASSERT_TRUE(
       database.table().wait_until([&] { return database.table().listen_sessions_opened() == 1; }));

@@ -39,6 +39,7 @@ std::set<int> parameter_numbers(const std::string& sql) {
 const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kClaim, 8},
     {stmt::kClaimWithDue, 9},
+    {stmt::kClaimIds, 9},
     {stmt::kNextDue, 3},
     {stmt::kComplete, 11},
     {stmt::kCompleteDeleteDone, 11},

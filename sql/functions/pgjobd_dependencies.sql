@@ -276,9 +276,13 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_dependencies_resolve() RETURNS trigge
       END IF;
       -- Children a daemon's batch counted to 0 (src/db/statements.cpp, `counted`): one its
       -- other parents cancelled or unblocked meanwhile is no longer blocked and is skipped.
+      -- Their NOTIFY is sent as is, not through pgjobd_notify_jobs: the daemon that wrote the
+      -- batch claims them by id and ignores it (src/engine/claim_signal.hpp), so no INSERT
+      -- may rely on it, and it leaves the shared clock alone. A NOTIFY per batch that
+      -- unblocks children, not per child.
       IF unblock <> '' THEN
         IF @schema@.pgjobd_unblock(unblock::bigint[]) > 0 THEN
-          PERFORM @schema@.pgjobd_notify_jobs();
+          PERFORM pg_notify('pgjobd_jobs', @schema_name@);
         END IF;
       END IF;
       RETURN NULL;

@@ -177,6 +177,18 @@ ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
   });
 }
 
+std::vector<Job> PgJobStore::claim_ids(const ClaimRequest& request,
+                                       const std::vector<std::int64_t>& ids) {
+  connect();
+  return guarded("claim", [&] {
+    const pqxx::result rows = run_claim(stmt::kClaimIds, request, int_array_literal(ids));
+    std::vector<Job> jobs;
+    jobs.reserve(rows.size());
+    for (const auto& row : rows) jobs.push_back(job_from_row(row));
+    return jobs;
+  });
+}
+
 LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
@@ -358,6 +370,12 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
                                   worker_id, common_attempt, result_array, kCompletionLockWait);
         report.written = rows[0][0].as<int>();
         report.stale = static_cast<int>(batch.size()) - report.written;
+        if (!delete_done) {  // kComplete: the children it counted to 0 (statements.hpp)
+          report.unblocked = parse_bigint_array({rows[0][1].c_str(), rows[0][1].size()})
+                                 .value_or(std::vector<std::int64_t>{});
+          report.other_due = rows[0][2].as<bool>();
+          report.notify_pid = notify_pid();
+        }
         return report;
       } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != "55P03") throw;  // lock_not_available: nothing was written
@@ -382,8 +400,17 @@ CompletionReport PgJobStore::write_completions(const std::vector<Completion>& ba
     }
     report.stale =
         static_cast<int>(batch.size()) - report.written - static_cast<int>(report.held.size());
+    // The row triggers resolved the children (kCompleteSkipLocked has no `counted`).
+    report.other_due = !delete_done;
+    report.notify_pid = delete_done ? 0 : notify_pid();
     return report;
   });
+}
+
+int PgJobStore::notify_pid() {
+  // Behind a transaction pooler the next statement may run in another server process, and
+  // the process id the session was given is the pooler's to choose.
+  return session_.transaction_pooler() ? 0 : session_.connection().backendpid();
 }
 
 bool PgJobStore::run_and_complete(const std::string& sql, const Job& job,

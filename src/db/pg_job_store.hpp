@@ -42,6 +42,8 @@ class PgJobStore final : public JobStore {
   ClaimWithDue claim_with_due(const ClaimRequest& request,
                               const std::vector<std::string>& due_queues) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
+  std::vector<Job> claim_ids(const ClaimRequest& request,
+                             const std::vector<std::int64_t>& ids) override;
   DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
                     std::chrono::microseconds look_back) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
@@ -81,10 +83,12 @@ class PgJobStore final : public JobStore {
   auto guarded(const char* operation, Fn&& fn);
   CompletionReport write_completions(const std::vector<Completion>& batch,
                                      const std::string& worker_id, bool delete_done);
+  // CompletionReport::notify_pid of this session (connected).
+  int notify_pid();
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
-  // One of the claim statements (kClaim, kClaimWithDue, kClaimLimited), alone in its round
-  // trip: the request as $1..$8, then `more`.
+  // One of the claim statements (kClaim, kClaimWithDue, kClaimIds, kClaimLimited), alone in its
+  // round trip: the request as $1..$8, then `more`.
   template <typename... More>
   pqxx::result run_claim(const char* name, const ClaimRequest& request, More&&... more);
 

@@ -15,11 +15,11 @@ class PgNotifications::Receiver final : public pqxx::notification_receiver {
   Receiver(pqxx::connection_base& conn, PgNotifications& owner, const char* channel,
            NotifyChannel kind)
       : pqxx::notification_receiver(conn, channel), owner_(owner), kind_(kind) {}
-  void operator()(const std::string& payload, int /*backend_pid*/) override {
+  void operator()(const std::string& payload, int backend_pid) override {
     // The payload is the schema of the table concerned; daemons of other schemas in the
     // same database ignore it.
     if ((payload.empty() || payload == owner_.schema_) && owner_.on_notify_ != nullptr) {
-      (*owner_.on_notify_)(kind_);
+      (*owner_.on_notify_)(kind_, backend_pid);
     }
   }
 
@@ -89,7 +89,7 @@ PgNotifications::~PgNotifications() {
 
 int PgNotifications::socket() const { return session_.socket(); }
 
-void PgNotifications::consume(const std::function<void(NotifyChannel)>& on_notify) {
+void PgNotifications::consume(const std::function<void(NotifyChannel, int)>& on_notify) {
   on_notify_ = &on_notify;
   // Not through call(), which drops the connection on an error: the receivers hold it, so
   // it goes with them (the listener replaces this object after an error).

@@ -25,7 +25,7 @@ class PgNotifications final : public Notifications {
   PgNotifications& operator=(const PgNotifications&) = delete;
 
   int socket() const override;
-  void consume(const std::function<void(NotifyChannel)>& on_notify) override;
+  void consume(const std::function<void(NotifyChannel, int)>& on_notify) override;
 
  private:
   class Receiver;
@@ -34,7 +34,7 @@ class PgNotifications final : public Notifications {
   std::unique_ptr<Receiver> jobs_receiver_;
   std::unique_ptr<Receiver> cancel_receiver_;
   std::unique_ptr<Receiver> limits_receiver_;
-  const std::function<void(NotifyChannel)>* on_notify_ = nullptr;  // set only inside consume()
+  const std::function<void(NotifyChannel, int)>* on_notify_ = nullptr;  // set only inside consume()
 };
 
 }  // namespace pgjobd

@@ -163,15 +163,17 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM (SELECT min(next_at) AS next_at FROM probes) m
 WHERE EXISTS (SELECT 1 FROM short_claim))";
 
-// kClaim's parts, reading its parameters (statements.hpp): its CTEs (the last, `claimed`,
-// the claimed rows) and the rows it returns ({due_column}: kClaimWithDue's one more column).
-constexpr const char* kClaimCtes = R"(slots AS (
+// kClaim's parts, reading its parameters (statements.hpp): its CTEs (`slots`, the pick
+// ending in `picked`, and `claimed`, the claimed rows) and the rows it returns
+// ({due_column}: kClaimWithDue's one more column).
+constexpr const char* kClaimSlotsCte = R"(slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
   WHERE set_config('synchronous_commit',
                    coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
                    true) IS NOT NULL
     AND {s_not_paused}
-), arms AS (
+))";
+constexpr const char* kClaimPickCtes = R"(arms AS (
   SELECT slots.queue, slots.free, t.type
   FROM slots CROSS JOIN (SELECT DISTINCT t.type FROM unnest($3::text[]) AS t(type)) t
 ), firsts AS (
@@ -203,7 +205,8 @@ constexpr const char* kClaimCtes = R"(slots AS (
   WHERE s.take > 0
   ORDER BY c.priority DESC, c.run_at, c.id
   LIMIT $4
-), claimed AS (
+))";
+constexpr const char* kClaimUpdateCte = R"(claimed AS (
   UPDATE {jobs} j
   SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
       locked_until = now() + $6::bigint * interval '1 millisecond',
@@ -211,6 +214,27 @@ constexpr const char* kClaimCtes = R"(slots AS (
   WHERE j.id = ANY (ARRAY(SELECT p.id FROM picked p))
   RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
 ))";
+// kClaimIds' pick: the rows of $9 among the served queues' free slots and types, due and
+// not held, in claim order within each queue. Found through jobs_pkey alone: every other
+// condition of the first read is an IS TRUE the planner cannot match to an index, so the
+// pinned plan never walks jobs_claim_type_idx (whose dead entries, after a burst, are what
+// this claim exists to avoid). The rows are read without locks first (a window function
+// cannot sit beside FOR UPDATE), then locked by id, skipping those another session holds.
+constexpr const char* kClaimIdsPickCtes = R"(candidates AS (
+  SELECT j.id, s.free,
+         row_number() OVER (PARTITION BY j.queue ORDER BY j.priority DESC, j.run_at, j.id) AS n
+  FROM {jobs} j JOIN slots s ON (s.queue = j.queue) IS TRUE
+  WHERE j.id = ANY ($9::bigint[]) AND (j.type = ANY ($3::text[])) IS TRUE
+    AND (j.status IN ('pending', 'failed')) IS TRUE AND (j.run_at <= now()) IS TRUE
+), picked AS (
+  SELECT j.id FROM {jobs} j
+  WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates c WHERE c.n <= c.free))
+    AND (j.status IN ('pending', 'failed')) IS TRUE AND (j.run_at <= now()) IS TRUE
+  ORDER BY j.id
+  LIMIT $4
+  FOR UPDATE OF j SKIP LOCKED
+))";
+
 constexpr const char* kClaimRows = R"(
 SELECT c.id, c.queue, c.type, CASE WHEN octet_length(b.body) <= $8 THEN b.body END,
        c.attempts, c.max_attempts, c.priority,
@@ -346,7 +370,17 @@ WITH ordered AS (
 ),)";
 constexpr const char* kCompleteCount = R"(
 SELECT CASE WHEN set_config('lock_timeout', $11::text, true) IS NOT NULL{noted}
-            THEN ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int END{noted_end})";
+            THEN ((SELECT count(*) FROM done) + (SELECT count(*) FROM other))::int END{noted_end}{due_columns})";
+// kComplete's two more columns (read after the count, whose CASE sets pgjobd.noted first):
+// the children it counted to 0, which its trigger makes pending unless they start later
+// (the daemon claims them by id: Fetcher), and whether the trigger may also have made jobs
+// due another way (a parent ended dead or cancelled: its children resolved, a dead
+// letter enqueued), for which the daemon makes a claim of its own (CompletionReport).
+constexpr const char* kCompleteDueColumns = R"(,
+       (SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}') FROM counted c
+        WHERE c.blocked_by = 0)::text,
+       EXISTS (SELECT 1 FROM other o
+               WHERE o.status = 'dead' OR (o.status = 'cancelled' AND o.has_children)))";
 // kComplete (rows kept, none skipped: nearly every batch) resolves the children of the
 // parents it ended done itself, and tells the dependency triggers
 // (sql/functions/pgjobd_dependencies.sql) the rest instead of leaving it to a row trigger per
@@ -436,6 +470,7 @@ std::string completion(bool delete_done, bool skip_locked) {
                   kCompleteDoneCte + kCompleteOtherCte + (counted ? kCompleteCountedCte : "") +
                   (skip_locked ? kCompleteHeld : kCompleteCount),
               {{"{noted}", delete_done ? "" : kCompleteNoted},
+               {"{due_columns}", counted ? kCompleteDueColumns : ""},
                {"{noted_end}", delete_done ? "" : " END"},
                {"{done_ids}", skip_locked ? kLockedDoneIds : kDoneIds},
                {"{other_ids}", skip_locked ? kLockedOtherIds : kOtherIds},
@@ -913,16 +948,17 @@ constexpr const char* kNotifyFinishedSql = R"(
 SELECT count(pg_notify('pgjobd_finished', p))::int
 FROM set_config('synchronous_commit', 'off', true) s, unnest($1::text[]) p)";
 
-// kClaim or kClaimWithDue: `sql` with the claim's parts, `due_column` the latter's extra
-// column.
-std::string claim_statement(const char* sql, const char* due_column) {
-  return fill(sql, {{"{claim_ctes}", kClaimCtes},
-                    {"{claim_rows}", kClaimRows},
-                    {"{due_column}", due_column},
-                    {"{s_not_paused}", not_paused("s.queue")},
-                    {"{due_priorities}", kDuePriorities},
-                    {"{next_at}", next_at(3)},
-                    {"{due_wait}", kDueWait}});
+// kClaim, kClaimWithDue or kClaimIds: `sql` with the claim's parts, `pick` the CTEs that
+// end in `picked`, `due_column` kClaimWithDue's extra column.
+std::string claim_statement(const char* sql, const char* pick, const char* due_column) {
+  return fill(sql,
+              {{"{claim_ctes}", std::string(kClaimSlotsCte) + ", " + pick + ", " + kClaimUpdateCte},
+               {"{claim_rows}", kClaimRows},
+               {"{due_column}", due_column},
+               {"{s_not_paused}", not_paused("s.queue")},
+               {"{due_priorities}", kDuePriorities},
+               {"{next_at}", next_at(3)},
+               {"{due_wait}", kDueWait}});
 }
 
 }  // namespace
@@ -945,8 +981,9 @@ std::string with_tables(std::string sql, const std::string& schema) {
 std::vector<Statement> job_statements(const std::string& schema) {
   const auto on = [&](std::string sql) { return with_tables(std::move(sql), schema); };
   return {
-      {kClaim, on(claim_statement(kClaimSql, ""))},
-      {kClaimWithDue, on(claim_statement(kClaimWithDueSql, ", NULL::float8"))},
+      {kClaim, on(claim_statement(kClaimSql, kClaimPickCtes, ""))},
+      {kClaimWithDue, on(claim_statement(kClaimWithDueSql, kClaimPickCtes, ", NULL::float8"))},
+      {kClaimIds, on(claim_statement(kClaimSql, kClaimIdsPickCtes, ""))},
       {kNextDue, on(fill(kNextDueSql, {{"{s_not_paused}", not_paused("s.queue")},
                                        {"{due_priorities}", kDuePriorities},
                                        {"{next_at}", next_at(2)},

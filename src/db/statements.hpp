@@ -16,6 +16,11 @@ inline constexpr const char* kClaim = "pgjobd_claim";
 // (columns 0..8; 9 is NULL) and, after a short claim with $9 given, one more row, its job
 // columns NULL, whose column 9 is kNextDue's first answer for $9 and $3.
 inline constexpr const char* kClaimWithDue = "pgjobd_claim_with_due";
+// The claim of given jobs: kClaim's $1..$8, $9 ids bigint[]. Claims those of $9 that kClaim
+// could (due, of a served queue not paused and a served type, within the queue's free slots
+// and $4), found by id: the completer names the children its batch unblocked (Fetcher).
+// Returns the claimed jobs as kClaim.
+inline constexpr const char* kClaimIds = "pgjobd_claim_ids";
 // The wait until the next job not yet due: $1 queues text[], $2 types text[], $3 look-back
 // in microseconds (bigint). Returns one row: seconds (float8) until the earliest future
 // run_at of a pending or failed job of those queues (not paused) and types, at most a day,
@@ -28,11 +33,14 @@ inline constexpr const char* kNextDue = "pgjobd_next_due";
 // ms bigint[]; $8 worker id; $9 the done rows' common attempt (0: they differ, $2 says);
 // $10 the done rows' results jsonb[] parallel to $1 (NULL elements: none; NULL: none has
 // one); $11 the longest wait for a row lock another session holds (lock_timeout text,
-// '50ms'). A row with a cancel request ends cancelled unless done. Returns the number of
-// rows written; fails with SQLSTATE 55P03 (lock_not_available), writing nothing, when a
-// row stayed locked for $11: then send kCompleteSkipLocked.
+// '50ms'). A row with a cancel request ends cancelled unless done. Returns one row: the
+// number of rows written, the ids (bigint[] text) of the blocked children whose last parent
+// it ended done, and whether a job ended dead or a parent cancelled (bool: the triggers may
+// have made other jobs due). Fails with SQLSTATE 55P03 (lock_not_available), writing
+// nothing, when a row stayed locked for $11: then send kCompleteSkipLocked.
 inline constexpr const char* kComplete = "pgjobd_complete";
-// Same, deleting done rows instead of keeping them (retention.done = 0): $10 is unused.
+// Same, deleting done rows instead of keeping them (retention.done = 0): $10 is unused, and
+// only the count comes back (the row triggers resolve the children).
 inline constexpr const char* kCompleteDeleteDone = "pgjobd_complete_delete_done";
 // kComplete's $1..$10 (no $11), never waiting: writes the rows no other session holds and
 // returns their count (one row: count, NULL), then one row (NULL, id) per held row that is

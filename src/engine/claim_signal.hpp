@@ -4,10 +4,12 @@
 // pool, the listener and the fetcher are each given the one signal, so none of them needs to hold
 // another.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace pgjobd {
 
@@ -73,6 +75,19 @@ struct ClaimSignal {
     cv.notify_one();
   }
 
+  // Blocked children a completion of this daemon unblocked (CompletionReport::unblocked):
+  // the fetcher claims them by id, without a walk of the claim index, unless a claim of
+  // its own is due anyway.
+  void jobs_unblocked(const std::vector<std::int64_t>& ids) {
+    if (ids.empty()) return;
+    {
+      std::lock_guard lock(mutex);
+      unblocked.insert(unblocked.end(), ids.begin(), ids.end());
+      ++events;
+    }
+    cv.notify_one();
+  }
+
   std::mutex mutex;
   std::condition_variable_any cv;
   // Guarded by mutex.
@@ -86,6 +101,13 @@ struct ClaimSignal {
   bool wants_written = false;  // set by the fetcher: completions_written() ends its wait
   // The earliest due_at() not yet taken by the fetcher (which resets it to max).
   std::chrono::steady_clock::time_point due_hint = std::chrono::steady_clock::time_point::max();
+  std::vector<std::int64_t> unblocked;  // jobs_unblocked() not yet taken by the fetcher
+
+  // The server process of the completer's session (CompletionReport::notify_pid; 0: none).
+  // The NOTIFY of new jobs that its writes send is ignored by this daemon's listener: after
+  // each write the completer says itself what became due (jobs_unblocked, or a wake-up).
+  // Unguarded: the listener reads it for each NOTIFY.
+  std::atomic<int> ignored_notify_pid{0};
 };
 
 }  // namespace pgjobd

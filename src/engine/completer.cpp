@@ -50,7 +50,8 @@ void Completer::submit(Completion completion) {
     const bool first = queue_.empty();
     if (first) first_queued_at_ = Clock::now();
     queue_.push_back(std::move(completion));
-    wake = first || queue_.size() == kMaxBatch;
+    wake =
+        first || queue_.size() == kMaxBatch || every_completion_in(taken_.size() + queue_.size());
   }
   if (wake) cv_.notify_one();
 }
@@ -60,6 +61,16 @@ void Completer::set_on_written(std::function<void()> on_written) {
 }
 
 void Completer::set_on_settled(OnSettled on_settled) { on_settled_ = std::move(on_settled); }
+
+void Completer::set_on_due(OnDue on_due) { on_due_ = std::move(on_due); }
+
+void Completer::set_in_hand(std::function<int()> in_hand) { in_hand_ = std::move(in_hand); }
+
+void Completer::set_flush_delay(Clock::duration delay) { flush_delay_ = delay; }
+
+bool Completer::every_completion_in(std::size_t queued) const {
+  return in_hand_ && in_hand_() <= static_cast<int>(queued);
+}
 
 void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_written) {
   on_retries_written_ = std::move(on_retries_written);
@@ -118,9 +129,10 @@ void Completer::run(const std::stop_token& stop) {
       cv_.wait_until(lock, std::min(held_retry_at_, deadline_), [] { return false; });
       continue;
     }
-    if (!stop.stop_requested() && queued() < kMaxBatch) {
-      cv_.wait_until(lock, stop, first_queued_at_ + kFlushDelay,
-                     [&] { return queued() >= kMaxBatch; });
+    const auto all_in = [&] { return every_completion_in(queued()); };
+    if (!stop.stop_requested() && queued() < kMaxBatch && !all_in()) {
+      cv_.wait_until(lock, stop, first_queued_at_ + flush_delay_,
+                     [&] { return queued() >= kMaxBatch || all_in(); });
     }
     // Items stay in hand (taken_) until written, so an outage keeps them, in order.
     if (taken_.empty() && queue_.size() <= kMaxBatch) {
@@ -147,6 +159,7 @@ void Completer::run(const std::stop_token& stop) {
       count_loop_error(&metrics_, "complete", "complete", e);
       health_.set_problem("completer", e.what());
       spdlog::warn("cannot write {} completions, will retry: {}", n - progress.settled, e.what());
+      progress.other_due = true;  // it may have committed, its NOTIFY ignored
     }
     after_write(batch, progress);
     lock.lock();
@@ -171,7 +184,7 @@ void Completer::run(const std::stop_token& stop) {
     // of the batch.
     taken_.erase(taken_.begin(), taken_.begin() + static_cast<long>(progress.settled));
     if (progress.settled == n) {
-      if (!queue_.empty()) first_queued_at_ = Clock::now() - kFlushDelay;  // flush at once
+      if (!queue_.empty()) first_queued_at_ = Clock::now() - flush_delay_;  // flush at once
       continue;
     }
     if (stop.stop_requested() && Clock::now() >= deadline_) {
@@ -202,6 +215,7 @@ void Completer::retry_held(std::unique_lock<std::mutex>& lock, bool delete_done)
     metrics_.db_error("complete");
     spdlog::warn("cannot write {} completions whose rows were locked, will retry: {}",
                  batch.size() - progress.settled, e.what());
+    progress.other_due = true;  // it may have committed, its NOTIFY ignored
   }
   after_write(batch, progress);
   const std::size_t released = progress.settled - progress.held.size();
@@ -234,6 +248,10 @@ void Completer::after_write(const std::vector<Completion>& batch, const Progress
     if (shortest) on_retries_written_(*shortest);
   }
   if (on_written_ && progress.settled > progress.held.size()) on_written_();
+  if (on_due_) {
+    published_pid_ = progress.notify_pid;
+    on_due_(progress.unblocked, progress.other_due, progress.notify_pid);
+  }
   if (on_settled_ && progress.settled > 0) on_settled_(batch, progress.settled, progress.held);
   if (progress.stale > 0) {
     metrics_.stale_write(progress.stale);
@@ -255,10 +273,19 @@ void Completer::write(const std::vector<Completion>& batch, std::size_t begin, s
     const auto write_part = [&](const std::vector<Completion>& part) {
       return store_->complete(part, worker_id_, delete_done);
     };
+    // Its NOTIFYs (the row triggers', retention.done 0) say what it makes due: not ignored.
+    if (delete_done && published_pid_ != 0 && on_due_) {
+      published_pid_ = 0;
+      on_due_({}, false, 0);
+    }
     const CompletionReport report =
         whole ? write_part(batch) : write_part(std::vector<Completion>(first, last));
     progress.stale += report.stale;
     progress.held.insert(progress.held.end(), report.held.begin(), report.held.end());
+    progress.unblocked.insert(progress.unblocked.end(), report.unblocked.begin(),
+                              report.unblocked.end());
+    progress.other_due = progress.other_due || report.other_due;
+    progress.notify_pid = report.notify_pid;
     progress.settled = end;
     return;
   } catch (const DbError& e) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,21 @@ class Completer final : public Service {
   using OnSettled = std::function<void(const std::vector<Completion>& batch, std::size_t settled,
                                        const std::vector<JobAttempt>& held)>;
   void set_on_settled(OnSettled on_settled);
+  // Called (on the completer's thread) after each write, with what it made due
+  // (CompletionReport: the children unblocked, whether other jobs may be due, the session's
+  // process, whose NOTIFYs of new jobs these calls stand for; other_due is also set after a
+  // write that failed, which may have committed), and before a write whose NOTIFYs they
+  // would not stand for, with ({}, false, 0). Set before start().
+  using OnDue = std::function<void(const std::vector<std::int64_t>& unblocked, bool other_due,
+                                   int notify_pid)>;
+  void set_on_due(OnDue on_due);
+  // How many jobs the worker pool holds (running or held), their completions among them until
+  // their slots are freed. A batch is written without waiting out the flush delay once every
+  // one of them has its completion queued: no other completion is coming to share it (a
+  // chain of dependent jobs waited the whole delay at each link). Set before start().
+  void set_in_hand(std::function<int()> in_hand);
+  // kFlushDelay unless set (tests). Set before start().
+  void set_flush_delay(std::chrono::steady_clock::duration delay);
 
   // The attempts of completions not yet written, the batch being written and those whose
   // rows are held by another session included: their leases must still be renewed, or a
@@ -77,9 +93,14 @@ class Completer final : public Service {
   struct Progress {
     std::size_t settled = 0;  // batch[0, settled) written, dropped or found held
     int stale = 0;
-    std::vector<JobAttempt> held;  // of those settled, the ones whose rows were held
+    std::vector<JobAttempt> held;         // of those settled, the ones whose rows were held
+    std::vector<std::int64_t> unblocked;  // CompletionReport's, of the writes so far
+    bool other_due = false;
+    int notify_pid = 0;
   };
   void run(const std::stop_token& stop);
+  // Whether `queued` completions are those of every job the pool holds (set_in_hand).
+  bool every_completion_in(std::size_t queued) const;
   // Writes held_ again (called with the lock held; unlocks it while writing).
   void retry_held(std::unique_lock<std::mutex>& lock, bool delete_done);
   // After a write of batch[0, progress.settled): the callbacks, and the stale count.
@@ -109,13 +130,17 @@ class Completer final : public Service {
   std::chrono::steady_clock::time_point held_retry_at_;
   std::chrono::milliseconds held_delay_ = kHeldRetryFirst;
   std::chrono::steady_clock::time_point first_queued_at_;
+  std::chrono::steady_clock::duration flush_delay_ = kFlushDelay;  // set before start()
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::min();
   bool delete_done_;
   int unwritten_at_stop_ = 0;
   std::function<void(Millis)> on_retries_written_;  // set before start()
   std::function<void()> on_written_;                // set before start()
   OnSettled on_settled_;                            // set before start()
-  ServiceThread thread_;  // last: joined before the members it uses go away
+  OnDue on_due_;                                    // set before start()
+  std::function<int()> in_hand_;                    // set before start()
+  int published_pid_ = 0;  // the last notify_pid given to on_due_ (completer's thread only)
+  ServiceThread thread_;   // last: joined before the members it uses go away
 };
 
 }  // namespace pgjobd

@@ -290,6 +290,13 @@ void Engine::Impl::start() {
     signal->due_at(std::chrono::steady_clock::now() + shortest_delay);
   });
   completer_->set_on_written([signal = claim_signal_] { signal->completions_written(); });
+  completer_->set_on_due([signal = claim_signal_](const std::vector<std::int64_t>& unblocked,
+                                                  bool other_due, int notify_pid) {
+    signal->ignored_notify_pid.store(notify_pid, std::memory_order_relaxed);
+    // As the NOTIFY this stands for would (the trigger's, which other INSERTs may rely on).
+    if (other_due) signal->wake_for_insert();
+    signal->jobs_unblocked(unblocked);
+  });
   // Its session connects on its first announcement.
   finished_notifier_ = std::make_unique<FinishedNotifier>(
       database_->open_store("finished notifier", StoreUse::kOccasional), config_.database.schema,
@@ -326,6 +333,7 @@ void Engine::Impl::start() {
         metrics->set_workers_busy(working_now);
         if (for_fetcher) signal->slot_freed();
       });
+  completer_->set_in_hand([pool = pool.get()] { return pool->busy(); });
   auto fetcher = std::make_unique<Fetcher>(
       Fetcher::Options{worker_id_, config_.lease.duration, config_.poll, keys_of(handlers_),
                        config_.worker.max_payload_bytes, timings_.progress_slice, limits_.get()},
@@ -357,7 +365,18 @@ void Engine::Impl::start() {
   }
   if (config_.poll.listen_notify && !listen_through_pooler) {
     listener_ = std::make_unique<NotifyListener>(
-        *database_, [signal = claim_signal_] { signal->wake_for_insert(); },
+        *database_,
+        [signal = claim_signal_](int notify_pid) {
+          // The completer's own NOTIFY: it said after that write what became due (set_on_due).
+          if (notify_pid != 0 &&
+              notify_pid == signal->ignored_notify_pid.load(std::memory_order_relaxed)) {
+            return;
+          }
+          // A new LISTEN session (0), after a failover maybe: the completer's process is the
+          // old server's until its next write says otherwise, and another's there.
+          if (notify_pid == 0) signal->ignored_notify_pid.store(0, std::memory_order_relaxed);
+          signal->wake_for_insert();
+        },
         [renewer = lease_renewer_.get()] { renewer->request_heartbeat(); }, *metrics_,
         [maintenance = maintenance_.get()] { maintenance->request_limits_sync(); });
   }

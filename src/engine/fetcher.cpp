@@ -105,7 +105,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   const auto limit_slot_freed = [&] { return limit_held_ && signal_.written != written_at_claim_; };
   const auto due = [&] {
     return (signal_.woken && !notify_spaced()) || backlog_ || Clock::now() >= next_claim() ||
-           saturated_queue_has_room() || limit_slot_freed();
+           saturated_queue_has_room() || limit_slot_freed() || !signal_.unblocked.empty();
   };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
@@ -122,6 +122,8 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     if (due() && enough_free(free)) {
       woken_ = signal_.woken;
       for_insert_ = signal_.for_insert;
+      unblocked_.swap(signal_.unblocked);
+      signal_.unblocked.clear();
       signal_.woken = false;
       signal_.for_insert = false;
       signal_.woken_not_for_insert = false;
@@ -235,8 +237,19 @@ bool Fetcher::claim_once(bool woken) {
     request.types = types_;
     request.max_payload_bytes = max_payload_bytes_;
   }
+  // Children this daemon's completions unblocked are claimed by id when nothing else is
+  // known to wait: no wake-up (a NOTIFY from another session), no backlog, no queue that
+  // took every slot it was offered. Else the claim in claim order takes them with the rest
+  // (a child claimed by id would pass older or higher-priority jobs of its queue).
+  std::vector<std::int64_t> unblocked;
+  unblocked.swap(unblocked_);
+  const bool by_id = !unblocked.empty() && !woken && !trailing && !backlog_ && saturated_.empty() &&
+                     claimed_before_ && static_cast<int>(unblocked.size()) <= request.limit &&
+                     (limits_ == nullptr || !limits_->active());
   claim_began_ = Clock::now();
-  std::vector<Job> jobs = claim_jobs(request);
+  std::vector<Job> jobs = by_id ? store_->claim_ids(request, unblocked) : claim_jobs(request);
+  // One not taken may be due later (its own run_at), which only the question tells.
+  if (by_id && jobs.size() < unblocked.size()) next_due_stale_ = true;
   // A trailing claim that took up a NOTIFY while they are spaced out is not followed by
   // another: in a flood, each would be (a claim every trailing_claim, whatever the gap).
   if (for_insert_ && !(trailing && notify_gap_ > Clock::duration::zero())) {

@@ -163,6 +163,7 @@ class Fetcher final : public Service {
   std::vector<std::string> next_due_queues_;  // the queues next_due_ was asked for (reloads)
   bool woken_ = false;                        // the claim about to be made is for a wake-up
   bool for_insert_ = false;                   // ... for the INSERT trigger's NOTIFY
+  std::vector<std::int64_t> unblocked_;       // ... and ClaimSignal::unblocked, taken with it
   // The spacing of NOTIFYs that find nothing (kNotifyGapMax): the current gap (zero: none),
   // and when a NOTIFY may set off the next claim.
   std::chrono::steady_clock::duration notify_gap_{};

@@ -17,15 +17,18 @@
 
 namespace pgjobd {
 
-NotifyListener::NotifyListener(Database& database, std::function<void()> on_jobs,
+NotifyListener::NotifyListener(Database& database, std::function<void(int)> on_jobs,
                                std::function<void()> on_cancel, Metrics& metrics,
                                std::function<void()> on_limits)
     : database_(database),
       on_notify_([on_jobs = std::move(on_jobs), on_cancel = std::move(on_cancel),
-                  on_limits = std::move(on_limits)](NotifyChannel channel) {
-        const std::function<void()>& callback = channel == NotifyChannel::kCancel   ? on_cancel
-                                                : channel == NotifyChannel::kLimits ? on_limits
-                                                                                    : on_jobs;
+                  on_limits = std::move(on_limits)](NotifyChannel channel, int sender_pid) {
+        if (channel == NotifyChannel::kJobs) {
+          if (on_jobs) on_jobs(sender_pid);
+          return;
+        }
+        const std::function<void()>& callback =
+            channel == NotifyChannel::kCancel ? on_cancel : on_limits;
         if (callback) callback();
       }),
       metrics_(metrics),
@@ -73,9 +76,9 @@ void NotifyListener::run(const std::stop_token& stop) {
 void NotifyListener::listen_until_stopped(const std::stop_token& stop, Notifications& session) {
   spdlog::debug("listening for new jobs");
   // Anything inserted or cancelled while we were not listening.
-  on_notify_(NotifyChannel::kJobs);
-  on_notify_(NotifyChannel::kCancel);
-  on_notify_(NotifyChannel::kLimits);
+  on_notify_(NotifyChannel::kJobs, 0);
+  on_notify_(NotifyChannel::kCancel, 0);
+  on_notify_(NotifyChannel::kLimits, 0);
   while (!stop.stop_requested()) {
     pollfd fds[2] = {{session.socket(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) {

@@ -14,9 +14,11 @@ namespace pgjobd {
 
 class NotifyListener final : public Service {
  public:
-  // Run on the listener thread for each notification for this schema, by channel.
-  NotifyListener(Database& database, std::function<void()> on_jobs, std::function<void()> on_cancel,
-                 Metrics& metrics, std::function<void()> on_limits = {});
+  // Run on the listener thread for each notification for this schema, by channel; on_jobs
+  // with the server process that sent it (0: not known, as after a reconnect).
+  NotifyListener(Database& database, std::function<void(int sender_pid)> on_jobs,
+                 std::function<void()> on_cancel, Metrics& metrics,
+                 std::function<void()> on_limits = {});
   ~NotifyListener() override;  // stop()
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
@@ -33,7 +35,7 @@ class NotifyListener final : public Service {
   bool wait_or_stop(std::chrono::milliseconds wait) const;
 
   Database& database_;
-  const std::function<void(NotifyChannel)> on_notify_;
+  const std::function<void(NotifyChannel, int)> on_notify_;
   Metrics& metrics_;
   int stop_fd_;           // eventfd: makes the poll() in the loop return at once on stop
   ServiceThread thread_;  // last

@@ -88,6 +88,13 @@ class ClaimStore : public virtual LimitReader {
   // The claim when limits exist: the same request, each job also taking a slot or token of
   // every limit it matches; jobs whose limits have no room stay (README "Limits").
   virtual LimitedClaim claim_limited(const ClaimRequest& request) = 0;
+  // Claims those of `ids` that claim() could take (due, of a served queue not paused and a
+  // served type, within the request's slots and limit), found by id: the children a
+  // completion of this daemon just unblocked, without the walk of the claim index that a
+  // claim makes (over the entries of every job claimed since the last vacuum). No limits:
+  // the fetcher calls it only while none applies.
+  virtual std::vector<Job> claim_ids(const ClaimRequest& request,
+                                     const std::vector<std::int64_t>& ids) = 0;
 
   // When the jobs this daemon could claim become due: the pending or failed jobs of
   // `queues` (paused ones left out) whose type is one of `types`. The fetcher asks after a

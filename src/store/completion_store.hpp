@@ -3,6 +3,7 @@
 // sql handler's statement with its completion in one transaction (SqlJobStore).
 
 #include <cstddef>
+#include <cstdint>
 #include <stop_token>
 #include <string>
 #include <utility>
@@ -43,6 +44,19 @@ struct CompletionReport {
   // attempt, running, locked by this worker): to be sent again later. Neither written nor
   // stale.
   std::vector<JobAttempt> held;
+  // Blocked children whose last parent this write ended done: the database makes them
+  // pending as it commits (due at once unless their run_at is later), and NOTIFYs; the
+  // daemon claims them by id (Fetcher) and its listener ignores that NOTIFY (notify_pid).
+  std::vector<std::int64_t> unblocked;
+  // The write may have made other jobs due, announced by a NOTIFY from notify_pid (a
+  // parent's dead or cancelled end resolving its children, a dead letter): the daemon
+  // claims as for any NOTIFY. Also set when the children were resolved by the row
+  // triggers (a write skipping held rows), which say nothing of them here.
+  bool other_due = false;
+  // The server process of the session that wrote, whose NOTIFYs of new jobs the daemon's
+  // listener may ignore, as the fields above tell of them; 0 when they must not be
+  // ignored (a write that resolved no children itself, a transaction pooler's session).
+  int notify_pid = 0;
 };
 
 class CompletionStore {

@@ -26,9 +26,9 @@ class Notifications {
   virtual ~Notifications() = default;
   // A descriptor that becomes readable when something arrives (poll it with POLLIN).
   virtual int socket() const = 0;
-  // Reads what arrived and calls on_notify once per notification for this schema.
-  // Throws DbError when the session is lost.
-  virtual void consume(const std::function<void(NotifyChannel)>& on_notify) = 0;
+  // Reads what arrived and calls on_notify once per notification for this schema, with the
+  // server process that sent it (0: not known). Throws DbError when the session is lost.
+  virtual void consume(const std::function<void(NotifyChannel, int sender_pid)>& on_notify) = 0;
 };
 
 struct SchemaReport {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 namespace pgjobd::testing {
 
@@ -61,6 +62,8 @@ const char* name_of(StoreMethod method) {
       return "expire_daemons";
     case StoreMethod::kSyncDeadLetters:
       return "sync_dead_letters";
+    case StoreMethod::kClaimIds:
+      return "claim_ids";
     case StoreMethod::kAnnounceFinished:
       return "announce_finished";
   }
@@ -247,6 +250,14 @@ void FakeJobTable::set_prune_backlog(int rows, Millis per_slice) {
 int FakeJobTable::prune_backlog() const {
   std::lock_guard lock(mutex_);
   return prune_backlog_;
+}
+
+void FakeJobTable::set_completion_news(std::vector<std::int64_t> unblocked, bool other_due,
+                                       int notify_pid) {
+  std::lock_guard lock(mutex_);
+  completion_news_.unblocked = std::move(unblocked);
+  completion_news_.other_due = other_due;
+  completion_news_.notify_pid = notify_pid;
 }
 
 void FakeJobTable::set_schema_problem(std::string problem) {
@@ -479,9 +490,16 @@ LimitedClaim FakeJobStore::claim_limited(const ClaimRequest& request) {
   return claim;
 }
 
+std::vector<Job> FakeJobStore::claim_ids(const ClaimRequest& request,
+                                         const std::vector<std::int64_t>& ids) {
+  auto lock = table_->enter(StoreMethod::kClaimIds, role_);
+  return claim_locked(request, nullptr, FakeJobTable::Clock::now(), &ids);
+}
+
 std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
                                             std::vector<LimitHold>* held,
-                                            FakeJobTable::Clock::time_point now) {
+                                            FakeJobTable::Clock::time_point now,
+                                            const std::vector<std::int64_t>* only) {
   table_->claim_requests_.push_back(request);
   // Running jobs per limited type now, and the limits by type (unkeyed concurrency only).
   std::map<std::string, const LimitDefinition*> limit_of_type;
@@ -510,7 +528,8 @@ std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
   // Higher priority first, then oldest, as the real claim orders its candidates.
   std::vector<FakeRow*> candidates;
   for (auto& [id, row] : table_->rows_) {
-    if (row.status == FakeStatus::kPending && !row.deleted && row.run_at <= now) {
+    if (row.status == FakeStatus::kPending && !row.deleted && row.run_at <= now &&
+        (only == nullptr || std::find(only->begin(), only->end(), id) != only->end())) {
       candidates.push_back(&row);
     }
   }
@@ -601,7 +620,7 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
                     "22008", false);
     }
   }
-  CompletionReport report;
+  CompletionReport report = std::exchange(table_->completion_news_, {});
   for (const Completion& completion : batch) {
     FakeRow* row = table_->find(completion.job.id);
     if (row == nullptr || !table_->owned(*row, completion.job, worker_id)) {
@@ -882,7 +901,7 @@ class FakeNotifications final : public Notifications {
   FakeNotifications& operator=(const FakeNotifications&) = delete;
 
   int socket() const override { return fd_; }
-  void consume(const std::function<void(NotifyChannel)>& on_notify) override {
+  void consume(const std::function<void(NotifyChannel, int)>& on_notify) override {
     std::uint64_t count = 0;
     if (read(fd_, &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return;
     std::deque<NotifyChannel> sent;
@@ -890,7 +909,7 @@ class FakeNotifications final : public Notifications {
       std::lock_guard lock(table_->mutex_);
       sent.swap(table_->sessions_[fd_]);
     }
-    for (const NotifyChannel channel : sent) on_notify(channel);
+    for (const NotifyChannel channel : sent) on_notify(channel, 0);
     std::lock_guard lock(table_->mutex_);
     table_->delivered_ += static_cast<int>(sent.size());
     table_->changed();

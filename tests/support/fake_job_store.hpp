@@ -53,6 +53,7 @@ enum class StoreMethod {
   kRemoveDaemon,
   kExpireDaemons,
   kSyncDeadLetters,
+  kClaimIds,
   kAnnounceFinished,
 };
 // Counted from the last method, so that a method added at the end cannot outgrow the arrays.
@@ -144,6 +145,8 @@ class FakeJobTable {
   void set_prune_backlog(int rows, Millis per_slice = Millis(0));
   int prune_backlog() const;  // rows left
   void set_schema_problem(std::string problem);
+  // What the next complete() reports it made due (CompletionReport's last three fields).
+  void set_completion_news(std::vector<std::int64_t> unblocked, bool other_due, int notify_pid);
   // A store that breaks its contract, to show the engine does not trust it: claim()
   // returns pending rows whatever their queue and type (still within request.limit), and
   // queue_stats() returns `rows` whatever queues it was asked for.
@@ -233,6 +236,7 @@ class FakeJobTable {
   int prune_backlog_ = 0;
   Millis prune_per_slice_{0};
   std::string schema_problem_;
+  CompletionReport completion_news_;
   bool claim_ignores_filters_ = false;
   std::optional<std::vector<QueueStatsRow>> stats_override_;
   std::vector<std::string> paused_queues_;
@@ -268,6 +272,8 @@ class FakeJobStore final : public JobStore {
   ClaimWithDue claim_with_due(const ClaimRequest& request,
                               const std::vector<std::string>& due_queues) override;
   LimitedClaim claim_limited(const ClaimRequest& request) override;
+  std::vector<Job> claim_ids(const ClaimRequest& request,
+                             const std::vector<std::int64_t>& ids) override;
   DueTimes next_due(const std::vector<std::string>& queues, const std::vector<std::string>& types,
                     std::chrono::microseconds look_back) override;
   CompletionReport complete(const std::vector<Completion>& batch, const std::string& worker_id,
@@ -300,9 +306,10 @@ class FakeJobStore final : public JobStore {
 
  private:
   // The claim, under the table's lock; with `limited`, it applies the table's limits and
-  // records what held jobs back.
+  // records what held jobs back; with `only`, it takes none but those ids.
   std::vector<Job> claim_locked(const ClaimRequest& request, std::vector<LimitHold>* held,
-                                FakeJobTable::Clock::time_point now);
+                                FakeJobTable::Clock::time_point now,
+                                const std::vector<std::int64_t>* only = nullptr);
   // next_due's answer at `now`, due jobs counted since `since` (under the table's lock).
   DueTimes due_locked(const std::vector<std::string>& queues, const std::vector<std::string>& types,
                       FakeJobTable::Clock::time_point now,
