@@ -12,7 +12,9 @@
 #   BINS          binaries to compare, in this order in every pass (default $PGJOBD_BIN,
 #                 else build/release/pgjobd); e.g. "/tmp/old/pgjobd build/release/pgjobd"
 #                 for a before-and-after in one run
-#   JOBS          jobs per run (default 20000)
+#   JOBS          jobs per run (default 100000: about as long as wrk's run; a 20,000-job
+#                 run lasts about a second, of which the start (the first job comes 0.03 to
+#                 0.08 s after it) and the 50 ms poll are up to a tenth)
 #   REPEAT        passes (default 2); each pass runs every binary with http, then with noop
 #   OUT           CSV (default bench/results/http.csv): pass, binary, handler, jobs, jobs/s,
 #                 TCP connections the sink accepted, connections per job, load average before,
@@ -37,7 +39,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 : "${DATABASE_URL:?http.sh: set DATABASE_URL}"  # daemons.sh's
 read -r -a bins <<<"${BINS:-${PGJOBD_BIN:-build/release/pgjobd}}"
-jobs=${JOBS:-20000}
+jobs=${JOBS:-100000}
 repeat=${REPEAT:-2}
 out=${OUT:-bench/results/http.csv}
 wrk_seconds=${WRK_SECONDS:-5}

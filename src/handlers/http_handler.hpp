@@ -33,8 +33,9 @@ Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_by
 
 // The transfer threads of an http handler made with transfer_threads 0: one per four cores,
 // at most four. On 2 cores shared by the daemon, its database and the peer, a second thread
-// cost 15-25% more CPU per job for no more jobs/s (each wakes for half the batch); with many
-// cores, one thread's requests per second of one core become the ceiling (bench/README.md).
+// cost about a fifth more CPU per job for no more jobs/s (each wakes for half the batch); with
+// many cores, one thread's requests per second of one core would be the ceiling (not measured:
+// bench/README.md).
 int default_http_transfer_threads();
 
 // Whether a Content-Type names JSON: application/json or any type/subtype+json, parameters
