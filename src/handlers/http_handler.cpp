@@ -305,11 +305,10 @@ thread_local const void* current_transfer_thread = nullptr;
 // keep-alive, DNS, TLS sessions), at most `max_connections` open (worker.concurrency: no
 // more requests are ever in flight at once).
 //
-// Several such threads share one handler's requests (each its own multi handle, epoll set
-// and connections, its share of max_connections), like wrk's threads: on a machine whose
-// cores are shared with the peer and the database, one thread got one share of them, and
-// each libcurl multi handle walks its whole connection cache to find a free connection for
-// every request (bench/README.md).
+// Several such threads may share one handler's requests (each its own multi handle, epoll
+// set and connections, its share of max_connections), as wrk's threads do: where cores are
+// many, one thread's share of one core would cap the handler (default_http_transfer_threads
+// says how many; on 2 cores a second one cost more CPU than it bought, bench/README.md).
 class TransferThreads {
  public:
   // `threads` transfer threads (at least one, at most one per connection), the connections
