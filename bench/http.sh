@@ -12,12 +12,18 @@
 #   BINS          binaries to compare, in this order in every pass (default $PGJOBD_BIN,
 #                 else build/release/pgjobd); e.g. "/tmp/old/pgjobd build/release/pgjobd"
 #                 for a before-and-after in one run
-#   JOBS          jobs per run (default 20000)
+#   JOBS          jobs per run (default 100000: about as long as wrk's run; a 20,000-job
+#                 run lasts about a second, of which the start (the first job comes 0.03 to
+#                 0.08 s after it) and the 50 ms poll are up to a tenth)
 #   REPEAT        passes (default 2); each pass runs every binary with http, then with noop
 #   OUT           CSV (default bench/results/http.csv): pass, binary, handler, jobs, jobs/s,
 #                 TCP connections the sink accepted, connections per job, load average before,
 #                 CPU milliseconds per job (the daemon's user + system over its whole run,
-#                 start and drain included), and for http the jobs/s over wrk's requests/s
+#                 start and drain included), for http the jobs/s over wrk's requests/s, then
+#                 the sink's CPU milliseconds per request and its busy share (its CPU seconds
+#                 over the run's elapsed seconds: near 1 it is the bottleneck, Node's one
+#                 thread), and the CPU milliseconds per job of the PostgreSQL backends
+#                 serving the daemon (empty for wrk)
 #   WRK_SECONDS   how long wrk runs per pass (default 5)
 #
 # Each pass starts with wrk (Debian package `wrk`) against the same sink: as many keep-alive
@@ -33,7 +39,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 : "${DATABASE_URL:?http.sh: set DATABASE_URL}"  # daemons.sh's
 read -r -a bins <<<"${BINS:-${PGJOBD_BIN:-build/release/pgjobd}}"
-jobs=${JOBS:-20000}
+jobs=${JOBS:-100000}
 repeat=${REPEAT:-2}
 out=${OUT:-bench/results/http.csv}
 wrk_seconds=${WRK_SECONDS:-5}
@@ -56,6 +62,8 @@ for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.05; done
 [[ -s "$work/port" ]] || { echo "http.sh: the sink did not start" >&2; exit 1; }
 sink="http://127.0.0.1:$(cat "$work/port")"
 
+# The sink's CPU seconds so far (user + system).
+sink_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$sink_pid/stat"; }
 sink_stat() { curl -sf "$sink/stats" | sed -E "s/.*\"$1\":([0-9]+).*/\\1/"; }
 
 # The jobs' payload as daemons.sh inserts it (jsonb_build_object('n', g)), as wrk's body.
@@ -66,18 +74,21 @@ wrk.headers["Content-Type"] = "application/json"
 LUA
 
 mkdir -p "$(dirname "$out")"
-echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before,cpu_ms_per_job,ratio_to_wrk" >"$out"
+echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before,cpu_ms_per_job,ratio_to_wrk,sink_cpu_ms_per_job,sink_busy,db_cpu_ms_per_job" >"$out"
 for ((r = 1; r <= repeat; r++)); do
   curl -sf -X POST "$sink/reset"
   load1=$(cut -d' ' -f1 /proc/loadavg)
+  sink_before=$(sink_cpu)
   /usr/bin/time -f "%U %S" -o "$work/wrk.time" \
     wrk -t2 -c"$workers" -d"${wrk_seconds}s" -s "$work/post.lua" "$sink/job" >"$work/wrk.out"
+  sink_after=$(sink_cpu)
   wrk_requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
   wrk_rate=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk.out")
   wrk_cpu_ms=$(awk -v n="$wrk_requests" '{ printf "%.4f", ($1 + $2) * 1000 / n }' "$work/wrk.time")
   connections=$(sink_stat connections)
   row=$(awk -v r="$r" -v j="$wrk_requests" -v rate="$wrk_rate" -v c="$connections" -v l="$load1" \
-    -v cpu="$wrk_cpu_ms" 'BEGIN { printf "%d,wrk,http,%d,%.0f,%d,%.4f,%s,%s,1", r, j, rate, c, c / j, l, cpu }')
+    -v cpu="$wrk_cpu_ms" -v sb="$sink_before" -v sa="$sink_after" -v d="$wrk_seconds" \
+    'BEGIN { printf "%d,wrk,http,%d,%.0f,%d,%.4f,%s,%s,1,%.4f,%.2f,", r, j, rate, c, c / j, l, cpu, (sa - sb) * 1000 / j, (sa - sb) / d }')
   echo "$row" >>"$out"
   echo "http.sh: $row" >&2
   for bin in "${bins[@]}"; do
@@ -85,21 +96,27 @@ for ((r = 1; r <= repeat; r++)); do
       if [[ "$handler" == http ]]; then spec="{http: {url: '$sink/job'}}"; else spec="{builtin: noop}"; fi
       curl -sf -X POST "$sink/reset"
       load1=$(cut -d' ' -f1 /proc/loadavg)
-      rm -f "$work/cpu"
+      rm -f "$work/cpu" "$work/db_cpu"
+      sink_before=$(sink_cpu)
       HANDLER="$spec" PGJOBD_BIN="$bin" JOBS="$jobs" DAEMONS=1 MODES=each REPEAT=1 \
-        CONCURRENCY="$workers" CPU_OUT="$work/cpu" OUT="$work/run.csv" bench/daemons.sh
+        CONCURRENCY="$workers" CPU_OUT="$work/cpu" DB_CPU_OUT="$work/db_cpu" OUT="$work/run.csv" bench/daemons.sh
+      sink_after=$(sink_cpu)
       rate=$(tail -1 "$work/run.csv" | cut -d, -f8)
+      elapsed=$(tail -1 "$work/run.csv" | cut -d, -f7)
       requests=$(sink_stat requests)
       connections=$(sink_stat connections)
       if [[ "$handler" == http && "$requests" != "$jobs" ]]; then
         echo "http.sh: the sink saw $requests requests for $jobs jobs" >&2; exit 1
       fi
       cpu_ms=$(awk -v j="$jobs" '{ printf "%.4f", $1 * 1000 / j }' "$work/cpu")
+      db_cpu_ms=$(awk -v j="$jobs" '{ printf "%.4f", $1 * 1000 / j }' "$work/db_cpu")
+      sink_cols=$(awk -v j="$jobs" -v sb="$sink_before" -v sa="$sink_after" -v e="$elapsed" -v h="$handler" \
+        'BEGIN { if (h == "http") printf "%.4f,%.2f", (sa - sb) * 1000 / j, (sa - sb) / e; else printf "," }')
       ratio=""
       if [[ "$handler" == http ]]; then ratio=$(awk -v a="$rate" -v b="$wrk_rate" 'BEGIN { printf "%.3f", a / b }'); fi
       row=$(awk -v r="$r" -v b="$bin" -v h="$handler" -v j="$jobs" -v rate="$rate" -v c="$connections" \
-        -v l="$load1" -v cpu="$cpu_ms" -v ratio="$ratio" \
-        'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio }')
+        -v l="$load1" -v cpu="$cpu_ms" -v ratio="$ratio" -v sink="$sink_cols" -v db="$db_cpu_ms" \
+        'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio, sink, db }')
       echo "$row" >>"$out"
       echo "http.sh: $row" >&2
       if [[ "$handler" == http ]]; then

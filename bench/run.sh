@@ -110,7 +110,7 @@ else
   sweep=${SWEEP:-1 2 4 8 16 32 64 128 256} sweep_jobs=${SWEEP_JOBS:-50000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
-  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=20000
+  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=100000
   stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
   pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-3}

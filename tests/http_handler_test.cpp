@@ -257,6 +257,7 @@ TEST_F(HttpHandlerTest, SuccessIsDoneAndPostsPayloadWithHeaders) {
   EXPECT_EQ(header("X-Pgjobd-Job-Type"), "send_email");
   EXPECT_EQ(header("X-Pgjobd-Job-Queue"), "mail");
   EXPECT_EQ(header("X-Pgjobd-Job-Attempt"), "3");
+  EXPECT_EQ(header("User-Agent").rfind("pgjobd/", 0), 0U) << header("User-Agent");
 }
 
 TEST_F(HttpHandlerTest, AnyTwoHundredIsDone) {
@@ -388,7 +389,8 @@ struct KeptRequest {
 
 // A server that keeps connections open between requests, as most application servers do,
 // for as long as `idle_timeout_ms`. Every request gets 204, except that a body containing
-// "hang" is answered only after release() (or 10 s), for a timeout on a kept connection.
+// "hang" is answered only after release() (or 10 s), for a timeout on a kept connection, and
+// one containing "linger" only when the server stops (or after 10 s).
 class KeepAliveServer {
  public:
   // `threads`: the most requests it serves (or holds) at once.
@@ -410,6 +412,10 @@ class KeepAliveServer {
   KeepAliveServer(const KeepAliveServer&) = delete;
   KeepAliveServer& operator=(const KeepAliveServer&) = delete;
   ~KeepAliveServer() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
     release();
     mg_stop(context_);
   }
@@ -446,10 +452,12 @@ class KeepAliveServer {
     request.remote_port = info->remote_port;
     if (const char* id = mg_get_header(conn, "X-Pgjobd-Job-Id")) request.job_id = id;
     const bool hang = request.body.find("hang") != std::string::npos;
+    const bool linger = request.body.find("linger") != std::string::npos;
     {
       std::unique_lock lock(self->mutex_);
       self->requests_.push_back(request);
       if (hang) self->released_cv_.wait_for(lock, 10s, [self] { return self->released_; });
+      if (linger) self->released_cv_.wait_for(lock, 10s, [self] { return self->stopping_; });
     }
     mg_printf(conn, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
     return 204;
@@ -466,6 +474,7 @@ class KeepAliveServer {
   std::mutex mutex_;
   std::condition_variable released_cv_;
   bool released_ = false;
+  bool stopping_ = false;
   std::vector<KeptRequest> requests_;
   int closed_ = 0;
 };
@@ -643,14 +652,23 @@ const AsyncHandler& async_of(const Handler& handler) {
 
 constexpr std::size_t kInFlight = 64;
 
+// The multi tests run with one transfer thread and with two (kHttpTransferThreads aside).
+class HttpHandlerMultiTest : public ::testing::TestWithParam<int> {
+ protected:
+  static Handler handler_for(const std::string& url, Millis timeout, std::size_t concurrency) {
+    return make_http_handler(http_config(url, timeout), kHttpResultBytes,
+                             static_cast<int>(concurrency), GetParam());
+  }
+};
+INSTANTIATE_TEST_SUITE_P(TransferThreads, HttpHandlerMultiTest, ::testing::Values(1, 2));
+
 // The worker model's point: one thread starts 64 jobs and each start returns at once, so all
 // 64 requests are at the server together with none answered (a thread per request would
 // have needed 64 threads). Each has its own connection, and the next 64 jobs reuse them:
 // the connection cache is shared by all transfers.
-TEST(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
+TEST_P(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
   KeepAliveServer server(60000, static_cast<int>(kInFlight) + 8);
-  const Handler handler =
-      make_http_handler(http_config(server.url(), Millis(20000)), kHttpResultBytes, kInFlight);
+  const Handler handler = handler_for(server.url(), Millis(20000), kInFlight);
   const AsyncHandler& async = async_of(handler);
   std::vector<Job> jobs;
   for (std::size_t i = 0; i < 2 * kInFlight; ++i) {
@@ -680,10 +698,9 @@ TEST(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
 
 // A server that takes the connection and never answers: every job in flight ends by its own
 // timeout, all together rather than one after another, and as a transient failure.
-TEST(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
+TEST_P(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
   const testing::SilentServer silent;
-  const Handler handler =
-      make_http_handler(http_config(silent.url(), Millis(500)), kHttpResultBytes, kInFlight);
+  const Handler handler = handler_for(silent.url(), Millis(500), kInFlight);
   const AsyncHandler& async = async_of(handler);
   std::vector<Job> jobs;
   for (std::size_t i = 0; i < kInFlight; ++i) jobs.push_back(job_with(i + 1, "{}"));
@@ -700,10 +717,9 @@ TEST(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
 
 // A stop (cancel, lost lease, drain) ends its own request to a silent server at once, and
 // only that one.
-TEST(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
+TEST_P(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
   const testing::SilentServer silent;
-  const Handler handler =
-      make_http_handler(http_config(silent.url(), Millis(30000)), kHttpResultBytes, kInFlight);
+  const Handler handler = handler_for(silent.url(), Millis(30000), kInFlight);
   const AsyncHandler& async = async_of(handler);
   const Job first = job_with(1, "{}");
   const Job second = job_with(2, "{}");
@@ -721,6 +737,82 @@ TEST(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
   stop_second.request_stop();
   ASSERT_TRUE(results.await_all(10s));
   EXPECT_EQ(results.at(1)->outcome, Outcome::kReleased);
+}
+
+// The connections are shared out between the transfer threads, none lost to rounding: three
+// for two threads are two and one, and three requests are at the server at once.
+TEST(HttpHandlerTransferThreadsTest, ConnectionsSharedOutCarryAsManyRequestsAtOnce) {
+  KeepAliveServer server(60000, 8);
+  const Handler handler =
+      make_http_handler(http_config(server.url(), Millis(20000)), kHttpResultBytes, 3, 2);
+  const AsyncHandler& async = async_of(handler);
+  std::vector<Job> jobs;
+  for (std::int64_t id = 1; id <= 3; ++id) jobs.push_back(job_with(id, R"({"hang":true})"));
+  Results results(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) async.start(jobs[i], {}, results.done_for(i));
+  EXPECT_TRUE(testing::wait_until([&server] { return server.requests().size() == 3; }, 10s));
+  server.release();
+  ASSERT_TRUE(results.await_all(20s));
+  EXPECT_EQ(connections_of(server.requests()).size(), 3U);
+}
+
+// A job started by a job's completion (the worker pool starting the next held job) goes to
+// the transfer thread that completed it while that thread has a free connection, even when
+// another has more: no other thread is woken for it, and it goes over the connection just
+// freed.
+TEST(HttpHandlerTransferThreadsTest, AJobStartedByACompletionStaysOnItsThread) {
+  KeepAliveServer server(60000, 8);
+  // Two threads, two connections each.
+  const Handler handler =
+      make_http_handler(http_config(server.url(), Millis(20000)), kHttpResultBytes, 4, 2);
+  const AsyncHandler& async = async_of(handler);
+  const Job first_lingering = job_with(1, R"({"linger":1})");
+  const Job second_lingering = job_with(2, R"({"linger":2})");
+  const Job chain_start = job_with(3, R"({"hang":3})");
+  const Job chain_next = job_with(4, "{}");
+  std::stop_source stop_first;
+  std::stop_source stop_second;
+  Results lingering(2);
+  std::mutex mutex;
+  std::vector<std::thread::id> chain_threads;  // where each chain job ended
+  Results chain(2);
+  // The first thread (most free, the first on a tie), then the second, then the first again.
+  async.start(first_lingering, stop_first.get_token(), lingering.done_for(0));
+  async.start(second_lingering, stop_second.get_token(), lingering.done_for(1));
+  async.start(chain_start, {}, [&](JobResult result) {
+    {
+      std::lock_guard lock(mutex);
+      chain_threads.push_back(std::this_thread::get_id());
+    }
+    async.start(chain_next, {}, [&](JobResult next) {
+      {
+        std::lock_guard lock(mutex);
+        chain_threads.push_back(std::this_thread::get_id());
+      }
+      chain.done_for(1)(std::move(next));
+    });
+    chain.done_for(0)(std::move(result));
+  });
+  ASSERT_TRUE(testing::wait_until([&server] { return server.requests().size() == 3; }, 10s));
+  // The second thread is now empty, the first holds a lingering request and the chain's.
+  stop_second.request_stop();
+  ASSERT_TRUE(testing::wait_until([&lingering] { return lingering.ended() == 1; }, 10s));
+  server.release();
+  ASSERT_TRUE(chain.await_all(20s));
+  EXPECT_EQ(chain.at(0)->outcome, Outcome::kDone) << chain.at(0)->error;
+  EXPECT_EQ(chain.at(1)->outcome, Outcome::kDone) << chain.at(1)->error;
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(chain_threads.size(), 2U);
+    EXPECT_EQ(chain_threads[0], chain_threads[1]);
+  }
+  std::map<std::string, int> port_of;  // by job id: the threads' requests come in any order
+  for (const KeptRequest& request : server.requests())
+    port_of[request.job_id] = request.remote_port;
+  ASSERT_EQ(port_of.size(), 4U);
+  EXPECT_EQ(port_of["3"], port_of["4"]);
+  stop_first.request_stop();
+  ASSERT_TRUE(lingering.await_all(10s));
 }
 
 // A response header over libcurl's bound (100 KiB a line) said only "Out of memory".

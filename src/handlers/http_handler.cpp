@@ -104,7 +104,7 @@ void wake_up(int event_fd) {
 }
 
 // A stop requested for a request in flight: the transfer thread looks for stopped requests
-// once woken (TransferThread::State::abort_stopped).
+// once woken (TransferThreads::State::abort_stopped).
 struct OnStop {
   std::atomic<bool>* stop_seen;
   int wake_fd;
@@ -152,7 +152,7 @@ struct Transfer {
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
 
-  // The header lines: two fixed, four naming the job; kept as curl_slist nodes of this
+  // The header lines: three fixed, four naming the job; kept as curl_slist nodes of this
   // object's own (libcurl reads the list, never frees or changes it).
   static constexpr std::size_t kContentType = 0;
   static constexpr std::size_t kJobId = 1;
@@ -162,13 +162,17 @@ struct Transfer {
   // Without it, curl sends "Expect: 100-continue" for large bodies and waits up to a second
   // for a 100 that many servers never send.
   static constexpr std::size_t kExpect = 5;
-  static constexpr std::size_t kHeaderCount = 6;
+  // A line of ours rather than CURLOPT_USERAGENT, with which libcurl formats the line into a
+  // new allocation for every request.
+  static constexpr std::size_t kUserAgent = 6;
+  static constexpr std::size_t kHeaderCount = 7;
 
-  // The two fixed lines in place, the job's empty until set_headers.
+  // The fixed lines in place, the job's empty until set_headers.
   static std::array<std::string, kHeaderCount> fixed_header_lines() {
     std::array<std::string, kHeaderCount> lines;
     lines[kContentType] = "Content-Type: application/json";
     lines[kExpect] = "Expect:";
+    lines[kUserAgent] = std::string("User-Agent: pgjobd/") + kVersion;
     return lines;
   }
 
@@ -287,6 +291,9 @@ JobResult result_of(Transfer& transfer, CURLcode code, Millis timeout) {
   return JobResult::dead(std::move(error));
 }
 
+// The transfer thread's own State (TransferThreads::State), on that thread; else null.
+thread_local const void* current_transfer_thread = nullptr;
+
 // One http handler's requests, all driven by one thread through a libcurl multi handle: a
 // job's worker hands its request over and is free for the next job (with a thread per
 // request, each slept and was woken on its own: half the daemon's samples were thread
@@ -297,38 +304,85 @@ JobResult result_of(Transfer& transfer, CURLcode code, Millis timeout) {
 // at every transfer. The multi handle keeps one connection cache for all requests (HTTP/1.1
 // keep-alive, DNS, TLS sessions), at most `max_connections` open (worker.concurrency: no
 // more requests are ever in flight at once).
-class TransferThread {
+//
+// Several such threads may share one handler's requests (each its own multi handle, epoll
+// set and connections, its share of max_connections), as wrk's threads do: where cores are
+// many, one thread's share of one core would cap the handler (default_http_transfer_threads
+// says how many; on 2 cores a second one cost more CPU than it bought, bench/README.md).
+class TransferThreads {
  public:
-  TransferThread(std::string url, Millis timeout, std::size_t body_bytes, long max_connections)
-      : state_(std::make_shared<State>(std::move(url), timeout, body_bytes, max_connections)),
-        thread_([state = state_] { state->run(); }) {}
-  TransferThread(const TransferThread&) = delete;
-  TransferThread& operator=(const TransferThread&) = delete;
-
-  // Its requests still in flight finish first (a reload's old handler ends with its jobs).
-  ~TransferThread() {
-    state_->close();
-    // The last reference may go with a job's completion, on the thread itself: it then ends
-    // on its own once nothing is in flight, owning its state.
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else {
-      thread_.join();
+  // `threads` transfer threads (at least one, at most one per connection), the connections
+  // shared out between them: together never more than `max_connections`.
+  TransferThreads(const std::string& url, Millis timeout, std::size_t body_bytes,
+                  long max_connections, int threads) {
+    const long count = std::clamp<long>(threads, 1, std::max(max_connections, 1L));
+    for (long i = 0; i < count; ++i) {
+      const long share = max_connections / count + (i < max_connections % count ? 1 : 0);
+      shards_.push_back(Shard{std::make_shared<State>(url, timeout, body_bytes, share), {}});
+    }
+    try {
+      for (Shard& shard : shards_) {
+        shard.thread = std::thread([state = shard.state] { state->run(); });
+      }
+    } catch (...) {
+      stop_threads();
+      throw;
     }
   }
+  TransferThreads(const TransferThreads&) = delete;
+  TransferThreads& operator=(const TransferThreads&) = delete;
 
-  // Never calls `done` itself (a job stopped already ends on the transfer thread, at once):
+  // Their requests still in flight finish first (a reload's old handler ends with its jobs).
+  ~TransferThreads() { stop_threads(); }
+
+  // Never calls `done` itself (a job stopped already ends on a transfer thread, at once):
   // the worker pool may call this from a job's completion, which must not recurse.
   void start(const Job& job, std::stop_token stop, HandlerDone done) {
-    state_->add(Request{&job, std::move(stop), std::move(done)});
+    pick().add(Request{&job, std::move(stop), std::move(done)});
   }
 
  private:
+  struct State;
+
+  void stop_threads() {
+    for (Shard& shard : shards_) shard.state->close();
+    for (Shard& shard : shards_) {
+      if (!shard.thread.joinable()) continue;
+      // The last reference may go with a job's completion, on a transfer thread: it then
+      // ends on its own once nothing is in flight, owning its state. The others have nothing
+      // in flight by then (each request's completion holds a reference): they end at once.
+      if (shard.thread.get_id() == std::this_thread::get_id()) {
+        shard.thread.detach();
+      } else {
+        shard.thread.join();
+      }
+    }
+  }
+
+  // The transfer thread that calls (a job's completion starting the next job) when it has a
+  // free connection: no wake-up. Else the one with the most free connections: as long as no
+  // more requests are in flight than connections in all, none waits for one of its own
+  // (whichever took the last request had the most free, so all were as full).
+  State& pick() {
+    State* best = nullptr;
+    long most_free = 0;
+    for (const Shard& shard : shards_) {
+      const long free = shard.state->free_connections();
+      if (shard.state.get() == current_transfer_thread && free > 0) return *shard.state;
+      if (best == nullptr || free > most_free) {
+        best = shard.state.get();
+        most_free = free;
+      }
+    }
+    return *best;
+  }
+
   struct State {
-    State(std::string url_in, Millis timeout_in, std::size_t body_bytes_in, long max_connections)
+    State(std::string url_in, Millis timeout_in, std::size_t body_bytes_in, long max_connections_in)
         : url(std::move(url_in)),
           timeout(timeout_in),
           body_bytes(body_bytes_in),
+          max_connections(max_connections_in),
           epoll(::epoll_create1(EPOLL_CLOEXEC)),
           wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
           multi(curl_library().multi_init()) {
@@ -353,14 +407,22 @@ class TransferThread {
     State(const State&) = delete;
     State& operator=(const State&) = delete;
 
+    // Connections not taken by a request in flight or queued (may be below 0 for a moment
+    // when two threads pick this one at once: libcurl then queues the request until one is
+    // free).
+    long free_connections() const {
+      return max_connections - in_flight.load(std::memory_order_relaxed);
+    }
+
     // Any thread. One wake-up for a batch: a request queued behind another finds the thread
     // already woken (or not yet asleep). None from the thread itself (a job's completion
     // starting the next job): it looks at `incoming` again before it sleeps.
     void add(Request request) {
+      in_flight.fetch_add(1, std::memory_order_relaxed);
       bool wake_thread = false;
       {
         std::lock_guard lock(mutex);
-        wake_thread = incoming.empty() && std::this_thread::get_id() != thread_id;
+        wake_thread = incoming.empty() && current_transfer_thread != this;
         incoming.push_back(std::move(request));
       }
       if (wake_thread) wake_up(wake.get());
@@ -378,10 +440,7 @@ class TransferThread {
       const CurlLibrary& curl = curl_library();
       std::vector<Request> arrived;
       std::array<epoll_event, kMaxEvents> events{};
-      {
-        std::lock_guard lock(mutex);
-        thread_id = std::this_thread::get_id();
-      }
+      current_transfer_thread = this;
       bool more = false;  // requests arrived since the last look: no sleep before the next
       while (true) {
         const int ready = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()),
@@ -528,16 +587,15 @@ class TransferThread {
     // without one.
     void begin(Request request) {
       if (request.stop.stop_requested()) {
-        HandlerDone done = std::move(request.done);
-        done(JobResult::released());
+        hand_back(std::move(request.done), JobResult::released());
         return;
       }
       std::unique_ptr<Transfer> transfer;
       try {
         transfer = prepare(request);
       } catch (const std::exception& e) {
-        HandlerDone done = std::move(request.done);
-        done(JobResult::retry(std::string("handler threw: ") + e.what()));
+        hand_back(std::move(request.done),
+                  JobResult::retry(std::string("handler threw: ") + e.what()));
         return;
       }
       if (const CURLMcode code =
@@ -572,7 +630,6 @@ class TransferThread {
         curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
         curl.easy_setopt(handle, CURLOPT_HTTPHEADER, transfer->header_nodes.data());
         curl.easy_setopt(handle, CURLOPT_POST, 1L);
-        curl.easy_setopt(handle, CURLOPT_USERAGENT, user_agent.c_str());
         curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
         curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide
         curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer->error_text);
@@ -642,6 +699,13 @@ class TransferThread {
       transfer->on_stop.reset();
       transfer->clear();
       idle.push_back(std::move(transfer));
+      hand_back(std::move(done), std::move(result));
+    }
+
+    // The request's connection is free before its job ends: the completion may start the
+    // next job, which then finds room here (TransferThreads::pick).
+    void hand_back(HandlerDone done, JobResult result) {
+      in_flight.fetch_sub(1, std::memory_order_relaxed);
       done(std::move(result));
     }
 
@@ -649,7 +713,7 @@ class TransferThread {
     const std::string url;
     const Millis timeout;
     const std::size_t body_bytes;
-    const std::string user_agent = std::string("pgjobd/") + kVersion;
+    const long max_connections;  // this thread's share of the handler's
 
    private:
     // Declared before the multi handle: its clean-up may still tell on_socket to stop
@@ -661,17 +725,20 @@ class TransferThread {
     MultiHandle multi;
     std::atomic<bool> stop_seen = false;
     std::mutex mutex;
-    std::vector<Request> incoming;  // guarded by mutex
-    bool closing = false;           // guarded by mutex
-    std::thread::id thread_id;      // guarded by mutex
+    std::vector<Request> incoming;    // guarded by mutex
+    bool closing = false;             // guarded by mutex
+    std::atomic<long> in_flight = 0;  // requests added and not yet handed back
     // The transfer thread's alone, cleaned up before the multi handle (their easy handles are
     // out of it by then):
     std::vector<std::unique_ptr<Transfer>> active;  // in the multi handle
     std::vector<std::unique_ptr<Transfer>> idle;    // at most as many as were in flight at once
   };
 
-  std::shared_ptr<State> state_;
-  std::thread thread_;  // last: started once the state is complete
+  struct Shard {
+    std::shared_ptr<State> state;
+    std::thread thread;
+  };
+  std::vector<Shard> shards_;  // the threads are started once every state is complete
 };
 
 }  // namespace
@@ -696,14 +763,22 @@ bool is_json_media_type(std::string_view content_type) {
          (ends_with("+json") && type.find('/') != std::string_view::npos);
 }
 
+int default_http_transfer_threads() {
+  constexpr unsigned kCoresPerThread = 4;
+  constexpr unsigned kMaxThreads = 4;
+  return static_cast<int>(
+      std::clamp(std::thread::hardware_concurrency() / kCoresPerThread, 1U, kMaxThreads));
+}
+
 Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes,
-                          int concurrency) {
+                          int concurrency, int transfer_threads) {
   curl_library();  // a library that cannot be loaded stops the start, not every job
   const Millis timeout = config.timeout.count() > 0 ? config.timeout : kDefaultTimeout;
-  auto transfers = std::make_shared<TransferThread>(
+  auto transfers = std::make_shared<TransferThreads>(
       config.http_url, timeout,
       std::max(kMaxBodyKept, max_result_bytes == 0 ? 0 : max_result_bytes + 1),
-      static_cast<long>(std::max(concurrency, 1)));
+      static_cast<long>(std::max(concurrency, 1)),
+      transfer_threads > 0 ? transfer_threads : default_http_transfer_threads());
   return AsyncHandler([transfers](const Job& job, std::stop_token stop, HandlerDone done) {
     transfers->start(job, std::move(stop), std::move(done));
   });

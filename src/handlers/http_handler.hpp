@@ -24,11 +24,19 @@ namespace pgjobd {
 // - `stop` aborts the transfer (released); the response body kept is bounded to 4 KiB or
 //   max_result_bytes + 1, the larger;
 // - timeout 0 means 30 s here: an HTTP peer that never answers must not hold a slot forever.
-// The handler is an AsyncHandler: one thread of its own drives every request in flight, and
-// a worker that hands a job over is free at once. `concurrency` (worker.concurrency, the
-// most jobs in flight) bounds the connections it opens and keeps.
+// The handler is an AsyncHandler: `transfer_threads` threads of its own (at most one per
+// connection) drive every request in flight, each request on one of them, and a worker that
+// hands a job over is free at once. `concurrency` (worker.concurrency, the most jobs in
+// flight) bounds the connections it opens and keeps, all its threads together.
 Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes,
-                          int concurrency);
+                          int concurrency, int transfer_threads = 0);
+
+// The transfer threads of an http handler made with transfer_threads 0: one per four cores,
+// at most four. On 2 cores shared by the daemon, its database and the peer, a second thread
+// cost about a fifth more CPU per job for no more jobs/s (each wakes for half the batch); with
+// many cores, one thread's requests per second of one core would be the ceiling (not measured:
+// bench/README.md).
+int default_http_transfer_threads();
 
 // Whether a Content-Type names JSON: application/json or any type/subtype+json, parameters
 // (charset) and case aside. Exposed for tests.
