@@ -38,8 +38,9 @@
 #        rss      bench/rss.sh: one real daemon over 1,000,000 jobs, VmRSS every second
 #                                                                    -> results/rss.csv, rss.txt
 #        backlog  pgjobd bench --pending-rows 10000000: the first 100,000 jobs of a backlog
-#                 of 10,000,000 pending ones against 100,000 alone, alternating, three
-#                 passes; the ratio of the rates (goal: at least 0.8)
+#                 of 10,000,000 pending ones against 100,000 alone, alternating, five
+#                 passes; the ratio of the rates (goal: at least 0.8) and of the CPU per
+#                 job (this process's and the cluster's: steadier on a shared machine)
 #                                                -> results/backlog.json, backlog.csv
 #        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), then
 #                 one daemon POSTing 20,000 jobs to it, then the same jobs with builtin
@@ -77,7 +78,7 @@
 #   DAEMON_JOBS    jobs per multi-daemon run [100000]; REPEAT runs each [2]
 #   RSS_JOBS       jobs of the RSS run [1000000]
 #   UNCLAIMABLE_JOBS  jobs per unclaimable-rows run [20000 50000]; UNCLAIMABLE_ROWS [200000]
-#   PENDING_ROWS   the backlog phase's backlog [10000000]; BACKLOG_PASSES [3]
+#   PENDING_ROWS   the backlog phase's backlog [10000000]; BACKLOG_PASSES [5]
 #   STREAM_SECONDS length of each stream run [600]; STREAM_FRACTIONS [0.5 0.9]
 #   QUICK=1        small everything: a smoke test of the scripts, not a measurement
 #   SKIP_BUILD=1   use build/release/pgjobd as it is
@@ -113,7 +114,7 @@ else
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=100000
   stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
-  pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-3}
+  pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-5}
   stream_seconds=${STREAM_SECONDS:-600}
   main_extra=()
 fi
@@ -326,8 +327,8 @@ if wants backlog; then
     --backlog-passes "$backlog_passes" >"$out/backlog.json" 2>"$out/backlog.log"
   mark backlog after
   b=$out/backlog.json
-  echo "concurrency,jobs,pending_rows,small_backlog_jobs_per_s,backlog_jobs_per_s,backlog_ratio,backlog_ratio_min,backlog_ratio_max" >"$out/backlog.csv"
-  echo "$(jnum "$b" concurrency),$(jnum "$b" jobs),$(jnum "$b" pending_rows),$(jnum "$b" small_backlog_jobs_per_s),$(jnum "$b" backlog_jobs_per_s),$(jnum "$b" backlog_ratio),$(jnum "$b" backlog_ratio_min),$(jnum "$b" backlog_ratio_max)" >>"$out/backlog.csv"
+  echo "concurrency,jobs,pending_rows,small_backlog_jobs_per_s,backlog_jobs_per_s,backlog_ratio,backlog_ratio_min,backlog_ratio_max,small_backlog_cpu_ms_per_job,backlog_cpu_ms_per_job,backlog_cpu_ratio,load1" >"$out/backlog.csv"
+  echo "$(jnum "$b" concurrency),$(jnum "$b" jobs),$(jnum "$b" pending_rows),$(jnum "$b" small_backlog_jobs_per_s),$(jnum "$b" backlog_jobs_per_s),$(jnum "$b" backlog_ratio),$(jnum "$b" backlog_ratio_min),$(jnum "$b" backlog_ratio_max),$(jnum "$b" small_backlog_cpu_ms_per_job),$(jnum "$b" backlog_cpu_ms_per_job),$(jnum "$b" backlog_cpu_ratio),$(cut -d' ' -f1 /proc/loadavg)" >>"$out/backlog.csv"
   grep -h "backlog pass" "$out/backlog.log" >&2 || true
 fi
 
@@ -434,6 +435,7 @@ fi
     b=$out/backlog.json
     echo "backlog: the first $(jnum "$b" jobs) of $(jnum "$b" pending_rows) pending jobs, best pass $(jnum "$b" backlog_jobs_per_s) jobs/s; anchor, $(jnum "$b" jobs) alone: $(jnum "$b" small_backlog_jobs_per_s) jobs/s"
     echo "  ratio $(jnum "$b" backlog_ratio) (median of the passes; $(jnum "$b" backlog_ratio_min)-$(jnum "$b" backlog_ratio_max)), goal >= 0.8"
+    echo "  CPU per job $(jnum "$b" backlog_cpu_ms_per_job) ms against $(jnum "$b" small_backlog_cpu_ms_per_job) alone, ratio $(jnum "$b" backlog_cpu_ratio) (alone / backlog, median of the passes)"
   fi
   for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt \
     unclaimable.csv stream_summary.csv; do

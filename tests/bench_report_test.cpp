@@ -75,6 +75,20 @@ TEST(BenchReport, BacklogRatioIsReportedWhenMeasured) {
   EXPECT_EQ(report["backlog_ratio_min"].get<double>(), 0.8);
   EXPECT_EQ(report["backlog_ratio_max"].get<double>(), 0.9);
   EXPECT_NE(bench_report_table(r).find("backlog_ratio"), std::string::npos);
+  EXPECT_TRUE(report["backlog_cpu_ratio"].is_null());  // the cluster not on this machine
+}
+
+TEST(BenchReport, BacklogCpuPerJobIsReportedWhenMeasured) {
+  BenchReport r = sample_report();
+  r.pending_rows = 10000000;
+  r.backlog_cpu_ms_per_job = 0.019412;
+  r.small_backlog_cpu_ms_per_job = 0.018349;
+  r.backlog_cpu_ratio = 0.94526;
+  const auto report = nlohmann::json::parse(bench_report_json(r));
+  EXPECT_EQ(report["backlog_cpu_ms_per_job"].get<double>(), 0.0194);
+  EXPECT_EQ(report["small_backlog_cpu_ms_per_job"].get<double>(), 0.0183);
+  EXPECT_EQ(report["backlog_cpu_ratio"].get<double>(), 0.945);
+  EXPECT_NE(bench_report_table(r).find("backlog_cpu_ratio"), std::string::npos);
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ struct BenchOptions {
   // schema, <schema>_backlog) against `jobs` alone, in alternating passes.
   int pending_rows = 0;
   int backlog_passes = 3;
+  // Keep the backlog's schema after the run, and reuse one kept before (its jobs not
+  // pending deleted, its pending ones topped up to pending_rows): the 10,000,000 rows' load
+  // takes minutes.
+  bool keep_backlog = false;
   double idle_seconds = 20;  // window for idle_queries_per_s (after backoff)
   bool measure_latency = true;
   bool measure_idle = true;
@@ -74,6 +78,12 @@ struct BenchReport {
   std::optional<int> pending_rows;
   std::optional<double> backlog_jobs_per_s, small_backlog_jobs_per_s;
   std::optional<double> backlog_ratio, backlog_ratio_min, backlog_ratio_max;
+  // CPU per job, this process's and the database cluster's, each arm's median over the
+  // passes, and the median of the passes' ratios (alone over with the backlog: like
+  // backlog_ratio, 1 when the backlog costs nothing). Steadier than jobs/s on a shared
+  // machine; unset when the cluster's processes are not on this machine.
+  std::optional<double> backlog_cpu_ms_per_job, small_backlog_cpu_ms_per_job;
+  std::optional<double> backlog_cpu_ratio;
   bool checkpointed = false;  // a CHECKPOINT ran before every timed burn-down
   // --workflows: from the first child's start to the last one's end, median over the runs;
   // the same for as many independent jobs enqueued at once before each run.

@@ -66,6 +66,9 @@ std::string bench_report_json(const BenchReport& r) {
       {"backlog_ratio", optional_rounded(r.backlog_ratio, 3)},
       {"backlog_ratio_min", optional_rounded(r.backlog_ratio_min, 3)},
       {"backlog_ratio_max", optional_rounded(r.backlog_ratio_max, 3)},
+      {"backlog_cpu_ms_per_job", optional_rounded(r.backlog_cpu_ms_per_job, 4)},
+      {"small_backlog_cpu_ms_per_job", optional_rounded(r.small_backlog_cpu_ms_per_job, 4)},
+      {"backlog_cpu_ratio", optional_rounded(r.backlog_cpu_ratio, 3)},
       {"checkpointed", r.checkpointed},
       {"workflows",
        {{"fan_out_children_jobs_per_s", optional_rounded(r.fan_out_children_jobs_per_s, 0)},
@@ -128,6 +131,9 @@ std::string bench_report_table(const BenchReport& r) {
   row("backlog_ratio", opt(r.backlog_ratio, "%.3f"));
   row("backlog_ratio_min", opt(r.backlog_ratio_min, "%.3f"));
   row("backlog_ratio_max", opt(r.backlog_ratio_max, "%.3f"));
+  row("backlog_cpu_ms_per_job", opt(r.backlog_cpu_ms_per_job, "%.4f"));
+  row("small_backlog_cpu_ms_per_job", opt(r.small_backlog_cpu_ms_per_job, "%.4f"));
+  row("backlog_cpu_ratio", opt(r.backlog_cpu_ratio, "%.3f"));
   row("checkpointed", r.checkpointed ? "yes" : "no (timed phases may overlap a checkpoint)");
   row("fan_out_children_jobs_per_s", opt(r.fan_out_children_jobs_per_s, "%.0f"));
   row("independent_jobs_per_s", opt(r.independent_jobs_per_s, "%.0f"));

@@ -3,6 +3,7 @@
 // with many finished rows present.
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,12 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -41,6 +46,56 @@ double process_cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// The fields of /proc/<pid>/stat from the third (state) on: field n is [n - 3]. Empty when
+// there is no such process here.
+std::vector<std::string> proc_stat(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> fields;
+  const auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(text.substr(close + 2));
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+// The postmaster of the server process `backend` (its parent), if it runs on this machine.
+std::optional<int> postmaster_of(int backend) {
+  std::ifstream comm("/proc/" + std::to_string(backend) + "/comm");
+  std::string name;
+  if (!std::getline(comm, name) || name != "postgres") return std::nullopt;
+  const auto fields = proc_stat(backend);
+  if (fields.size() < 2) return std::nullopt;
+  return std::stoi(fields[1]);
+}
+
+// CPU seconds of the PostgreSQL cluster whose postmaster is `postmaster` (a pid on this
+// machine): the postmaster with the children it reaped (ended backends) and its live
+// children (backends, vacuum, checkpointer, WAL writer). nullopt when /proc does not show
+// it (a server on another machine).
+std::optional<double> cluster_cpu_seconds(std::optional<int> postmaster) {
+  if (!postmaster) return std::nullopt;
+  const auto ticks = [](const std::vector<std::string>& f, std::size_t from, std::size_t n) {
+    double sum = 0;
+    for (std::size_t i = from - 3; i < from - 3 + n && i < f.size(); ++i) sum += std::stod(f[i]);
+    return sum;
+  };
+  const auto self = proc_stat(*postmaster);
+  if (self.size() < 15) return std::nullopt;
+  double total = ticks(self, 14, 4);  // utime, stime, cutime, cstime
+  // Every process whose parent it is: /proc/<pid>/task/<tid>/children may miss children
+  // while they come and go (proc(5)), and a missed busy backend read 0.009 ms a job.
+  const std::string parent = std::to_string(*postmaster);
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto f = proc_stat(std::stoi(name));
+    if (f.size() >= 13 && f[1] == parent) total += ticks(f, 14, 2);
+  }
+  return total / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 double peak_rss_megabytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -57,7 +112,12 @@ class CountingNoop {
         std::lock_guard lock(mutex_);
         starts_[job.id] = Clock::now();
       }
-      if (calls_.fetch_add(1, std::memory_order_relaxed) + 1 >= target_.load()) {
+      const long long calls = calls_.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (calls == 1) {
+        std::lock_guard lock(mutex_);
+        first_call_ = Clock::now();
+      }
+      if (calls >= target_.load()) {
         std::lock_guard lock(mutex_);
         cv_.notify_all();
       }
@@ -65,6 +125,7 @@ class CountingNoop {
     };
   }
   void expect(long long calls) { target_ = calls; }
+  long long calls() const { return calls_.load(); }
   bool wait(std::chrono::seconds timeout) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return calls_.load() >= target_.load(); });
@@ -73,6 +134,10 @@ class CountingNoop {
     std::lock_guard lock(mutex_);
     return starts_;
   }
+  Clock::time_point first_call() {
+    std::lock_guard lock(mutex_);
+    return first_call_;
+  }
 
  private:
   std::atomic<long long> calls_{0};
@@ -80,6 +145,7 @@ class CountingNoop {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::int64_t, Clock::time_point> starts_;
+  Clock::time_point first_call_;
 };
 
 Config engine_config(const BenchOptions& options) {
@@ -118,26 +184,62 @@ BurnDown burn_down(const BenchOptions& options, BenchSchema& table, int jobs) {
   return result;
 }
 
+struct FirstJobs {
+  double jobs_per_s = 0;
+  // CPU per handler call of this process and the database cluster (every process of it:
+  // backends, vacuum, checkpointer), from the engine's start to the last of the jobs'
+  // completions; nullopt when the cluster's processes are not on this machine.
+  std::optional<double> cpu_ms_per_job;
+  // From the engine's start to the first handler call, and from the last of the jobs'
+  // handler calls to the last of their completions.
+  double first_job_ms = 0, last_done_ms = 0;
+};
+
 // Starts an engine on `table` and times it through the first `jobs` due jobs in claim
 // order, whatever is pending behind them: until the handler ran `jobs` times and each of
 // those jobs is done (the engine goes on claiming behind them meanwhile).
-double burn_first(const BenchOptions& options, BenchSchema& table, int jobs) {
+FirstJobs burn_first(const BenchOptions& options, BenchSchema& table, int jobs) {
   const auto [first, last] = table.first_due_ids(jobs);
   if (last - first + 1 != jobs)
     throw std::runtime_error("the backlog's first jobs are not consecutive");
+  const auto postmaster = postmaster_of(table.backend_pid());
   CountingNoop noop;
   noop.expect(jobs);
   Engine engine(engine_config(options));
   engine.register_handler(kType, noop.handler(false));
+  const double cpu_before = process_cpu_seconds();
+  const auto db_cpu_before = cluster_cpu_seconds(postmaster);
   const auto start = Clock::now();
   engine.start();
   if (!noop.wait(std::chrono::seconds(600))) throw std::runtime_error("burn-down timed out");
-  while (table.any_unfinished_between(first, last)) {
+  const auto handled = Clock::now();
+  // Polled cheaply while the engine works on behind them, then confirmed row by row (the
+  // clock read again if that finds one not done).
+  while (table.first_due_unfinished(first, last)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const double rate = jobs / seconds_since(start);
+  auto end = Clock::now();
+  const auto db_cpu_after = cluster_cpu_seconds(postmaster);
+  const double cpu = process_cpu_seconds() - cpu_before;
+  if (table.any_unfinished_between(first, last)) {
+    while (table.any_unfinished_between(first, last)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    end = Clock::now();
+  }
+  FirstJobs result;
+  const auto ms = [](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  result.first_job_ms = ms(noop.first_call() - start);
+  result.last_done_ms = ms(end - handled);
+  result.jobs_per_s = jobs / std::chrono::duration<double>(end - start).count();
+  if (db_cpu_before && db_cpu_after) {
+    result.cpu_ms_per_job = (cpu + *db_cpu_after - *db_cpu_before) * 1000 /
+                            static_cast<double>(std::max(noop.calls(), 1LL));
+  }
   engine.drain();
-  return rate;
+  return result;
 }
 
 // The same claim and complete statements the engine uses, in a tight loop on one
@@ -239,34 +341,54 @@ void latency_and_idle(const BenchOptions& options, BenchSchema& table, BenchRepo
 // The first options.jobs of a backlog of options.pending_rows pending jobs (schema
 // <schema>_backlog, loaded once; each pass takes the next jobs, so the backlog stays within
 // passes × jobs of its size) against options.jobs alone (the bench's schema, loaded
-// afresh), alternating, each table VACUUMed and CHECKPOINTed before its run.
+// afresh), alternating, each table VACUUMed and CHECKPOINTed before its run. With
+// options.keep_backlog the backlog is kept for the next run, which tops it up.
 void backlog(const BenchOptions& options, BenchSchema& table, BenchReport& report) {
   BenchOptions big_options = options;
   big_options.engine.database.schema = options.schema + "_backlog";
   BenchSchema big(big_options.engine.database, kType);
-  big.recreate();
-  spdlog::info("backlog: inserting {} pending jobs", options.pending_rows);
-  big.insert_pending(options.pending_rows);
+  const long long kept = options.keep_backlog ? big.reuse_pending() : -1;
+  if (kept < 0) big.recreate();
+  const long long missing = options.pending_rows - std::max(kept, 0LL);
+  spdlog::info("backlog: {} pending jobs kept, inserting {}", std::max(kept, 0LL),
+               std::max(missing, 0LL));
+  if (missing > 0) big.insert_pending(static_cast<int>(missing));
   report.pending_rows = options.pending_rows;
-  std::vector<double> ratios;
+  std::vector<double> ratios, cpu_ratios, small_cpu, large_cpu;
   for (int pass = 0; pass < options.backlog_passes; ++pass) {
     table.truncate();
     table.insert_pending(options.jobs);
     report.checkpointed = table.settle() && report.checkpointed;
-    const double small = burn_first(options, table, options.jobs);
+    const FirstJobs small = burn_first(options, table, options.jobs);
     report.checkpointed = big.settle() && report.checkpointed;
-    const double large = burn_first(big_options, big, options.jobs);
-    spdlog::info("backlog pass {}: {} of {} pending: {:.0f} jobs/s; of {}: {:.0f} jobs/s ({:.3f})",
-                 pass + 1, options.jobs, options.pending_rows, large, options.jobs, small,
-                 large / small);
-    report.small_backlog_jobs_per_s = std::max(report.small_backlog_jobs_per_s.value_or(0), small);
-    report.backlog_jobs_per_s = std::max(report.backlog_jobs_per_s.value_or(0), large);
-    ratios.push_back(large / small);
+    const FirstJobs large = burn_first(big_options, big, options.jobs);
+    spdlog::info(
+        "backlog pass {}: {} of {} pending: {:.0f} jobs/s, {:.4f} CPU ms/job; of {}: "
+        "{:.0f} jobs/s, {:.4f} CPU ms/job ({:.3f}); first job after {:.0f} / {:.0f} ms, last "
+        "done {:.0f} / {:.0f} ms after its handler",
+        pass + 1, options.jobs, options.pending_rows, large.jobs_per_s,
+        large.cpu_ms_per_job.value_or(0), options.jobs, small.jobs_per_s,
+        small.cpu_ms_per_job.value_or(0), large.jobs_per_s / small.jobs_per_s, large.first_job_ms,
+        small.first_job_ms, large.last_done_ms, small.last_done_ms);
+    report.small_backlog_jobs_per_s =
+        std::max(report.small_backlog_jobs_per_s.value_or(0), small.jobs_per_s);
+    report.backlog_jobs_per_s = std::max(report.backlog_jobs_per_s.value_or(0), large.jobs_per_s);
+    ratios.push_back(large.jobs_per_s / small.jobs_per_s);
+    if (small.cpu_ms_per_job && large.cpu_ms_per_job) {
+      small_cpu.push_back(*small.cpu_ms_per_job);
+      large_cpu.push_back(*large.cpu_ms_per_job);
+      cpu_ratios.push_back(*small.cpu_ms_per_job / *large.cpu_ms_per_job);
+    }
   }
   report.backlog_ratio = percentile(ratios, 0.5);
   report.backlog_ratio_min = *std::min_element(ratios.begin(), ratios.end());
   report.backlog_ratio_max = *std::max_element(ratios.begin(), ratios.end());
-  big.drop();
+  if (!cpu_ratios.empty()) {
+    report.small_backlog_cpu_ms_per_job = percentile(small_cpu, 0.5);
+    report.backlog_cpu_ms_per_job = percentile(large_cpu, 0.5);
+    report.backlog_cpu_ratio = percentile(cpu_ratios, 0.5);
+  }
+  if (!options.keep_backlog) big.drop();
 }
 
 double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }

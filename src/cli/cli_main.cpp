@@ -111,6 +111,8 @@ int cli_main(int argc, char** argv) {
                     "Also measure with this many due rows of an unserved type ahead (default 0)");
   bench->add_option("--pending-rows", bench_options.pending_rows,
                     "Also measure the first --jobs of a backlog of this many (default 0)");
+  bench->add_flag("--keep-backlog", bench_options.keep_backlog,
+                  "Keep the backlog's schema for the next run, and top up one kept before");
   bench->add_option("--backlog-passes", bench_options.backlog_passes,
                     "Passes with --pending-rows (default 3)");
   bench->add_option("--idle-seconds", bench_options.idle_seconds,

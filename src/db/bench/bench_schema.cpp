@@ -43,6 +43,19 @@ void BenchSchema::drop() {
   exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema_) + " CASCADE");
 }
 
+long long BenchSchema::reuse_pending() {
+  return run([&] {
+    {
+      pqxx::nontransaction txn(session_->connection());
+      if (txn.exec_params("SELECT to_regclass($1) IS NULL", table_)[0][0].as<bool>()) return -1LL;
+    }
+    migrate(session_->connection(), schema_);
+    pqxx::nontransaction txn(session_->connection());
+    txn.exec("DELETE FROM " + table_ + " WHERE status <> 'pending'");
+    return txn.exec("SELECT count(*) FROM " + table_)[0][0].as<long long>();
+  });
+}
+
 void BenchSchema::truncate() { exec("TRUNCATE " + table_); }
 
 void BenchSchema::set_notify_trigger(bool enabled) {
@@ -135,6 +148,13 @@ bool BenchSchema::any_unfinished() {
   });
 }
 
+int BenchSchema::backend_pid() {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn.exec("SELECT pg_backend_pid()")[0][0].as<int>();
+  });
+}
+
 std::int64_t BenchSchema::max_id() {
   return run([&] {
     pqxx::nontransaction txn(session_->connection());
@@ -163,6 +183,22 @@ bool BenchSchema::any_unfinished_between(std::int64_t first, std::int64_t last) 
         .exec_params("SELECT EXISTS (SELECT 1 FROM " + table_ +
                          " WHERE id BETWEEN $1 AND $2 AND status <> 'done')",
                      first, last)[0][0]
+        .as<bool>();
+  });
+}
+
+bool BenchSchema::first_due_unfinished(std::int64_t first, std::int64_t last) {
+  return run([&] {
+    pqxx::nontransaction txn(session_->connection());
+    return txn
+        .exec_params("SELECT EXISTS (SELECT 1 FROM " + table_ +
+                         " WHERE status = 'running' AND id BETWEEN $1 AND $2)"
+                         " OR coalesce((SELECT id FROM " +
+                         table_ +
+                         " WHERE queue = 'default' AND type = $3"
+                         " AND status IN ('pending', 'failed') AND run_at <= now()"
+                         " ORDER BY priority DESC, run_at, id LIMIT 1) BETWEEN $1 AND $2, false)",
+                     first, last, job_type_)[0][0]
         .as<bool>();
   });
 }

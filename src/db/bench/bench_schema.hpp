@@ -25,6 +25,9 @@ class BenchSchema {
   // Drops the schema with everything in it and migrates it afresh.
   void recreate();
   void drop();
+  // A schema kept from an earlier run: migrated to this version, its jobs not pending
+  // deleted; returns how many pending ones it holds, or -1 when there is no such schema.
+  long long reuse_pending();
   void truncate();
   // Switches the jobs table's NOTIFY-on-insert trigger on or off.
   void set_notify_trigger(bool enabled);
@@ -46,13 +49,21 @@ class BenchSchema {
   std::int64_t insert_one();
   // Whether any job is left to finish (pending, failed or running).
   bool any_unfinished();
+  // The process id of this schema's session's server process.
+  int backend_pid();
   // The largest job id (0 for none).
   std::int64_t max_id();
   // The ids of the first and the n-th due job of the bench's type in claim order, which
   // insert_pending numbers consecutively: {0, 0} when fewer are due.
   std::pair<std::int64_t, std::int64_t> first_due_ids(int n);
-  // Whether a job with an id in [first, last] is not done yet.
+  // Whether a job with an id in [first, last] is not done yet. Reads every row of the
+  // range (78 ms for 100,000 done jobs beside 10,000,000 pending ones).
   bool any_unfinished_between(std::int64_t first, std::int64_t last);
+  // The same for a range first_due_ids gave, read cheaply whatever the backlog behind it:
+  // a job of the range still running (the index of running rows), or still the first due
+  // job in claim order (one probe). A job of the range that went back behind the backlog
+  // (released, retried later) is not seen: any_unfinished_between confirms.
+  bool first_due_unfinished(std::int64_t first, std::int64_t last);
   // Seconds from the first start to the last finish of the jobs with ids in (after, upto),
   // by the database's clock (started_at, finished_at): what the daemon wrote, completions
   // included.
