@@ -587,15 +587,14 @@ class TransferThreads {
     // without one.
     void begin(Request request) {
       if (request.stop.stop_requested()) {
-        hand_back(std::move(request.done), JobResult::released());
+        hand_back(request.done, JobResult::released());
         return;
       }
       std::unique_ptr<Transfer> transfer;
       try {
         transfer = prepare(request);
       } catch (const std::exception& e) {
-        hand_back(std::move(request.done),
-                  JobResult::retry(std::string("handler threw: ") + e.what()));
+        hand_back(request.done, JobResult::retry(std::string("handler threw: ") + e.what()));
         return;
       }
       if (const CURLMcode code =
@@ -699,12 +698,12 @@ class TransferThreads {
       transfer->on_stop.reset();
       transfer->clear();
       idle.push_back(std::move(transfer));
-      hand_back(std::move(done), std::move(result));
+      hand_back(done, std::move(result));
     }
 
     // The request's connection is free before its job ends: the completion may start the
     // next job, which then finds room here (TransferThreads::pick).
-    void hand_back(HandlerDone done, JobResult result) {
+    void hand_back(const HandlerDone& done, JobResult result) {
       in_flight.fetch_sub(1, std::memory_order_relaxed);
       done(std::move(result));
     }
