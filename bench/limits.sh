@@ -41,7 +41,7 @@ yaml[keys]='limits: {l: {types: [noop], key: k, concurrency: 1000}}'
 yaml[single]=${yaml[keys]}
 payload[keys]="jsonb_build_object('k', g % 1000)"
 payload[single]="jsonb_build_object('k', 0)"
-variants="none concurrency rate keys single"
+variants=${VARIANTS:-none concurrency rate keys single}
 
 mkdir -p "$(dirname "$out")"
 echo "pass,variant,jobs,jobs_per_s,load1_before,daemon_cpu_s,backend_cpu_s,jobs_per_cpu_s" >"$out"
