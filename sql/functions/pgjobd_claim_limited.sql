@@ -77,12 +77,18 @@
 -- them.
 --
 -- Plans: the statements run with generic plans (custom plans over these arrays were made
--- anew at every call, which cost more than running them), except the two that reach rows
--- of jobs by id. Those are run by EXECUTE, planned at each call for the table as it is: a
--- generic plan made while the table was small walks the claim index through every due row
--- once it has grown (a claim of 1,000 from a 200,000-row backlog took 2.0 s against
--- 0.1 s). They pass the ids as ARRAY(SELECT unnest(...)), whose size the planner cannot
--- see, so that they read by primary key even before the table's first ANALYZE.
+-- anew at every call, which cost more than running them), made with sequential and bitmap
+-- scans off, as the daemon's claim session makes its own (src/db/statement_set.hpp), so
+-- that a plan made while the table was small is the one for a large table: the UPDATE of
+-- the claimed rows reads them by primary key (planned at each call by EXECUTE, it was
+-- 15% of a claim's backend time). jit is off: a switched-off scan nothing can replace
+-- (pgjobd_limits is read whole) would otherwise look costly enough to compile. The general
+-- path's lock of its chosen rows is still run by EXECUTE, planned at each call for the
+-- table as it is: a generic plan made while the table was small walked the claim index
+-- through every due row once it had grown (a claim of 1,000 from a 200,000-row backlog
+-- took 2.0 s against 0.1 s, before the scans were switched off here). It passes the ids as
+-- ARRAY(SELECT unnest(...)), whose size the planner cannot see, so that it reads by
+-- primary key even before the table's first ANALYZE.
 CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
     queues text[], free int[], types text[], total int, owner text, lease_ms bigint,
     sync text, max_payload bigint, startable int DEFAULT NULL)
@@ -91,8 +97,9 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                  waited float8, body_bytes bigint,
                  held_limit text, held_reason text, retry_in float8)
   LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-  -- Generic plans, but for the two EXECUTEs (above: Plans).
-  SET plan_cache_mode = force_generic_plan AS $body$
+  -- Generic plans, made for a large table (above: Plans).
+  SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+  SET enable_bitmapscan = off SET jit = off AS $body$
     DECLARE
       left_in_queue int[] := free;
       taken int := 0;
@@ -875,28 +882,27 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         END IF;
       END IF;
 
-      -- By primary key like the lock above (otherwise a hash join over two sequential
-      -- scans of the table), and kept simple: it is planned at every call that claims. Each
-      -- payload is turned into text once.
+      -- By primary key (above: Plans; otherwise a hash join over two sequential scans of
+      -- the table). Each payload is turned into text once.
       IF cardinality(claimed) > 0 THEN
-        RETURN QUERY EXECUTE $q$
+        RETURN QUERY
           WITH claimed_rows AS (
             UPDATE @schema@.jobs j
-            SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $2,
-                locked_until = now() + $3 * interval '1 millisecond',
+            SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = owner,
+                locked_until = now() + lease_ms * interval '1 millisecond',
                 started_at = now(), updated_at = now(), cancel_requested_at = NULL,
-                cancel_reason = NULL, prefetched = $5
-            WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
-            RETURNING j.id, j.queue, j.type, j.payload::text AS body, j.attempts,
+                cancel_reason = NULL, prefetched = marking
+            WHERE j.id = ANY (claimed)
+            RETURNING j.id, j.queue, j.type, j.payload::text AS payload_text, j.attempts,
                       j.max_attempts, j.priority::int AS priority,
                       extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8
-                        AS waited
+                        AS queue_wait
           )
-          SELECT c.id, c.queue, c.type, CASE WHEN octet_length(c.body) <= $4 THEN c.body END,
-                 c.attempts, c.max_attempts, c.priority, c.waited,
-                 octet_length(c.body)::bigint, NULL::text, NULL::text, NULL::float8
-          FROM claimed_rows c$q$
-        USING claimed, owner, lease_ms, max_payload, marking;
+          SELECT c.id, c.queue, c.type,
+                 CASE WHEN octet_length(c.payload_text) <= max_payload THEN c.payload_text END,
+                 c.attempts, c.max_attempts, c.priority, c.queue_wait,
+                 octet_length(c.payload_text)::bigint, NULL::text, NULL::text, NULL::float8
+          FROM claimed_rows c;
       END IF;
       -- One limit: held back only if a due job is left (the claimed ones run now).
       IF o_reason IS NOT NULL AND EXISTS (
