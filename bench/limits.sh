@@ -23,7 +23,8 @@
 #
 # Environment: DATABASE_URL (required), PGJOBD_BIN, JOBS (default 50000), REPEAT (passes,
 # default 3), HELD_ROUNDS (held_limit.sh's ROUNDS, default 3), OUT (default
-# bench/results/limits.csv), DSYNC_PROBE (see bench/lib.sh).
+# bench/results/limits.csv), VARIANTS (default all five; keep none, the anchor),
+# DSYNC_PROBE (see bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?limits.sh: set DATABASE_URL}"
@@ -41,7 +42,7 @@ yaml[keys]='limits: {l: {types: [noop], key: k, concurrency: 1000}}'
 yaml[single]=${yaml[keys]}
 payload[keys]="jsonb_build_object('k', g % 1000)"
 payload[single]="jsonb_build_object('k', 0)"
-variants="none concurrency rate keys single"
+variants=${VARIANTS:-none concurrency rate keys single}
 
 mkdir -p "$(dirname "$out")"
 echo "pass,variant,jobs,jobs_per_s,load1_before,daemon_cpu_s,backend_cpu_s,jobs_per_cpu_s" >"$out"
@@ -64,9 +65,11 @@ awk -F, 'NR > 1 { if ($4 + 0 > best[$2] + 0) best[$2] = $4
                  if ($8 + 0 > cpu[$2] + 0) cpu[$2] = $8 }
   END { printf "limits: unlimited (none) best %d jobs/s, %d jobs/cpu-s\n", best["none"], cpu["none"]
         n = split("concurrency rate keys single", vs, " ")
-        for (i = 1; i <= n; i++)
+        for (i = 1; i <= n; i++) {
+          if (!(vs[i] in best)) continue
           printf "limits: %-11s best %6d jobs/s against %d unlimited, ratio %.3f; %6d jobs/cpu-s against %d, ratio %.3f\n",
                  vs[i], best[vs[i]], best["none"], best[vs[i]] / best["none"],
-                 cpu[vs[i]], cpu["none"], cpu[vs[i]] / cpu["none"] }' "$out"
+                 cpu[vs[i]], cpu["none"], cpu[vs[i]] / cpu["none"]
+        } }' "$out"
 # HELD_ROUNDS=0 skips it.
 if [[ ${HELD_ROUNDS:-3} != 0 ]]; then ROUNDS=${HELD_ROUNDS:-3} bench/held_limit.sh; fi

@@ -112,14 +112,34 @@ TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderConcurrencyLimits) {
   EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
 }
 
-// Jobs held for a thread would reach their handlers bunched above a rate limit's rate: no
-// claim asks for more than the free threads while a rate limit applies, however fast jobs
-// finish.
-TEST_F(FetcherLimitsTest, NoPrefetchWhileARateLimitApplies) {
+// Under an unkeyed rate limit claims prefetch too, each saying how many of its jobs start
+// at once (the free threads): the limited claim marks the others, which the limit's bucket
+// counts so that they cannot start above the rate (sql/functions/pgjobd_claim_limited.sql).
+TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderARateLimitSayingWhatStartsAtOnce) {
   LimitDefinition rated = limit_on_gated("mail", 0);
   rated.limit.rate = "1000000/s";
   rated.limit.rate_per_second = 1e6;
   table_.set_limits({limit_on_gated("partner", 100), rated});
+  table_.add_jobs(400, "gated");
+  gate_.release_all();
+  start(2);  // worker.prefetch at its default
+  ASSERT_TRUE(gate_.wait_finished(400));
+  EXPECT_EQ(table_.calls(StoreMethod::kClaim), 0);
+  int largest = 0;
+  for (const auto& request : table_.claim_requests()) {
+    largest = std::max(largest, request.limit);
+    EXPECT_GE(request.startable, 0);
+    EXPECT_LE(request.startable, std::min(request.limit, 2)) << "more than the free threads";
+  }
+  EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
+}
+
+// A keyed limit's claim locks at most 128 partitions: no claim asks for more than the free
+// threads while one applies.
+TEST_F(FetcherLimitsTest, NoPrefetchWhileAKeyedLimitApplies) {
+  LimitDefinition keyed = limit_on_gated("per_user", 100);
+  keyed.limit.key = "user";
+  table_.set_limits({keyed});
   table_.add_jobs(400, "gated");
   gate_.release_all();
   start(2);  // worker.prefetch at its default

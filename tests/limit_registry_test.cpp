@@ -67,10 +67,11 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
 }
 
 // The claim loop is told when claims may prefetch again, once per change: when the limits
-// are lifted or the last rate or keyed limit goes, not at a sync that finds one, nor at one
-// that finds none again. Unkeyed concurrency limits leave prefetch on: a claimed job counts
-// from its claim, held for a worker or not.
-TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedConcurrencyLimitsAndOnLiftedSaysWhen) {
+// are lifted or the last keyed limit goes, not at a sync that finds one, nor at one that
+// finds none again. Unkeyed limits leave prefetch on: a claimed job counts from its claim,
+// held for a worker or not, against a concurrency limit, and a rate limit's bucket counts
+// the held ones (sql/functions/pgjobd_claim_limited.sql).
+TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedLimitsAndOnLiftedSaysWhen) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(std::nullopt, "d2");
@@ -89,29 +90,35 @@ TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedConcurrencyLimitsAndOnLifte
   EXPECT_EQ(lifted, 1);
   database.table().set_limits({{"a", concurrency(1), "d1"}, {"r", rate(5), "d1"}});
   registry.sync(*store);
-  EXPECT_FALSE(registry.prefetch_allowed()) << "a rate limit keeps claims to free workers";
+  EXPECT_TRUE(registry.prefetch_allowed()) << "an unkeyed rate limit allows prefetch";
+  EXPECT_EQ(lifted, 1);
+  LimitConfig keyed = concurrency(1);
+  keyed.key = "user";
+  database.table().set_limits({{"a", concurrency(1), "d1"}, {"k", keyed, "d1"}});
+  registry.sync(*store);
+  EXPECT_FALSE(registry.prefetch_allowed()) << "a keyed limit keeps claims to free workers";
   EXPECT_EQ(lifted, 1);
   database.table().set_limits({{"a", concurrency(1), "d1"}});
   registry.sync(*store);
   EXPECT_TRUE(registry.prefetch_allowed());
-  EXPECT_EQ(lifted, 2) << "the rate limit went";
-  LimitConfig keyed = concurrency(1);
-  keyed.key = "user";
+  EXPECT_EQ(lifted, 2) << "the keyed limit went";
   database.table().set_limits({{"k", keyed, "d1"}});
   registry.sync(*store);
-  EXPECT_FALSE(registry.prefetch_allowed()) << "a keyed limit keeps claims to free workers";
+  EXPECT_FALSE(registry.prefetch_allowed());
   database.table().set_limits({});
   registry.sync(*store);
   EXPECT_FALSE(registry.active());
   EXPECT_EQ(lifted, 3);
 }
 
-// A configured rate limit not written yet (another session holds the lock) keeps prefetch
+// A configured keyed limit not written yet (another session holds the lock) keeps prefetch
 // off: the limited claim applies it as soon as it is written.
-TEST(LimitRegistryTest, APendingRateLimitKeepsPrefetchOff) {
+TEST(LimitRegistryTest, APendingKeyedLimitKeepsPrefetchOff) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);
-  LimitRegistry registry(LimitRegistry::Limits{{"r", rate(5)}}, "d1");
+  LimitConfig keyed = rate(5);
+  keyed.key = "user";
+  LimitRegistry registry(LimitRegistry::Limits{{"r", keyed}}, "d1");
   database.table().fail_next(StoreMethod::kSyncLimits, 1);
   EXPECT_THROW(registry.sync(*store), DbError);
   registry.read_before_first_claim(*store);

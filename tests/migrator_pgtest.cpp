@@ -365,8 +365,8 @@ TEST_F(MigratorTest, CreatesEveryDocumentedColumnAndTheNotifyTrigger) {
   EXPECT_EQ(std::string(columns[0][0].c_str()),
             "attempt_log,attempts,blocked_by,cancel_reason,cancel_requested_at,created_at,"
             "dead_letter_of,errors,finished_at,has_children,id,last_error,locked_by,locked_until,"
-            "max_attempts,on_parent_failure,payload,priority,queue,result,run_at,started_at,"
-            "status,type,unique_key,updated_at");
+            "max_attempts,on_parent_failure,payload,prefetched,priority,queue,result,run_at,"
+            "started_at,status,type,unique_key,updated_at");
   const std::string table = quote_identifier(db_.schema) + ".jobs";
   EXPECT_THROW(txn.exec("INSERT INTO " + table + " (type, status) VALUES ('a', 'bogus')"),
                pqxx::check_violation);

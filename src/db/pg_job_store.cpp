@@ -192,7 +192,10 @@ std::vector<Job> PgJobStore::claim_ids(const ClaimRequest& request,
 LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
-    const pqxx::result rows = run_claim(stmt::kClaimLimited, request);  // a function call
+    const std::optional<int> startable =
+        request.startable < 0 ? std::nullopt : std::optional<int>(request.startable);
+    // A function call.
+    const pqxx::result rows = run_claim(stmt::kClaimLimited, request, startable);
     LimitedClaim claim;
     claim.jobs.reserve(rows.size());
     for (const auto& row : rows) {

@@ -210,7 +210,8 @@ constexpr const char* kClaimUpdateCte = R"(claimed AS (
   UPDATE {jobs} j
   SET status = 'running', attempts = least(j.attempts, 999999) + 1, locked_by = $5,
       locked_until = now() + $6::bigint * interval '1 millisecond',
-      started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL
+      started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL,
+      prefetched = false
   WHERE j.id = ANY (ARRAY(SELECT p.id FROM picked p))
   RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
 ))";
@@ -874,7 +875,8 @@ DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) R
 // between its statements, which one statement cannot express.
 constexpr const char* kClaimLimitedSql = R"(
 SELECT * FROM {schema}.pgjobd_claim_limited($1::text[], $2::int[], $3::text[], $4::int,
-                                            $5::text, $6::bigint, $7::text, $8::bigint))";
+                                            $5::text, $6::bigint, $7::text, $8::bigint,
+                                            $9::int))";
 
 constexpr const char* kLimitsSyncSql = R"(
 SELECT limit_name, change, coalesce(previous_writer, '')

@@ -229,6 +229,7 @@ bool Fetcher::claim_once(bool woken) {
   auto budget = pool_.claim_budget(prefetch());
   request.slots = std::move(budget.slots);
   request.limit = budget.limit;
+  request.startable = std::min(request.limit, pool_.claimable(false));
   if (request.slots.empty() || request.limit <= 0) return false;
   request.worker_id = worker_id_;
   request.lease = lease_;

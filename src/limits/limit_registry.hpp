@@ -35,12 +35,13 @@ class LimitRegistry {
   // is right whatever the database holds, the plain one only when it holds no limit.
   bool active() const { return active_.load(std::memory_order_acquire); }
   // Claims may take jobs beyond the free workers (worker.prefetch): no limit, or unkeyed
-  // concurrency limits only. Those stay exact with prefetch, as a claimed job counts from
-  // its claim (its row is running) whether a worker runs it yet or not. A rate limit counts
-  // starts at the claim too, but jobs held for a worker would reach their handlers bunched,
-  // above the rate; a keyed limit's claim locks at most 128 partitions, so a prefetching
-  // claim over many keys takes little more while counting many more running rows. False
-  // until the first read, like active().
+  // limits only. Those stay exact with prefetch: a claimed job counts against a concurrency
+  // limit from its claim (its row is running) whether a worker runs it yet or not, and a
+  // rate limit's bucket refills only up to its burst less the jobs held for a worker, so
+  // that they cannot reach their handlers bunched above the rate
+  // (sql/functions/pgjobd_claim_limited.sql). A keyed limit's claim locks at most 128
+  // partitions, so a prefetching claim over many keys takes little more while counting
+  // many more running rows. False until the first read, like active().
   bool prefetch_allowed() const { return prefetch_allowed_.load(std::memory_order_acquire); }
 
   // Writes the configured limits when a write is pending (start, reload), then reads the

@@ -28,6 +28,10 @@ struct ClaimRequest {
   Millis lease{0};
   // A larger payload is not read: its job comes back with oversized_payload_bytes set.
   std::int64_t max_payload_bytes = std::int64_t{4} << 20;
+  // Of `limit`, how many start at once (free workers); the others wait in the daemon for a
+  // worker (worker.prefetch). -1: all. The limited claim marks jobs beyond it, which a
+  // rate limit's bucket counts (sql/functions/pgjobd_claim_limited.sql).
+  int startable = -1;
 };
 
 // A limit that held back at least one due job in a claim.
