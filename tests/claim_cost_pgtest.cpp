@@ -62,7 +62,8 @@ std::string claim_of(const char* statement, const std::string& types, int n, con
 
 // 50,000 due rows of an unserved type at a higher priority (each with a 2 kB payload): the
 // claim of 10 served jobs reads what it read without them, give or take the index pages
-// each probe's descent adds now that the indexes are deeper.
+// each probe's descent adds now that the indexes are deeper (and what concurrent sessions
+// leave unpruned).
 // Through jobs_claim_idx, which filters types after the walk, it read every one of them
 // (about 7,000 buffers here; 200,000 such rows made claims 6-30x slower).
 TEST(ClaimCost, DueRowsOfAnUnservedTypeAreNotWalkedPast) {
@@ -90,7 +91,10 @@ TEST(ClaimCost, DueRowsOfAnUnservedTypeAreNotWalkedPast) {
       for (const int n : {10, 1000}) {
         const std::string execute = claim_of(statement, types, n, due);
         const long after = claim_buffers(schema, statement, execute);
-        EXPECT_LE(after, before[i] + before[i] / 4 + 20)
+        // The slack: under the parallel suite, other sessions' snapshots left a claim 80
+        // buffers where it read 2 alone (the measurements' own aborted claims not yet
+        // pruned); walking the unserved rows reads thousands.
+        EXPECT_LE(after, before[i] + before[i] / 4 + 200)
             << execute << ": " << before[i] << " buffers without them";
         ++i;
       }
