@@ -105,7 +105,8 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   const auto limit_slot_freed = [&] { return limit_held_ && signal_.written != written_at_claim_; };
   const auto due = [&] {
     return (signal_.woken && !notify_spaced()) || backlog_ || Clock::now() >= next_claim() ||
-           saturated_queue_has_room() || limit_slot_freed() || !signal_.unblocked.empty();
+           saturated_queue_has_room() || limit_slot_freed() || !signal_.unblocked.empty() ||
+           !unblocked_.empty();  // taken by a claim that found no slot to offer
   };
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
@@ -122,7 +123,7 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
     if (due() && enough_free(free)) {
       woken_ = signal_.woken;
       for_insert_ = signal_.for_insert;
-      unblocked_.swap(signal_.unblocked);
+      unblocked_.insert(unblocked_.end(), signal_.unblocked.begin(), signal_.unblocked.end());
       signal_.unblocked.clear();
       signal_.woken = false;
       signal_.for_insert = false;
