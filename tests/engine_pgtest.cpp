@@ -245,13 +245,20 @@ double claims_made(const Engine& engine) {
   return testing::metric_value(response.body, "pgjobd_claim_duration_seconds_count").value_or(-1);
 }
 
-TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
-  TestSchema schema;
+// Polls 10 s apart, so that a claim within seconds has another cause, and /metrics on a free
+// port, for claims_made().
+Config idle_polling(const TestSchema& schema) {
   Config config = schema.config();
   config.poll.min_interval = 10s;
   config.poll.max_interval = 10s;
-  config.poll.listen_notify = false;  // only the explicit wake() can explain a fast start
   config.metrics.listen = "127.0.0.1:0";
+  return config;
+}
+
+TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
+  TestSchema schema;
+  Config config = idle_polling(schema);
+  config.poll.listen_notify = false;  // only the explicit wake() can explain a fast start
   std::atomic<bool> ran{false};
   Engine engine(config);
   engine.register_handler("now", [&](const Job&, std::stop_token) {
@@ -269,10 +276,7 @@ TEST(Engine, WakeStartsAJobWithoutWaitingForThePollInterval) {
 
 TEST(Engine, NotifyWakesAnIdleEngine) {
   TestSchema schema;
-  Config config = schema.config();
-  config.poll.min_interval = 10s;
-  config.poll.max_interval = 10s;
-  config.metrics.listen = "127.0.0.1:0";
+  const Config config = idle_polling(schema);
   std::atomic<bool> ran{false};
   Engine engine(config);
   engine.register_handler("now", [&](const Job&, std::stop_token) {
@@ -295,10 +299,7 @@ TEST(Engine, NotifyWakesAnIdleEngine) {
 // claims (the NOTIFY's and the trailing one after it), three with the claim by id as well.
 TEST(Engine, EachLinkOfAChainIsOneClaim) {
   TestSchema schema;
-  Config config = schema.config();
-  config.poll.min_interval = 10s;
-  config.poll.max_interval = 10s;
-  config.metrics.listen = "127.0.0.1:0";
+  const Config config = idle_polling(schema);
   std::mutex mutex;
   std::vector<std::int64_t> ran;
   Engine engine(config);
