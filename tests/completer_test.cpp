@@ -443,6 +443,27 @@ TEST_F(CompleterTest, AHeldRowIsRetriedAloneWithoutHoldingBackTheOthers) {
   EXPECT_NE(text.find("pgjobd_stale_writes_total 0"), std::string::npos) << text;
 }
 
+// A row held at one write only (the daemon's own heartbeat holds a job's row for the
+// milliseconds of its write, and a batch meeting it skips that row) is written at the
+// retry, and is not reported: only a row still held then is another session's.
+TEST_F(CompleterTest, ARowHeldAtOneWriteOnlyIsWrittenAtTheRetryUnreported) {
+  LogCapture log;  // before the completer's thread starts
+  const auto completions = running_jobs(10);
+  const JobAttempt held = completions[3].job;
+  table_.hold_row_once(held.id);
+  Completer& completer = make_completer();
+  for (const auto& completion : completions) completer.submit(completion);
+  completer.start();
+  ASSERT_TRUE(wait_written(10));
+  EXPECT_EQ(table_.row(held.id).status, FakeStatus::kDone);
+  EXPECT_TRUE(wait_until([&] { return completer.queued_jobs().empty(); }, seconds(20)));
+  EXPECT_GE(table_.calls(StoreMethod::kComplete), 2);  // the batch, then the retry alone
+  EXPECT_EQ(log.count("its row is locked by another session"), 0) << log.all();
+  const std::string text = testing::scrape(metrics_);
+  EXPECT_NE(text.find("pgjobd_completions_held_total 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("pgjobd_completions_waiting_for_row_lock 0"), std::string::npos) << text;
+}
+
 // The retries back off (250 ms, doubling to 2 s): a row held for long costs a write every
 // 2 s, not a busy loop.
 TEST_F(CompleterTest, RetriesOfAHeldRowBackOff) {

@@ -107,6 +107,7 @@ void Completer::run(const std::stop_token& stop) {
     taken_.clear();
     queue_.clear();
     held_.clear();
+    held_reported_.clear();
     metrics_.set_completions_waiting(0);
   };
   while (true) {
@@ -169,13 +170,11 @@ void Completer::run(const std::stop_token& stop) {
         held_delay_ = kHeldRetryFirst;
         held_retry_at_ = Clock::now() + held_delay_;
       }
+      // Reported at the retry, if still held (held_reported_).
       for (std::size_t i = 0; i < progress.settled; ++i) {
         if (!found_held(taken_[i], progress.held)) continue;
-        metrics_.completion_held();
-        spdlog::warn(
-            "job {}: its row is locked by another session; its completion is retried "
-            "(attempt {}, {})",
-            taken_[i].job.id, taken_[i].job.attempt, to_string(taken_[i].outcome));
+        spdlog::debug("job {}: its row is locked; its completion is set aside and retried alone",
+                      taken_[i].job.id);
         held_.push_back(std::move(taken_[i]));
       }
       metrics_.set_completions_waiting(static_cast<double>(held_.size()));
@@ -227,10 +226,24 @@ void Completer::retry_held(std::unique_lock<std::mutex>& lock, bool delete_done)
   }
   lock.lock();
   std::vector<Completion> still;
+  std::set<JobAttempt> reported;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (i >= progress.settled || found_held(batch[i], progress.held)) still.push_back(batch[i]);
+    const bool held = i < progress.settled && found_held(batch[i], progress.held);
+    if (!held && i < progress.settled) continue;  // written, stale or dropped
+    still.push_back(batch[i]);
+    if (held_reported_.contains(batch[i].job)) {
+      reported.insert(batch[i].job);
+    } else if (held) {
+      reported.insert(batch[i].job);
+      metrics_.completion_held();
+      spdlog::warn(
+          "job {}: its row is locked by another session; its completion is retried "
+          "(attempt {}, {})",
+          batch[i].job.id, batch[i].job.attempt, to_string(batch[i].outcome));
+    }
   }
   held_.swap(still);
+  held_reported_.swap(reported);
   held_delay_ = std::min(held_delay_ * 2, kHeldRetryMax);
   held_retry_at_ = Clock::now() + held_delay_;
   metrics_.set_completions_waiting(static_cast<double>(held_.size()));

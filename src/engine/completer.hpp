@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,10 @@ class Completer final : public Service {
   // Completions found held (CompletionReport::held), retried alone at held_retry_at_.
   // Changed only by the completer's thread, under the lock.
   std::vector<Completion> held_;
+  // Those of held_ logged and counted: found held at a retry too. The daemon's own heartbeat
+  // holds a job's row for the milliseconds of its write, and a batch that meets it skips
+  // that row as well; only a row still held at the retry is another session's.
+  std::set<JobAttempt> held_reported_;
   std::chrono::steady_clock::time_point held_retry_at_;
   std::chrono::milliseconds held_delay_ = kHeldRetryFirst;
   std::chrono::steady_clock::time_point first_queued_at_;

@@ -218,8 +218,9 @@ struct Metrics::State {
       prometheus::BuildCounter()
           .Name("pgjobd_completions_held_total")
           .Help(
-              "Completions whose row another session held locked: set aside and retried "
-              "alone while the other batches are written (counted once per job).")
+              "Completions whose row another session held locked, at a write and at its "
+              "retry: set aside and retried alone while the other batches are written "
+              "(counted once per job).")
           .Register(*registry)
           .Add({});
   prometheus::Gauge& completions_waiting =

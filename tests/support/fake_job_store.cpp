@@ -184,6 +184,12 @@ void FakeJobTable::hold_row(std::int64_t id) {
   changed();
 }
 
+void FakeJobTable::hold_row_once(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  row_held_once_.insert(id);
+  changed();
+}
+
 void FakeJobTable::release_row(std::int64_t id) {
   std::lock_guard lock(mutex_);
   row_held_.erase(id);
@@ -627,7 +633,8 @@ CompletionReport FakeJobStore::complete(const std::vector<Completion>& batch,
       ++report.stale;
       continue;
     }
-    if (table_->row_held_.count(completion.job.id) != 0) {
+    if (table_->row_held_.count(completion.job.id) != 0 ||
+        table_->row_held_once_.erase(completion.job.id) != 0) {
       report.held.push_back(completion.job);
       continue;
     }

@@ -139,6 +139,9 @@ class FakeJobTable {
   // is still ours (complete(): stale otherwise), writing the rest of their batch.
   void hold_row(std::int64_t id);
   void release_row(std::int64_t id);
+  // Held for the next complete() that meets it only, as the daemon's own heartbeat holds a
+  // row for the milliseconds of its write.
+  void hold_row_once(std::int64_t id);
   void set_leader(bool leader);  // what lead_and_rescue reports (default: leader)
   // Retention: `rows` finished rows past retention, which prune() deletes up to its batch
   // size per call, each call taking `per_slice` (as a DELETE does); none by default.
@@ -230,8 +233,9 @@ class FakeJobTable {
   std::array<std::set<std::string>, kStoreMethodCount> blocked_roles_{};
   std::array<int, kStoreMethodCount> held_{};
   std::array<std::vector<Clock::time_point>, kStoreMethodCount> call_times_;
-  std::set<std::int64_t> poisoned_;  // complete() refuses batches holding these ids
-  std::set<std::int64_t> row_held_;  // hold_row()
+  std::set<std::int64_t> poisoned_;       // complete() refuses batches holding these ids
+  std::set<std::int64_t> row_held_;       // hold_row()
+  std::set<std::int64_t> row_held_once_;  // hold_row_once()
   bool leader_ = true;
   int prune_backlog_ = 0;
   Millis prune_per_slice_{0};
