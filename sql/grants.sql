@@ -49,7 +49,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_schedules TO :"runtime_
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_limits, :"schema".pgjobd_limit_buckets,
   :"schema".pgjobd_limit_parts, :"schema".pgjobd_limit_held TO :"runtime_role";
 GRANT EXECUTE ON FUNCTION
-  :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint, int),
+  :"schema".pgjobd_claim_limited(text[], int[], text[], int, text, bigint, text, bigint, int, int),
   :"schema".pgjobd_limits_sync(jsonb, text),
   -- The leader's dependency repair (README "Dependencies").
   :"schema".pgjobd_resolve_parents(bigint[], text[])

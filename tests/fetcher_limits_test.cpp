@@ -112,6 +112,25 @@ TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderConcurrencyLimits) {
   EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
 }
 
+// Under a limit over everything it serves a daemon holds no more jobs than the limit: its
+// claims beyond would find the limit full of its own jobs and wait for their completions.
+// Each says how many jobs it holds, which that limit's claim counts instead of their rows
+// (sql/functions/pgjobd_claim_limited.sql, "One limit").
+TEST_F(FetcherLimitsTest, UnderALimitOverAllItServesADaemonHoldsNoMoreThanTheLimit) {
+  table_.set_limits({limit_on_gated("partner", 10)});
+  table_.add_jobs(400, "gated");
+  gate_.release_all();
+  start(2);  // worker.prefetch at its default
+  ASSERT_TRUE(gate_.wait_finished(400));
+  int largest = 0;
+  for (const auto& request : table_.claim_requests()) {
+    largest = std::max(largest, request.limit);
+    EXPECT_GE(request.own_running, 0);
+    EXPECT_LE(request.own_running + request.limit, 10) << "held beyond the limit";
+  }
+  EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
+}
+
 // Under an unkeyed rate limit claims prefetch too, each saying how many of its jobs start
 // at once (the free threads): the limited claim marks the others, which the limit's bucket
 // counts so that they cannot start above the rate (sql/functions/pgjobd_claim_limited.sql).

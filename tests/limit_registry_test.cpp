@@ -66,6 +66,37 @@ TEST(LimitRegistryTest, ADaemonWithoutASectionAppliesTheDatabasesLimits) {
   EXPECT_EQ(database.table().calls(StoreMethod::kSyncLimits), 0);
 }
 
+// The bound a daemon's holding takes from the limits: the smallest unkeyed concurrency
+// limit that matches every job of the queues and types it serves; none when a served type
+// or queue is outside it, when it is keyed, or when it limits the rate alone.
+TEST(LimitRegistryTest, TheCoveringConcurrencyIsTheSmallestUnkeyedLimitOverAllServed) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
+  LimitRegistry registry(std::nullopt, "d2");
+  LimitConfig keyed = concurrency(2);
+  keyed.key = "user";
+  LimitConfig by_queue;
+  by_queue.queues = {"default", "mail"};
+  by_queue.concurrency = 50;
+  LimitConfig over_x_and_y = concurrency(30);
+  over_x_and_y.types = {"x", "y"};
+  database.table().set_limits({{"a", concurrency(40), "d1"},
+                               {"b", keyed, "d1"},
+                               {"c", rate(10), "d1"},
+                               {"d", by_queue, "d1"},
+                               {"e", over_x_and_y, "d1"}});
+  registry.sync(*store);
+  EXPECT_EQ(registry.covering_concurrency({"default"}, {"x"}), 30);
+  EXPECT_EQ(registry.covering_concurrency({"default"}, {"x", "y"}), 30);
+  EXPECT_EQ(registry.covering_concurrency({"default"}, {"y"}), 30);
+  EXPECT_EQ(registry.covering_concurrency({"default", "mail"}, {"z"}), 50);
+  EXPECT_EQ(registry.covering_concurrency({"default", "other"}, {"z"}), 0);
+  EXPECT_EQ(registry.covering_concurrency({"other"}, {"t"}), 0) << "keyed, rate: no bound";
+  database.table().set_limits({});
+  registry.sync(*store);
+  EXPECT_EQ(registry.covering_concurrency({"default"}, {"x"}), 0);
+}
+
 // The claim loop is told when claims may prefetch again, once per change: when the limits
 // are lifted or the last keyed limit goes, not at a sync that finds one, nor at one that
 // finds none again. Unkeyed limits leave prefetch on: a claimed job counts from its claim,

@@ -217,6 +217,36 @@ TEST(Limits, SyncRefusesADefinitionTheTableCannotHold) {
   EXPECT_TRUE(store.load_limits().empty()) << "a failed write leaves the old definitions";
 }
 
+// Under one limit a claimer counts its own jobs by what it says it holds (own_running:
+// its handlers not returned), and every other claimer's by their rows: its jobs whose
+// handlers returned, their completions not yet written, no longer hold its claims back,
+// while another claimer still counts them. Beside a second limit (the general path) every
+// claimer counts rows.
+TEST(Limits, UnderOneLimitAClaimerCountsItsOwnJobsByWhatItHolds) {
+  for (const bool alone : {true, false}) {
+    SCOPED_TRACE(alone ? "one limit" : "two limits");
+    TestSchema schema;
+    PgJobStore store(schema.config().database, "test");
+    std::map<std::string, LimitConfig> limits{{"c", concurrency_limit({"a"}, 5)}};
+    if (!alone) limits.emplace("k", concurrency_limit({"a"}, 100, "user"));
+    store.sync_limits(limits, "test");
+    schema.insert_jobs("a", 40);
+    const auto claim = [&](const std::string& owner, int own_running) {
+      ClaimRequest request = claim_of(10, {"a"}, owner);
+      request.own_running = own_running;
+      return store.claim_limited(request).jobs.size();
+    };
+    ASSERT_EQ(claim("one", 0), 5u) << "the limit";
+    EXPECT_EQ(claim("one", 5), 0u) << "its 5 jobs still run";
+    EXPECT_EQ(claim("one", -1), 0u) << "not told: its 5 running rows count";
+    // 3 of its handlers returned: their rows still run, their completions not written.
+    EXPECT_EQ(claim("one", 2), alone ? 3u : 0u);
+    EXPECT_EQ(schema.count("status = 'running'"), alone ? 8 : 5);
+    EXPECT_EQ(claim("two", 0), 0u) << "another claimer counts every row of the first";
+    EXPECT_EQ(claim("one", 5), 0u);
+  }
+}
+
 TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
   TestSchema schema;
   PgJobStore admin(schema.config().database, "test");

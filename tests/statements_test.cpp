@@ -60,7 +60,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kDaemonRemove, 1},
     {stmt::kDaemonExpire, 0},
     {stmt::kNotifyFinished, 1},
-    {stmt::kClaimLimited, 9},
+    {stmt::kClaimLimited, 10},
     {stmt::kLimitsSync, 2},
     {stmt::kLimitsLoad, 0},
     {stmt::kLimitUsage, 0},

@@ -192,10 +192,10 @@ std::vector<Job> PgJobStore::claim_ids(const ClaimRequest& request,
 LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
-    const std::optional<int> startable =
-        request.startable < 0 ? std::nullopt : std::optional<int>(request.startable);
+    const auto told = [](int n) { return n < 0 ? std::nullopt : std::optional<int>(n); };
     // A function call.
-    const pqxx::result rows = run_claim(stmt::kClaimLimited, request, startable);
+    const pqxx::result rows =
+        run_claim(stmt::kClaimLimited, request, told(request.startable), told(request.own_running));
     LimitedClaim claim;
     claim.jobs.reserve(rows.size());
     for (const auto& row : rows) {

@@ -876,7 +876,7 @@ DELETE FROM {schedules} WHERE source = 'yaml' AND NOT (name = ANY($1::text[])) R
 constexpr const char* kClaimLimitedSql = R"(
 SELECT * FROM {schema}.pgjobd_claim_limited($1::text[], $2::int[], $3::text[], $4::int,
                                             $5::text, $6::bigint, $7::text, $8::bigint,
-                                            $9::int))";
+                                            $9::int, $10::int))";
 
 constexpr const char* kLimitsSyncSql = R"(
 SELECT limit_name, change, coalesce(previous_writer, '')

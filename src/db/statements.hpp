@@ -98,7 +98,9 @@ inline constexpr const char* kDaemonExpire = "pgjobd_daemon_expire";
 inline constexpr const char* kNotifyFinished = "pgjobd_notify_finished";
 
 // Limits (README "Limits"). The claim when limits exist: $1..$8 as kClaim's, $9 how many of
-// the claimed jobs start at once (NULL: all; ClaimRequest::startable). Returns the
+// the claimed jobs start at once (NULL: all; ClaimRequest::startable), $10 how many jobs
+// the daemon holds whose handlers have not returned (NULL: not told;
+// ClaimRequest::own_running). Returns the
 // claimed jobs as kClaim does, then a row per limit that held a job back: NULL job
 // columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
 inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";

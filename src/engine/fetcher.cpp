@@ -72,6 +72,19 @@ int Fetcher::claim_batch_floor() const { return std::max(1, pool_.holdable(prefe
 
 bool Fetcher::prefetch() const { return limits_ == nullptr || limits_->prefetch_allowed(); }
 
+void Fetcher::cap_holding() {
+  int cap = 0;
+  if (limits_ != nullptr && limits_->active()) {
+    std::vector<std::string> types;
+    {
+      std::lock_guard lock(settings_mutex_);
+      types = types_;
+    }
+    cap = limits_->covering_concurrency(pool_.queues(), types);
+  }
+  pool_.set_hold_cap(cap);
+}
+
 Millis Fetcher::max_interval() const {
   std::lock_guard lock(settings_mutex_);
   return max_interval_;
@@ -82,6 +95,7 @@ void Fetcher::mark_progress() {
 }
 
 bool Fetcher::wait_until_claim(const std::stop_token& stop) {
+  cap_holding();
   std::unique_lock lock(signal_.mutex);
   const auto saturated_queue_has_room = [&] {
     if (saturated_.empty()) return false;
@@ -231,6 +245,8 @@ bool Fetcher::claim_once(bool woken) {
   request.slots = std::move(budget.slots);
   request.limit = budget.limit;
   request.startable = std::min(request.limit, pool_.claimable(false));
+  // Read before the claim: only this thread adds jobs to the pool, so it can only be high.
+  request.own_running = pool_.busy();
   if (request.slots.empty() || request.limit <= 0) return false;
   request.worker_id = worker_id_;
   request.lease = lease_;

@@ -129,6 +129,9 @@ class Fetcher final : public Service {
   // Whether claims may take jobs beyond the free threads (worker.prefetch): not while
   // limits apply, since a held job is a running row and would count against them.
   bool prefetch() const;
+  // Bounds the jobs the pool holds by a limit that covers everything it serves
+  // (LimitRegistry::covering_concurrency), or lifts the bound.
+  void cap_holding();
   void mark_progress();
 
   const std::string worker_id_;

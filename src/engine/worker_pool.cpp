@@ -130,9 +130,13 @@ std::vector<QueueSlots> WorkerPool::free_slots(bool prefetch) const {
   return free_slots_locked(prefetch);
 }
 
+void WorkerPool::set_hold_cap(int cap) {
+  std::lock_guard lock(mutex_);
+  hold_cap_ = cap;
+}
+
 int WorkerPool::global_free_locked(bool prefetch) const {
-  const int room = capacity_ + (prefetch ? prefetch_.budget() : 0);
-  return room - busy_.load(std::memory_order_relaxed);
+  return holdable_locked(prefetch) - busy_.load(std::memory_order_relaxed);
 }
 
 std::vector<QueueSlots> WorkerPool::free_slots_locked(bool prefetch) const {
@@ -160,7 +164,12 @@ int WorkerPool::claimable(bool prefetch) const { return claim_budget(prefetch).l
 
 int WorkerPool::holdable(bool prefetch) const {
   std::lock_guard lock(mutex_);
-  return capacity_ + (prefetch ? prefetch_.budget() : 0);
+  return holdable_locked(prefetch);
+}
+
+int WorkerPool::holdable_locked(bool prefetch) const {
+  const int room = capacity_ + (prefetch ? prefetch_.budget() : 0);
+  return hold_cap_ > 0 ? std::min(room, hold_cap_) : room;
 }
 
 WorkerPool::ClaimBudget WorkerPool::claim_budget(bool prefetch) const {

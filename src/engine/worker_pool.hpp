@@ -129,6 +129,9 @@ class WorkerPool final : public Service {
   // limits. Running jobs are never interrupted; after a shrink the pool claims nothing
   // until enough of them have finished.
   void resize(const WorkerConfig& config);
+  // At most this many jobs in hand (0: no bound beyond the workers and prefetch): a limit
+  // that covers every job the pool serves (LimitRegistry::covering_concurrency).
+  void set_hold_cap(int cap);
 
   // The attempts in the pool (handlers running, or returned and still handing over).
   std::vector<JobAttempt> running() const;
@@ -158,6 +161,7 @@ class WorkerPool final : public Service {
  private:
   void worker_loop();
   std::vector<QueueSlots> free_slots_locked(bool prefetch) const;
+  int holdable_locked(bool prefetch) const;
   int global_free_locked(bool prefetch) const;
   ClaimBudget claim_budget_locked(bool prefetch) const;
   // claim_budget_locked's limit without its list (nothing allocated: read as each job leaves).
@@ -230,6 +234,7 @@ class WorkerPool final : public Service {
 
   // Guarded by mutex_, like everything below it.
   int capacity_ = 0;
+  int hold_cap_ = 0;  // set_hold_cap
   int live_threads_ = 0;
   bool started_ = false;
   std::map<std::string, QueueState, std::less<>> queue_states_;

@@ -30,6 +30,26 @@ std::vector<LimitDefinition> LimitRegistry::definitions() const {
   return definitions_;
 }
 
+int LimitRegistry::covering_concurrency(const std::vector<std::string>& queues,
+                                        const std::vector<std::string>& types) const {
+  // Empty in a limit: any. Every one of `wanted` must be among `listed`.
+  const auto covers = [](const std::vector<std::string>& listed,
+                         const std::vector<std::string>& wanted) {
+    return listed.empty() || std::all_of(wanted.begin(), wanted.end(), [&](const auto& name) {
+             return std::find(listed.begin(), listed.end(), name) != listed.end();
+           });
+  };
+  int smallest = 0;
+  std::lock_guard lock(mutex_);
+  for (const LimitDefinition& definition : definitions_) {
+    const LimitConfig& limit = definition.limit;
+    if (limit.concurrency <= 0 || !limit.key.empty()) continue;
+    if (!covers(limit.types, types) || !covers(limit.queues, queues)) continue;
+    if (smallest == 0 || limit.concurrency < smallest) smallest = limit.concurrency;
+  }
+  return smallest;
+}
+
 bool LimitRegistry::differs_from_configured(const std::vector<LimitDefinition>& loaded) const {
   if (!configured_) return false;
   if (loaded.size() != configured_->size()) return true;

@@ -69,6 +69,12 @@ class LimitRegistry {
   bool write_pending() const;
 
   std::vector<LimitDefinition> definitions() const;
+  // The smallest `concurrency` of the unkeyed limits that match every job of these queues
+  // and types (0: none does). No more of a daemon's jobs serving only those can run at
+  // once, so it holds no more (Fetcher): its claims beyond that would only find the limit
+  // full of its own jobs, and wait.
+  int covering_concurrency(const std::vector<std::string>& queues,
+                           const std::vector<std::string>& types) const;
 
   // Claims a limit held due jobs back in (the fetcher counts them). A daemon whose due jobs
   // wait for a limit is not idle: its maintenance keeps rescuing at the busy interval, so

@@ -32,6 +32,12 @@ struct ClaimRequest {
   // worker (worker.prefetch). -1: all. The limited claim marks jobs beyond it, which a
   // rate limit's bucket counts (sql/functions/pgjobd_claim_limited.sql).
   int startable = -1;
+  // How many jobs the daemon holds whose handlers have not returned (claimed and waiting
+  // for a worker, or running), when it knows: the limited claim counts its own jobs under
+  // one limit by this rather than by their rows, which stay running until their
+  // completions are written (sql/functions/pgjobd_claim_limited.sql, "One limit"). Never
+  // less than the truth: -1 (not told) counts the rows.
+  int own_running = -1;
 };
 
 // A limit that held back at least one due job in a claim.

@@ -229,12 +229,31 @@ double check_rate(TestSchema& schema, const std::string& where, const std::vecto
 }
 
 // Samples how many jobs matching `where` the table shows running, keeping the maximum.
+// The most jobs found running at once in the table, less those whose handlers had
+// returned by then (`runs_file`'s end lines): a job's row stays running until its
+// completion is written, and under one limit the daemon that ran it no longer counts it
+// (README "Limits"). The end lines are read after the table, and a handler writes its end
+// line before its daemon lets the job go, so a job found running and without an end line
+// was in a daemon's hands at the table's read: what a limit bounds.
 class RunningSampler {
  public:
-  RunningSampler(TestSchema& schema, std::string where)
-      : schema_(schema), where_("status = 'running' AND (" + std::move(where) + ")") {}
+  RunningSampler(TestSchema& schema, std::string where, std::string runs_file)
+      : schema_(schema),
+        where_("status = 'running' AND (" + std::move(where) + ")"),
+        runs_file_(std::move(runs_file)) {}
   std::int64_t sample() {
-    const std::int64_t n = schema_.count(where_);
+    const std::string rows = schema_.query(
+        "SELECT coalesce(string_agg(id || ' ' || attempts, ' '), '') FROM {jobs} WHERE " +
+        where_);
+    std::set<std::pair<std::int64_t, int>> returned;
+    for (const HandlerRun& run : read_runs(runs_file_)) {
+      if (run.end != 0) returned.insert({run.id, run.attempt});
+    }
+    std::istringstream words(rows);
+    std::int64_t id = 0;
+    int attempt = 0;
+    std::int64_t n = 0;
+    while (words >> id >> attempt) n += returned.contains({id, attempt}) ? 0 : 1;
     most_ = std::max(most_, n);
     ++samples_;
     return n;
@@ -245,6 +264,7 @@ class RunningSampler {
  private:
   TestSchema& schema_;
   std::string where_;
+  std::string runs_file_;
   std::int64_t most_ = 0;
   int samples_ = 0;
 };
@@ -295,7 +315,7 @@ TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
   for (auto& daemon : daemons) ports.push_back(daemon->metrics_port());
   for (const int port : ports) ASSERT_GT(port, 0);
 
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   const auto started = Clock::now();
   schema.insert_jobs("call_partner", kJobs);
   ASSERT_TRUE(wait_until(
@@ -320,12 +340,17 @@ TEST(LimitsE2E, ConcurrencyLimitIsExactAcrossThreeDaemons) {
       kJobs, wall, overlap, static_cast<long long>(running.most()), running.samples(),
       per_daemon["d1"], per_daemon["d2"], per_daemon["d3"]);
   RecordProperty("concurrency_wall_ms", std::to_string(static_cast<int>(wall * 1000)));
-  // One daemon may run most jobs (it claims again as soon as its job ends), but each was
-  // held back by the shared limit: each tried, with 8 free workers, and found 3 running.
+  // One daemon may run most jobs, or all: it claims again as soon as its job's handler
+  // returns, before its completion is written, which the others wait for. Each other one
+  // was held back by the shared limit: it tried, with 8 free workers, and found 3 running.
+  // (One that holds the limit alone asks for no more than its room: README "Limits".)
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const double held_back = throttled_claims(ports[i], "partner_api", "concurrency");
+    const int ran = per_daemon["d" + std::to_string(i + 1)];
     std::printf("[ limits ] d%zu: %.0f claims held back by partner_api\n", i + 1, held_back);
-    EXPECT_GT(held_back, 0) << "d" << i + 1;
+    if (ran < kJobs) {
+      EXPECT_GT(held_back, 0) << "d" << i + 1 << " ran " << ran;
+    }
   }
   EXPECT_LE(overlap, 3) << "the limit was exceeded";
   EXPECT_GE(overlap, 3) << "the limit was never reached";
@@ -520,7 +545,7 @@ TEST(LimitsE2E, JobInTwoLimitsSatisfiesBoth) {
   }
   for (auto& daemon : daemons) ASSERT_TRUE(daemon->wait_ready()) << daemon->log();
 
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   schema.exec(
       "INSERT INTO {jobs} (type, payload) SELECT 'call_partner', jsonb_build_object('user', 'u' "
       "|| u, 'n', n) FROM generate_series(1, 4) u, generate_series(1, 5) n ORDER BY u, n");
@@ -644,7 +669,7 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
         .handler("call_partner", named_exec(script, name));
     return yaml.text();
   };
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   schema.insert_jobs("call_partner", kJobs);
 
   DaemonProcess a(config_for("A"));
@@ -690,7 +715,7 @@ TEST(LimitsE2E, SlotsOfAKilledDaemonReturnWithTheRescueAndTheLimitHolds) {
   const std::int64_t a_children_dead = epoch_ns();
 
   const std::string by_others = "type = 'call_partner' AND locked_by <> '" + a_id + "'";
-  RunningSampler running_elsewhere(schema, by_others);
+  RunningSampler running_elsewhere(schema, by_others, runs_file);
   ASSERT_TRUE(wait_until(
       [&] {
         running.sample();
@@ -753,7 +778,7 @@ TEST(LimitsE2E, StaleOwnerAfterSigstopDoesNotFreeTheSlotOfTheNewAttempt) {
                                      "], kill_grace: 500ms}");
     return yaml.text();
   };
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   DaemonProcess a(config_for("A"));
   struct Resume {
     DaemonProcess& daemon;
@@ -836,7 +861,12 @@ TEST(LimitsE2E, CancelAndDeleteOfARunningJobFreeItsSlot) {
   ASSERT_TRUE(wait_until([&] { return count_starts(runs_file) == 2; }, 15s))
       << table_summary(schema);
   const double after_cancel = seconds_since(cancelled_at);
-  EXPECT_EQ(schema.query("SELECT status FROM {jobs} WHERE id = " + first), "cancelled");
+  // Its handler stopped, the daemon counts it no more, whether or not its completion is
+  // written yet (README "Limits").
+  EXPECT_TRUE(wait_until(
+      [&] { return schema.query("SELECT status FROM {jobs} WHERE id = " + first) == "cancelled"; },
+      10s))
+      << table_summary(schema);
   const std::vector<HandlerRun> two = read_runs(runs_file);
   const std::string second = std::to_string(two.at(1).id);
 
@@ -847,7 +877,8 @@ TEST(LimitsE2E, CancelAndDeleteOfARunningJobFreeItsSlot) {
       << daemon.log();
   const double after_delete = seconds_since(deleted_at);
   // The deleted job's handler (`exec sleep 60`: its pid is the shell's) runs on until the
-  // daemon learns that the row is gone; meanwhile two handlers of the limit run.
+  // daemon learns at a heartbeat that the row is gone; the daemon counts it until it stops
+  // (another daemon would not: the row is gone).
   const pid_t deleted_handler = static_cast<pid_t>(two.at(1).pid);
   EXPECT_TRUE(wait_until([&] { return !process_alive(deleted_handler); }, 10s))
       << "the deleted job's handler still runs\n"
@@ -880,7 +911,7 @@ TEST(LimitsE2E, ReloadedLimitIsApplied) {
   };
   DaemonProcess daemon(config_with(1));
   ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   schema.insert_jobs("call_partner", kJobs);
   ASSERT_TRUE(wait_until(
       [&] {
@@ -896,7 +927,7 @@ TEST(LimitsE2E, ReloadedLimitIsApplied) {
   std::ofstream(daemon.config_path(), std::ios::trunc) << config_with(2);
   daemon.signal(SIGHUP);
   ASSERT_TRUE(daemon.wait_for_log("configuration reloaded")) << daemon.log();
-  RunningSampler running_after(schema, "type = 'call_partner'");
+  RunningSampler running_after(schema, "type = 'call_partner'", runs_file);
   ASSERT_TRUE(wait_until([&] { return running_after.sample() == 2; }, 10s))
       << table_summary(schema);
   const double applied = seconds_since(reloaded_at);
@@ -1032,7 +1063,7 @@ TEST(LimitsE2E, DifferingSectionsAreWarnedAboutAndAllDaemonsApplyTheDatabases) {
       schema.query("SELECT concurrency FROM " + quote_identifier(schema.name()) + ".pgjobd_limits"),
       "2");
 
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   schema.insert_jobs("call_partner", kJobs);
   ASSERT_TRUE(wait_until(
       [&] {
@@ -1076,7 +1107,7 @@ TEST(LimitsE2E, DaemonWithoutSectionAppliesTheDatabasesLimitsAndEmptySectionRemo
   DaemonProcess y(y_config("{partner_api: {types: [call_partner], concurrency: 2}}"));
   ASSERT_TRUE(y.wait_ready()) << y.log();
 
-  RunningSampler running(schema, "type = 'call_partner'");
+  RunningSampler running(schema, "type = 'call_partner'", runs_file);
   schema.insert_jobs("call_partner", kJobs);
   ASSERT_TRUE(wait_until(
       [&] {
