@@ -243,8 +243,7 @@ class RunningSampler {
         runs_file_(std::move(runs_file)) {}
   std::int64_t sample() {
     const std::string rows = schema_.query(
-        "SELECT coalesce(string_agg(id || ' ' || attempts, ' '), '') FROM {jobs} WHERE " +
-        where_);
+        "SELECT coalesce(string_agg(id || ' ' || attempts, ' '), '') FROM {jobs} WHERE " + where_);
     std::set<std::pair<std::int64_t, int>> returned;
     for (const HandlerRun& run : read_runs(runs_file_)) {
       if (run.end != 0) returned.insert({run.id, run.attempt});
