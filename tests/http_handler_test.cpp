@@ -9,10 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,8 +75,8 @@ class TestServer {
     mg_stop(context_);
   }
 
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  std::string url(const std::string& path, const std::string& host = "127.0.0.1") const {
+    return "http://" + host + ":" + std::to_string(port_) + path;
   }
 
   void release() {
@@ -228,21 +231,36 @@ int closed_port() {
   return ntohs(address.sin_port);
 }
 
+// The host the suites' URLs name, their parameter: an IP literal, which the handler's own
+// client carries (plain_http.hpp), or a name, which it leaves to libcurl. Every behaviour is
+// tested on both.
+class HostParam : public ::testing::TestWithParam<const char*> {
+ protected:
+  static std::string host() { return GetParam(); }
+};
+std::string client_name(const ::testing::TestParamInfo<const char*>& param) {
+  return std::string(param.param) == "localhost" ? "Libcurl" : "OwnClient";
+}
+#define PGJOBD_BOTH_CLIENTS(suite) \
+  INSTANTIATE_TEST_SUITE_P(Clients, suite, ::testing::Values("127.0.0.1", "localhost"), client_name)
+
 // One server for the suite: mg_stop takes up to civetweb's 2 s poll quantum.
-class HttpHandlerTest : public ::testing::Test {
+class HttpHandlerTest : public HostParam {
  protected:
   static void SetUpTestSuite() { server_ = std::make_unique<TestServer>(); }
   static void TearDownTestSuite() { server_.reset(); }
 
+  static std::string url(const std::string& path) { return server_->url(path, host()); }
   static JobResult run(const std::string& path, Millis timeout = Millis(5000)) {
-    return make_http_handler(http_config(server_->url(path), timeout), kHttpResultBytes,
-                             kHttpConcurrency)(sample_job(), {});
+    return make_http_handler(http_config(url(path), timeout), kHttpResultBytes, kHttpConcurrency)(
+        sample_job(), {});
   }
 
   static inline std::unique_ptr<TestServer> server_;
 };
+PGJOBD_BOTH_CLIENTS(HttpHandlerTest);
 
-TEST_F(HttpHandlerTest, SuccessIsDoneAndPostsPayloadWithHeaders) {
+TEST_P(HttpHandlerTest, SuccessIsDoneAndPostsPayloadWithHeaders) {
   const JobResult result = run("/ok");
   EXPECT_EQ(result.outcome, Outcome::kDone) << result.error;
   const Received received = server_->received();
@@ -260,11 +278,11 @@ TEST_F(HttpHandlerTest, SuccessIsDoneAndPostsPayloadWithHeaders) {
   EXPECT_EQ(header("User-Agent").rfind("pgjobd/", 0), 0U) << header("User-Agent");
 }
 
-TEST_F(HttpHandlerTest, AnyTwoHundredIsDone) {
+TEST_P(HttpHandlerTest, AnyTwoHundredIsDone) {
   EXPECT_EQ(run("/no-content").outcome, Outcome::kDone);
 }
 
-TEST_F(HttpHandlerTest, ServiceUnavailableRetriesAfterRetryAfter) {
+TEST_P(HttpHandlerTest, ServiceUnavailableRetriesAfterRetryAfter) {
   const JobResult result = run("/unavailable");
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_EQ(result.error, "HTTP 503: overloaded");
@@ -272,7 +290,7 @@ TEST_F(HttpHandlerTest, ServiceUnavailableRetriesAfterRetryAfter) {
   EXPECT_EQ(*result.retry_after, std::chrono::seconds(7));
 }
 
-TEST_F(HttpHandlerTest, RetryAfterMayBeAnHttpDate) {
+TEST_P(HttpHandlerTest, RetryAfterMayBeAnHttpDate) {
   const JobResult result = run("/unavailable-until");
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   ASSERT_TRUE(result.retry_after.has_value());
@@ -282,9 +300,9 @@ TEST_F(HttpHandlerTest, RetryAfterMayBeAnHttpDate) {
 
 // A request's transfer (handle, buffers) serves the next job of the handler: nothing of one
 // response (its body, its Retry-After) reaches the next job's result.
-TEST_F(HttpHandlerTest, TheNextJobOnAReusedTransferKeepsNothingOfTheLastResponse) {
-  const Handler handler = make_http_handler(http_config(server_->url("/alternating")),
-                                            kHttpResultBytes, kHttpConcurrency);
+TEST_P(HttpHandlerTest, TheNextJobOnAReusedTransferKeepsNothingOfTheLastResponse) {
+  const Handler handler =
+      make_http_handler(http_config(url("/alternating")), kHttpResultBytes, kHttpConcurrency);
   const JobResult first = handler(sample_job(), {});
   EXPECT_EQ(first.outcome, Outcome::kRetry);
   EXPECT_EQ(first.error, "HTTP 503: overloaded");
@@ -318,25 +336,25 @@ TEST(HttpRetryAfterTest, PlainSecondsAndPastDates) {
   EXPECT_EQ(parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT"), std::optional<Millis>(Millis(0)));
 }
 
-TEST_F(HttpHandlerTest, NotFoundIsDead) {
+TEST_P(HttpHandlerTest, NotFoundIsDead) {
   const JobResult result = run("/missing");
   EXPECT_EQ(result.outcome, Outcome::kDead);
   EXPECT_EQ(result.error, "HTTP 404");
 }
 
-TEST_F(HttpHandlerTest, TooManyRequestsRetries) {
+TEST_P(HttpHandlerTest, TooManyRequestsRetries) {
   const JobResult result = run("/throttled");
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_FALSE(result.retry_after.has_value());
 }
 
-TEST_F(HttpHandlerTest, ErrorBodyIsCappedAt4KiB) {
+TEST_P(HttpHandlerTest, ErrorBodyIsCappedAt4KiB) {
   const JobResult result = run("/huge-error");
   EXPECT_EQ(result.outcome, Outcome::kRetry);
   EXPECT_EQ(result.error, "HTTP 500: " + std::string(4096, 'x'));
 }
 
-TEST_F(HttpHandlerTest, TimeoutRetries) {
+TEST_P(HttpHandlerTest, TimeoutRetries) {
   const auto start = std::chrono::steady_clock::now();
   const JobResult result = run("/hang", Millis(200));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
@@ -344,8 +362,8 @@ TEST_F(HttpHandlerTest, TimeoutRetries) {
   EXPECT_NE(result.error.find("timeout"), std::string::npos) << result.error;
 }
 
-TEST_F(HttpHandlerTest, StopReleasesPromptly) {
-  const Handler handler = make_http_handler(http_config(server_->url("/hang"), Millis(30000)),
+TEST_P(HttpHandlerTest, StopReleasesPromptly) {
+  const Handler handler = make_http_handler(http_config(url("/hang"), Millis(30000)),
                                             kHttpResultBytes, kHttpConcurrency);
   std::stop_source stop;
   // Requests of earlier tests (a timed-out one) may still be held.
@@ -362,18 +380,18 @@ TEST_F(HttpHandlerTest, StopReleasesPromptly) {
   EXPECT_EQ(result.outcome, Outcome::kReleased);
 }
 
-TEST_F(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
+TEST_P(HttpHandlerTest, AlreadyStoppedIsReleasedWithoutARequest) {
   std::stop_source stop;
   stop.request_stop();
   const Handler handler =
-      make_http_handler(http_config(server_->url("/ok")), kHttpResultBytes, kHttpConcurrency);
+      make_http_handler(http_config(url("/ok")), kHttpResultBytes, kHttpConcurrency);
   const int before = server_->received().count;
   EXPECT_EQ(handler(sample_job(), stop.get_token()).outcome, Outcome::kReleased);
   EXPECT_EQ(server_->received().count, before);
 }
 
-TEST_F(HttpHandlerTest, ConnectionRefusedRetries) {
-  const std::string url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/";
+TEST_P(HttpHandlerTest, ConnectionRefusedRetries) {
+  const std::string url = "http://" + host() + ":" + std::to_string(closed_port()) + "/";
   const JobResult result =
       make_http_handler(http_config(url), kHttpResultBytes, kHttpConcurrency)(sample_job(), {});
   EXPECT_EQ(result.outcome, Outcome::kRetry);
@@ -420,7 +438,9 @@ class KeepAliveServer {
     mg_stop(context_);
   }
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/job"; }
+  std::string url(const std::string& host = "127.0.0.1") const {
+    return "http://" + host + ":" + std::to_string(port_) + "/job";
+  }
 
   std::vector<KeptRequest> requests() {
     std::lock_guard lock(mutex_);
@@ -493,7 +513,7 @@ Job job_with(std::int64_t id, std::string payload) {
 }
 
 // One server for the suite (mg_stop takes up to 2 s), keeping idle connections a minute.
-class HttpHandlerKeepAliveTest : public ::testing::Test {
+class HttpHandlerKeepAliveTest : public HostParam {
  protected:
   static void SetUpTestSuite() { server_ = std::make_unique<KeepAliveServer>(60000); }
   static void TearDownTestSuite() { server_.reset(); }
@@ -501,15 +521,19 @@ class HttpHandlerKeepAliveTest : public ::testing::Test {
 
   static inline std::unique_ptr<KeepAliveServer> server_;
 };
+PGJOBD_BOTH_CLIENTS(HttpHandlerKeepAliveTest);
+
+class HttpHandlerIdleCloseTest : public HostParam {};
+PGJOBD_BOTH_CLIENTS(HttpHandlerIdleCloseTest);
 
 // A new connection per job cost a TCP (and for https a TLS) handshake per job and left a
 // TIME_WAIT socket behind each; one worker's consecutive jobs now go over one connection.
 // Each request still carries its own job's headers and whole body: nothing of the job
 // before (a longer body, its id) leaks into the next.
-TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
+TEST_P(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
   KeepAliveServer& server = *server_;
   const Handler handler =
-      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
+      make_http_handler(http_config(server.url(host())), kHttpResultBytes, kHttpConcurrency);
   const std::vector<std::string> payloads = {R"({"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"})",
                                              R"({"n":2})", "[]", R"({"n":4,"s":"\r\n"})"};
   for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -527,9 +551,9 @@ TEST_F(HttpHandlerKeepAliveTest, ConsecutiveJobsGoOverOneConnection) {
 
 // A transfer that failed (here a timeout, after which libcurl drops the connection) leaves
 // its handle fit for the next job, which gets a connection of its own.
-TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
+TEST_P(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
   KeepAliveServer& server = *server_;
-  const Handler handler = make_http_handler(http_config(server.url(), Millis(1000)),
+  const Handler handler = make_http_handler(http_config(server.url(host()), Millis(1000)),
                                             kHttpResultBytes, kHttpConcurrency);
   EXPECT_EQ(handler(job_with(1, R"({"n":1})"), {}).outcome, Outcome::kDone);
   const JobResult timed_out = handler(job_with(2, R"({"hang":true})"), {});
@@ -547,10 +571,10 @@ TEST_F(HttpHandlerKeepAliveTest, AJobAfterATimeoutOnTheSameHandlerIsDone) {
 
 // Servers close idle connections (node after 5 s, nginx after 75 s): the next job notices
 // and connects again instead of failing on the closed one.
-TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
+TEST_P(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
   KeepAliveServer server(100);
   const Handler handler =
-      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
+      make_http_handler(http_config(server.url(host())), kHttpResultBytes, kHttpConcurrency);
   ASSERT_EQ(handler(job_with(1, "{}"), {}).outcome, Outcome::kDone);
   ASSERT_TRUE(testing::wait_until([&server] { return server.closed_connections() >= 1; }, 10s));
   const JobResult after = handler(job_with(2, "{}"), {});
@@ -560,10 +584,10 @@ TEST(HttpHandlerIdleCloseTest, AConnectionThePeerClosedWhileIdleIsReplaced) {
 
 // Jobs running at once never share a connection (libcurl forbids one handle in two
 // transfers): each waits on its own, and a third, after them, reuses one of theirs.
-TEST_F(HttpHandlerKeepAliveTest, JobsRunningAtOnceEachHaveAConnection) {
+TEST_P(HttpHandlerKeepAliveTest, JobsRunningAtOnceEachHaveAConnection) {
   KeepAliveServer& server = *server_;
   const Handler handler =
-      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
+      make_http_handler(http_config(server.url(host())), kHttpResultBytes, kHttpConcurrency);
   std::vector<JobResult> results(2);
   {
     std::jthread first([&] { results[0] = handler(job_with(1, R"({"hang":1})"), {}); });
@@ -593,14 +617,14 @@ TEST(HttpHeaderValue, PercentEncodesControlCharactersAndPercent) {
 namespace pgjobd {
 namespace {
 
-TEST_F(HttpHandlerTest, ResultIsTheBodyAsJsonWhenTheResponseSaysJson) {
+TEST_P(HttpHandlerTest, ResultIsTheBodyAsJsonWhenTheResponseSaysJson) {
   const JobResult result = run("/json");
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
   EXPECT_EQ(result.result, R"({"sum": 3})");
   EXPECT_EQ(result.result_format, ResultFormat::kJson);
 }
 
-TEST_F(HttpHandlerTest, ResultIsTheBodyAsTextOtherwise) {
+TEST_P(HttpHandlerTest, ResultIsTheBodyAsTextOtherwise) {
   const JobResult result = run("/ok");  // text/plain
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
   EXPECT_EQ(result.result, "fine");
@@ -608,7 +632,7 @@ TEST_F(HttpHandlerTest, ResultIsTheBodyAsTextOtherwise) {
 }
 
 // The daemon's memory stays bounded: one byte over the bound is kept, the rest counted.
-TEST_F(HttpHandlerTest, ResultKeepsTheBoundPlusOneAndCountsTheWholeBody) {
+TEST_P(HttpHandlerTest, ResultKeepsTheBoundPlusOneAndCountsTheWholeBody) {
   const JobResult result = run("/huge");
   ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
   EXPECT_EQ(result.result.size(), kHttpResultBytes + 1);
@@ -652,15 +676,47 @@ const AsyncHandler& async_of(const Handler& handler) {
 
 constexpr std::size_t kInFlight = 64;
 
-// The multi tests run with one transfer thread and with two (kHttpTransferThreads aside).
-class HttpHandlerMultiTest : public ::testing::TestWithParam<int> {
+// `count` jobs the server holds, started at once on a handler with `connections` connections
+// and `threads` transfer threads, released once `at_server` of them are at the server (none
+// ended before): each is done.
+void run_held_jobs(KeepAliveServer& server, int connections, int threads, std::size_t count,
+                   std::size_t at_server) {
+  const Handler handler = make_http_handler(http_config(server.url(), Millis(20000)),
+                                            kHttpResultBytes, connections, threads);
+  const AsyncHandler& async = async_of(handler);
+  std::vector<Job> jobs;
+  for (std::size_t i = 0; i < count; ++i) jobs.push_back(job_with(i + 1, R"({"hang":true})"));
+  Results results(count);
+  for (std::size_t i = 0; i < count; ++i) async.start(jobs[i], {}, results.done_for(i));
+  EXPECT_TRUE(testing::wait_until(
+      [&server, at_server] { return server.requests().size() == at_server; }, 10s));
+  EXPECT_EQ(results.ended(), 0U);
+  server.release();
+  ASSERT_TRUE(results.await_all(20s));
+  for (std::size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(results.at(i)->outcome, Outcome::kDone) << results.at(i)->error;
+  }
+}
+
+// The multi tests run with one transfer thread and with two (kHttpTransferThreads aside),
+// each with both clients (HostParam).
+class HttpHandlerMultiTest : public ::testing::TestWithParam<std::tuple<int, const char*>> {
  protected:
+  static std::string host() { return std::get<1>(GetParam()); }
   static Handler handler_for(const std::string& url, Millis timeout, std::size_t concurrency) {
     return make_http_handler(http_config(url, timeout), kHttpResultBytes,
-                             static_cast<int>(concurrency), GetParam());
+                             static_cast<int>(concurrency), std::get<0>(GetParam()));
   }
 };
-INSTANTIATE_TEST_SUITE_P(TransferThreads, HttpHandlerMultiTest, ::testing::Values(1, 2));
+std::string threads_and_client(
+    const ::testing::TestParamInfo<std::tuple<int, const char*>>& param) {
+  return std::to_string(std::get<0>(param.param)) + "Threads" +
+         (std::string(std::get<1>(param.param)) == "localhost" ? "Libcurl" : "OwnClient");
+}
+INSTANTIATE_TEST_SUITE_P(TransferThreads, HttpHandlerMultiTest,
+                         ::testing::Combine(::testing::Values(1, 2),
+                                            ::testing::Values("127.0.0.1", "localhost")),
+                         threads_and_client);
 
 // The worker model's point: one thread starts 64 jobs and each start returns at once, so all
 // 64 requests are at the server together with none answered (a thread per request would
@@ -668,7 +724,7 @@ INSTANTIATE_TEST_SUITE_P(TransferThreads, HttpHandlerMultiTest, ::testing::Value
 // the connection cache is shared by all transfers.
 TEST_P(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
   KeepAliveServer server(60000, static_cast<int>(kInFlight) + 8);
-  const Handler handler = handler_for(server.url(), Millis(20000), kInFlight);
+  const Handler handler = handler_for(server.url(host()), Millis(20000), kInFlight);
   const AsyncHandler& async = async_of(handler);
   std::vector<Job> jobs;
   for (std::size_t i = 0; i < 2 * kInFlight; ++i) {
@@ -700,7 +756,7 @@ TEST_P(HttpHandlerMultiTest, SixtyFourTransfersInFlightStartedFromOneThread) {
 // timeout, all together rather than one after another, and as a transient failure.
 TEST_P(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
   const testing::SilentServer silent;
-  const Handler handler = handler_for(silent.url(), Millis(500), kInFlight);
+  const Handler handler = handler_for(silent.url(host()), Millis(500), kInFlight);
   const AsyncHandler& async = async_of(handler);
   std::vector<Job> jobs;
   for (std::size_t i = 0; i < kInFlight; ++i) jobs.push_back(job_with(i + 1, "{}"));
@@ -719,7 +775,7 @@ TEST_P(HttpHandlerMultiTest, AServerThatNeverAnswersTimesOutEveryJob) {
 // only that one.
 TEST_P(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
   const testing::SilentServer silent;
-  const Handler handler = handler_for(silent.url(), Millis(30000), kInFlight);
+  const Handler handler = handler_for(silent.url(host()), Millis(30000), kInFlight);
   const AsyncHandler& async = async_of(handler);
   const Job first = job_with(1, "{}");
   const Job second = job_with(2, "{}");
@@ -743,16 +799,7 @@ TEST_P(HttpHandlerMultiTest, AStopEndsOnlyItsOwnRequestAtOnce) {
 // for two threads are two and one, and three requests are at the server at once.
 TEST(HttpHandlerTransferThreadsTest, ConnectionsSharedOutCarryAsManyRequestsAtOnce) {
   KeepAliveServer server(60000, 8);
-  const Handler handler =
-      make_http_handler(http_config(server.url(), Millis(20000)), kHttpResultBytes, 3, 2);
-  const AsyncHandler& async = async_of(handler);
-  std::vector<Job> jobs;
-  for (std::int64_t id = 1; id <= 3; ++id) jobs.push_back(job_with(id, R"({"hang":true})"));
-  Results results(jobs.size());
-  for (std::size_t i = 0; i < jobs.size(); ++i) async.start(jobs[i], {}, results.done_for(i));
-  EXPECT_TRUE(testing::wait_until([&server] { return server.requests().size() == 3; }, 10s));
-  server.release();
-  ASSERT_TRUE(results.await_all(20s));
+  run_held_jobs(server, 3, 2, 3, 3);
   EXPECT_EQ(connections_of(server.requests()).size(), 3U);
 }
 
@@ -816,15 +863,12 @@ TEST(HttpHandlerTransferThreadsTest, AJobStartedByACompletionStaysOnItsThread) {
 }
 
 // A response header over libcurl's bound (100 KiB a line) said only "Out of memory".
-TEST(HttpHandlerOversizedHeaderTest, SaysTheHeaderWasTooLarge) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+class HttpHandlerOversizedHeaderTest : public HostParam {};
+PGJOBD_BOTH_CLIENTS(HttpHandlerOversizedHeaderTest);
+
+TEST_P(HttpHandlerOversizedHeaderTest, SaysTheHeaderWasTooLarge) {
+  int port = 0;
+  const int listener = testing::listen_on_loopback(4, port);
   std::jthread server([listener] {
     const int conn = accept(listener, nullptr, nullptr);
     if (conn < 0) return;
@@ -837,7 +881,7 @@ TEST(HttpHandlerOversizedHeaderTest, SaysTheHeaderWasTooLarge) {
         send(conn, response.data(), response.size(), MSG_NOSIGNAL);
     close(conn);
   });
-  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/";
+  const std::string url = "http://" + host() + ":" + std::to_string(port) + "/";
   const JobResult result =
       make_http_handler(http_config(url), kHttpResultBytes, kHttpConcurrency)(sample_job(), {});
   server.join();
@@ -854,6 +898,202 @@ TEST(HttpMediaType, JsonIsApplicationJsonOrAnyPlusJson) {
   EXPECT_FALSE(is_json_media_type("application/jsonl"));
   EXPECT_FALSE(is_json_media_type("+json"));
   EXPECT_FALSE(is_json_media_type(""));
+}
+
+}  // namespace
+}  // namespace pgjobd
+
+namespace pgjobd {
+namespace {
+
+// A loopback server whose connections are served one after another by `serve` (the
+// connection, its number from 0), on a thread of its own: responses written by hand, as
+// the own client (plain_http.hpp) and libcurl must both take them.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::function<void(int, int)> serve)
+      : listener_(testing::listen_on_loopback(16, port_)) {
+    thread_ = std::thread([this, serve = std::move(serve)] {
+      for (int index = 0;; ++index) {
+        const int connection = accept(listener_, nullptr, nullptr);
+        if (connection < 0) return;  // shut down
+        serve(connection, index);
+        close(connection);
+      }
+    });
+  }
+  ScriptedServer(const ScriptedServer&) = delete;
+  ScriptedServer& operator=(const ScriptedServer&) = delete;
+  ~ScriptedServer() {
+    shutdown(listener_, SHUT_RDWR);  // ends the accept
+    thread_.join();
+    close(listener_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/job"; }
+  int port() const { return port_; }
+
+ private:
+  int port_ = 0;  // before listener_, which sets it
+  int listener_;
+  std::thread thread_;
+};
+
+// One request off a connection (head and Content-Length body); empty when it closed first.
+std::string read_request(int connection) {
+  std::string request;
+  char buffer[4096];
+  std::size_t body_from = std::string::npos;
+  std::size_t length = 0;
+  while (body_from == std::string::npos || request.size() < body_from + length) {
+    const ssize_t got = recv(connection, buffer, sizeof buffer, 0);
+    if (got <= 0) return {};
+    request.append(buffer, static_cast<std::size_t>(got));
+    if (body_from == std::string::npos) {
+      const std::size_t end = request.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      body_from = end + 4;
+      const std::size_t at = request.find("Content-Length: ");
+      if (at != std::string::npos && at < end) length = std::stoul(request.substr(at + 16));
+    }
+  }
+  return request;
+}
+
+void send_text(int connection, const std::string& text) {
+  ASSERT_EQ(send(connection, text.data(), text.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(text.size()));
+}
+
+// Answers every request 204 and keeps the last request it read.
+class RecordingServer {
+ public:
+  RecordingServer()
+      : server_([this](int connection, int /*index*/) {
+          while (true) {
+            std::string request = read_request(connection);
+            if (request.empty()) return;
+            {
+              std::lock_guard lock(mutex_);
+              last_ = std::move(request);
+            }
+            send_text(connection, "HTTP/1.1 204 No Content\r\n\r\n");
+          }
+        }) {}
+
+  std::string url() const { return server_.url(); }
+  int port() const { return server_.port(); }
+  std::string last() {
+    std::lock_guard lock(mutex_);
+    return last_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::string last_;
+  ScriptedServer server_;  // last: its thread uses the members above
+};
+
+// A chunked body, written in pieces that split the chunk sizes and the data, is the result
+// whole.
+TEST(HttpHandlerOwnClientTest, AChunkedBodyWrittenInPiecesIsTheResult) {
+  ScriptedServer server([](int connection, int /*index*/) {
+    if (read_request(connection).empty()) return;
+    send_text(connection, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Enc");
+    send_text(connection, "oding: chunked\r\n\r\n4\r\n{\"a\"");
+    send_text(connection, "\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\n\r\n");
+  });
+  const JobResult result = make_http_handler(http_config(server.url()), kHttpResultBytes,
+                                             kHttpConcurrency)(sample_job(), {});
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  EXPECT_EQ(result.result, R"({"a": 1})");
+  EXPECT_EQ(result.result_format, ResultFormat::kJson);
+}
+
+// The request as it goes out: one POST with the job's headers, Host and the payload's
+// length, as libcurl sent it.
+TEST(HttpHandlerOwnClientTest, TheRequestCarriesHostLengthAndTheJobsHeaders) {
+  RecordingServer server;
+  const JobResult result = make_http_handler(http_config(server.url()), kHttpResultBytes,
+                                             kHttpConcurrency)(sample_job(), {});
+  ASSERT_EQ(result.outcome, Outcome::kDone) << result.error;
+  const std::string seen = server.last();
+  EXPECT_EQ(seen.rfind("POST /job HTTP/1.1\r\n", 0), 0U) << seen;
+  for (const std::string& line :
+       {"Host: 127.0.0.1:" + std::to_string(server.port()), std::string("Accept: */*"),
+        std::string("Content-Type: application/json"), std::string("X-Pgjobd-Job-Id: 42"),
+        std::string("X-Pgjobd-Job-Type: send_email"), std::string("X-Pgjobd-Job-Queue: mail"),
+        std::string("X-Pgjobd-Job-Attempt: 3"),
+        "Content-Length: " + std::to_string(sample_job().payload.size())}) {
+    EXPECT_NE(seen.find("\r\n" + line + "\r\n"), std::string::npos) << line << " in " << seen;
+  }
+  EXPECT_NE(seen.find("\r\nUser-Agent: pgjobd/"), std::string::npos) << seen;
+  EXPECT_TRUE(seen.ends_with("\r\n\r\n" + sample_job().payload)) << seen;
+}
+
+// A kept connection the server closes as the next request arrives, unanswered: the request
+// goes again on a new connection (as libcurl does), and the job is done.
+TEST(HttpHandlerOwnClientTest, ARequestLostOnAKeptConnectionIsSentAgainOnANewOne) {
+  std::atomic<int> requests = 0;
+  ScriptedServer server([&requests](int connection, int index) {
+    if (read_request(connection).empty()) return;
+    ++requests;
+    send_text(connection, "HTTP/1.1 204 No Content\r\n\r\n");
+    if (index > 0) return;
+    if (!read_request(connection).empty()) ++requests;  // read, never answered: closed
+  });
+  const Handler handler =
+      make_http_handler(http_config(server.url()), kHttpResultBytes, kHttpConcurrency);
+  ASSERT_EQ(handler(job_with(1, "{}"), {}).outcome, Outcome::kDone);
+  const JobResult again = handler(job_with(2, "{}"), {});
+  EXPECT_EQ(again.outcome, Outcome::kDone) << again.error;
+  EXPECT_EQ(requests.load(), 3);
+}
+
+// An answer cut short (the connection closed inside the body) is a retry, never done.
+TEST(HttpHandlerOwnClientTest, AResponseCutShortRetries) {
+  ScriptedServer server([](int connection, int /*index*/) {
+    if (read_request(connection).empty()) return;
+    send_text(connection, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+  });
+  const JobResult result = make_http_handler(http_config(server.url()), kHttpResultBytes,
+                                             kHttpConcurrency)(sample_job(), {});
+  EXPECT_EQ(result.outcome, Outcome::kRetry);
+  EXPECT_FALSE(result.error.empty());
+}
+
+// More requests than connections (two transfer threads may pick one at once) wait for one
+// of the connections: never more are opened.
+TEST(HttpHandlerOwnClientTest, RequestsBeyondTheConnectionsWaitForOne) {
+  KeepAliveServer server(60000, 8);
+  run_held_jobs(server, 2, 1, 4, 2);
+  EXPECT_EQ(server.requests().size(), 4U);
+  EXPECT_EQ(connections_of(server.requests()).size(), 2U);
+}
+
+// A proxy from the environment applies as before: the request goes to it, through libcurl.
+TEST(HttpHandlerOwnClientTest, AProxyFromTheEnvironmentStillCarriesTheRequest) {
+  RecordingServer proxy;
+  const std::string target = "http://127.0.0.1:" + std::to_string(closed_port()) + "/job";
+  std::map<std::string, std::optional<std::string>> saved;
+  for (const char* name : {"http_proxy", "no_proxy", "NO_PROXY"}) {
+    const char* value = std::getenv(name);
+    saved[name] = value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+    unsetenv(name);
+  }
+  setenv("http_proxy", ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
+  const JobResult result =
+      make_http_handler(http_config(target), kHttpResultBytes, kHttpConcurrency)(sample_job(), {});
+  for (const auto& [name, value] : saved) {
+    if (value) {
+      setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+  EXPECT_EQ(result.outcome, Outcome::kDone) << result.error;
+  const std::string seen = proxy.last();
+  EXPECT_EQ(seen.rfind("POST " + target + " HTTP/1.1\r\n", 0), 0U) << seen;
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
-// The http handler: POSTs a job's payload with libcurl and maps the response to a JobResult.
+// The http handler: POSTs a job's payload with libcurl, or with its own client for plain
+// http:// to an IP literal (plain_http.hpp), and maps the response to a JobResult.
 #include "handlers/http_handler.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +18,9 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include "handlers/curl_library.hpp"
+#include "handlers/plain_http.hpp"
 #include "handlers/unique_fd.hpp"
 #include "pgjobd/version.hpp"
 #include "text/head_buffer.hpp"
@@ -54,16 +62,6 @@ struct MultiDeleter {
 };
 using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
 }  // namespace
 
 // Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3); a date in the past is 0.
@@ -72,7 +70,7 @@ std::string_view trim(std::string_view text) {
 std::optional<Millis> parse_retry_after(std::string_view value) {
   constexpr long long kMaxSeconds =
       std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
-  value = trim(value);
+  value = trim_http_space(value);
   if (value.empty()) return std::nullopt;
   if (std::all_of(value.begin(), value.end(),
                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; })) {
@@ -142,6 +140,23 @@ struct Request {
   HandlerDone done;
 };
 
+struct Transfer;
+
+// A connection of the own client (plain_http.hpp): in the epoll set from its start to its
+// close (data.ptr), reading whenever it is readable; while idle, an event means the peer
+// closed it (or sent what nobody asked for), and it is closed.
+struct PlainConnection {
+  UniqueFd fd;
+  std::size_t index = 0;         // in State::connections
+  Transfer* transfer = nullptr;  // the request on it; null while idle
+  bool connecting = false;       // connect() not finished yet
+  bool used = false;             // it carried a request before
+  bool writing = false;          // EPOLLOUT is in the set
+  std::size_t sent = 0;          // of the head and the payload
+  std::string head;              // the request line and headers, buffer kept between requests
+  PlainHttpResponse response;
+};
+
 // One request in flight: its job, and what libcurl's callbacks collect. Kept for a later
 // request once its job has ended, with its easy handle, whose options (pointing into this
 // object) stay set, and its header lines, so starting a request allocates nothing once the
@@ -202,6 +217,8 @@ struct Transfer {
     retry_after.reset();
     header_ended = false;
     error_text[0] = '\0';
+    connection = nullptr;
+    sent_again = false;
   }
 
   const Job* job = nullptr;
@@ -221,6 +238,12 @@ struct Transfer {
   std::optional<Millis> retry_after;
   bool header_ended = false;  // the blank line after the response's headers came
   char error_text[CURL_ERROR_SIZE] = {};
+  // The own client's: the connection carrying it (null while it waits for one), when it
+  // started (its timeout counts from then), and whether it was sent again on a new
+  // connection after a kept one failed before any answer (once, as libcurl does).
+  PlainConnection* connection = nullptr;
+  std::chrono::steady_clock::time_point started;
+  bool sent_again = false;
 };
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
@@ -228,16 +251,12 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   if (line.starts_with("HTTP/")) {
     transfer->retry_after.reset();  // a new response (e.g. after 100 Continue) starts
     transfer->header_ended = false;
-  } else if (trim(line).empty()) {
+  } else if (trim_http_space(line).empty()) {
     transfer->header_ended = true;
   } else if (const auto colon = line.find(':'); colon != std::string_view::npos) {
-    constexpr std::string_view kName = "retry-after";
-    const std::string_view name = trim(line.substr(0, colon));
-    bool match = name.size() == kName.size();
-    for (std::size_t i = 0; match && i < name.size(); ++i) {
-      match = std::tolower(static_cast<unsigned char>(name[i])) == kName[i];
+    if (equals_ignoring_case(trim_http_space(line.substr(0, colon)), "retry-after")) {
+      transfer->retry_after = parse_retry_after(line.substr(colon + 1));
     }
-    if (match) transfer->retry_after = parse_retry_after(line.substr(colon + 1));
   }
   return size * count;
 }
@@ -262,6 +281,16 @@ JobResult done_with_body(Transfer& transfer, const char* content_type) {
   return done;
 }
 
+// What a response means for its job, whichever client read it (`content_type` may be null).
+JobResult result_of_response(Transfer& transfer, long status, const char* content_type) {
+  if (status >= 200 && status < 300) return done_with_body(transfer, content_type);
+  std::string error = "HTTP " + std::to_string(status);
+  const std::string_view body = transfer.body.bytes();
+  if (!body.empty()) error.append(": ").append(body.substr(0, kMaxBodyKept));
+  if (is_retryable_status(status)) return JobResult::retry(std::move(error), transfer.retry_after);
+  return JobResult::dead(std::move(error));
+}
+
 // What a finished transfer means for its job.
 JobResult result_of(Transfer& transfer, CURLcode code, Millis timeout) {
   const CurlLibrary& curl = curl_library();
@@ -279,16 +308,11 @@ JobResult result_of(Transfer& transfer, CURLcode code, Millis timeout) {
   }
   long status = 0;
   curl.easy_getinfo(transfer.handle.get(), CURLINFO_RESPONSE_CODE, &status);
+  char* content_type = nullptr;  // libcurl's, valid until the handle's next transfer
   if (status >= 200 && status < 300) {
-    char* content_type = nullptr;  // libcurl's, valid until the handle's next transfer
     curl.easy_getinfo(transfer.handle.get(), CURLINFO_CONTENT_TYPE, &content_type);
-    return done_with_body(transfer, content_type);
   }
-  std::string error = "HTTP " + std::to_string(status);
-  const std::string_view body = transfer.body.bytes();
-  if (!body.empty()) error.append(": ").append(body.substr(0, kMaxBodyKept));
-  if (is_retryable_status(status)) return JobResult::retry(std::move(error), transfer.retry_after);
-  return JobResult::dead(std::move(error));
+  return result_of_response(transfer, status, content_type);
 }
 
 // The transfer thread's own State (TransferThreads::State), on that thread; else null.
@@ -305,6 +329,12 @@ thread_local const void* current_transfer_thread = nullptr;
 // keep-alive, DNS, TLS sessions), at most `max_connections` open (worker.concurrency: no
 // more requests are ever in flight at once).
 //
+// When the URL is plain http:// to an IP literal and no proxy applies (plain_http_target),
+// the thread carries every request with its own client instead, on the same epoll loop:
+// libcurl's work per request (a connection struct, URL parse, header building and matching,
+// two polls) cost more CPU than a whole request of wrk's (bench/README.md). Its connections
+// are kept and bounded as libcurl's were, its timeouts are the thread's own deadlines.
+//
 // Several such threads may share one handler's requests (each its own multi handle, epoll
 // set and connections, its share of max_connections), as wrk's threads do: where cores are
 // many, one thread's share of one core would cap the handler (default_http_transfer_threads
@@ -316,9 +346,10 @@ class TransferThreads {
   TransferThreads(const std::string& url, Millis timeout, std::size_t body_bytes,
                   long max_connections, int threads) {
     const long count = std::clamp<long>(threads, 1, std::max(max_connections, 1L));
+    const std::optional<PlainHttpTarget> plain = plain_http_target(url);
     for (long i = 0; i < count; ++i) {
       const long share = max_connections / count + (i < max_connections % count ? 1 : 0);
-      shards_.push_back(Shard{std::make_shared<State>(url, timeout, body_bytes, share), {}});
+      shards_.push_back(Shard{std::make_shared<State>(url, plain, timeout, body_bytes, share), {}});
     }
     try {
       for (Shard& shard : shards_) {
@@ -378,8 +409,10 @@ class TransferThreads {
   }
 
   struct State {
-    State(std::string url_in, Millis timeout_in, std::size_t body_bytes_in, long max_connections_in)
+    State(std::string url_in, std::optional<PlainHttpTarget> plain_in, Millis timeout_in,
+          std::size_t body_bytes_in, long max_connections_in)
         : url(std::move(url_in)),
+          plain(std::move(plain_in)),
           timeout(timeout_in),
           body_bytes(body_bytes_in),
           max_connections(max_connections_in),
@@ -447,13 +480,18 @@ class TransferThreads {
                                        more ? 0 : wait_millis());
         int running = 0;
         for (int i = 0; i < ready; ++i) {
-          const int fd = events[static_cast<std::size_t>(i)].data.fd;
-          const std::uint32_t what = events[static_cast<std::size_t>(i)].events;
-          if (fd == wake.get()) {
+          const epoll_event& event = events[static_cast<std::size_t>(i)];
+          const std::uint32_t what = event.events;
+          if (event.data.u64 == static_cast<std::uint64_t>(wake.get())) {
             std::uint64_t count = 0;
-            [[maybe_unused]] const ssize_t ignored = ::read(fd, &count, sizeof count);
+            [[maybe_unused]] const ssize_t ignored = ::read(wake.get(), &count, sizeof count);
             continue;
           }
+          if (plain) {
+            on_connection_event(*static_cast<PlainConnection*>(event.data.ptr), what);
+            continue;
+          }
+          const int fd = event.data.fd;
           if (Watch& watch = watch_of(fd); !watch.wanted) {
             unwatch(fd, watch);  // an idle connection in the cache (on_socket)
             continue;
@@ -472,6 +510,13 @@ class TransferThreads {
         for (Request& request : arrived) begin(std::move(request));
         arrived.clear();
         if (stop_seen.exchange(false)) abort_stopped();
+        if (plain) {
+          if (next_deadline && *next_deadline <= std::chrono::steady_clock::now()) time_out();
+          start_waiting();
+          std::lock_guard lock(mutex);
+          more = !incoming.empty();
+          continue;
+        }
         // The requests just added are due at once (libcurl sets a 0 ms timer for them).
         if (timer_due && *timer_due <= std::chrono::steady_clock::now()) {
           timer_due.reset();  // libcurl sets the next one from within
@@ -576,8 +621,10 @@ class TransferThreads {
     // How long epoll_wait may sleep: until libcurl's timer is due, rounded up (woken a
     // fraction of a millisecond early, the thread would spin), kPollMillis at most.
     int wait_millis() const {
-      if (!timer_due) return kPollMillis;
-      const auto left = *timer_due - std::chrono::steady_clock::now();
+      const std::optional<std::chrono::steady_clock::time_point>& due =
+          plain ? next_deadline : timer_due;
+      if (!due) return kPollMillis;
+      const auto left = *due - std::chrono::steady_clock::now();
       if (left <= std::chrono::steady_clock::duration::zero()) return 0;
       return static_cast<int>(
           std::min<long long>(std::chrono::ceil<Millis>(left).count(), kPollMillis));
@@ -597,6 +644,16 @@ class TransferThreads {
         hand_back(request.done, JobResult::retry(std::string("handler threw: ") + e.what()));
         return;
       }
+      if (plain) {
+        Transfer& started = *transfer;
+        transfer->on_stop.emplace(transfer->stop, OnStop{&stop_seen, wake.get()});
+        transfer->active_index = active.size();
+        active.push_back(std::move(transfer));
+        const auto deadline = started.started + timeout;
+        if (!next_deadline || deadline < *next_deadline) next_deadline = deadline;
+        start_plain(started);
+        return;
+      }
       if (const CURLMcode code =
               curl_library().multi_add_handle(multi.get(), transfer->handle.get());
           code != CURLM_OK) {
@@ -610,8 +667,36 @@ class TransferThreads {
       active.push_back(std::move(transfer));
     }
 
+    // A new transfer's easy handle, with the options every request of this handler shares
+    // (pointing into the transfer, which never moves).
+    void set_up_handle(Transfer& transfer) {
+      const CurlLibrary& curl = curl_library();
+      transfer.handle.reset(curl.easy_init());
+      if (!transfer.handle) throw std::runtime_error("curl_easy_init failed");
+      CURL* handle = transfer.handle.get();
+      curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
+      // The payload must never go to file://, ldap:// or the like. Redirects are not
+      // followed.
+      curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
+      curl.easy_setopt(handle, CURLOPT_HTTPHEADER, transfer.header_nodes.data());
+      curl.easy_setopt(handle, CURLOPT_POST, 1L);
+      curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+      curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide
+      curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer.error_text);
+      curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
+      curl.easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
+      curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
+      curl.easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+      curl.easy_setopt(handle, CURLOPT_PRIVATE, &transfer);
+      curl.easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, &on_open);
+      curl.easy_setopt(handle, CURLOPT_OPENSOCKETDATA, this);
+      curl.easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, &on_close);
+      curl.easy_setopt(handle, CURLOPT_CLOSESOCKETDATA, this);
+    }
+
     // A transfer of an earlier request when there is one (its handle's options, set once,
-    // still point at it), else a new one.
+    // still point at it), else a new one (with no easy handle when the own client carries
+    // the requests).
     std::unique_ptr<Transfer> prepare(Request& request) {
       const CurlLibrary& curl = curl_library();
       std::unique_ptr<Transfer> transfer;
@@ -620,34 +705,17 @@ class TransferThreads {
         idle.pop_back();
       } else {
         transfer = std::make_unique<Transfer>(body_bytes);
-        transfer->handle.reset(curl.easy_init());
-        if (!transfer->handle) throw std::runtime_error("curl_easy_init failed");
-        CURL* handle = transfer->handle.get();
-        curl.easy_setopt(handle, CURLOPT_URL, url.c_str());
-        // The payload must never go to file://, ldap:// or the like. Redirects are not
-        // followed.
-        curl.easy_setopt(handle, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl.easy_setopt(handle, CURLOPT_HTTPHEADER, transfer->header_nodes.data());
-        curl.easy_setopt(handle, CURLOPT_POST, 1L);
-        curl.easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-        curl.easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // signals are process-wide
-        curl.easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer->error_text);
-        curl.easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
-        curl.easy_setopt(handle, CURLOPT_HEADERDATA, transfer.get());
-        curl.easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
-        curl.easy_setopt(handle, CURLOPT_WRITEDATA, transfer.get());
-        curl.easy_setopt(handle, CURLOPT_PRIVATE, transfer.get());
-        curl.easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, &on_open);
-        curl.easy_setopt(handle, CURLOPT_OPENSOCKETDATA, this);
-        curl.easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, &on_close);
-        curl.easy_setopt(handle, CURLOPT_CLOSESOCKETDATA, this);
+        if (!plain) set_up_handle(*transfer);
       }
       const Job& job = *request.job;
       transfer->set_headers(job);
-      CURL* handle = transfer->handle.get();
-      curl.easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
-      curl.easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
-                       static_cast<curl_off_t>(job.payload.size()));
+      if (!plain) {
+        CURL* handle = transfer->handle.get();
+        curl.easy_setopt(handle, CURLOPT_POSTFIELDS, job.payload.data());
+        curl.easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(job.payload.size()));
+      }
+      transfer->started = std::chrono::steady_clock::now();
       transfer->job = request.job;
       transfer->stop = std::move(request.stop);
       transfer->done = std::move(request.done);
@@ -676,6 +744,7 @@ class TransferThreads {
           ++i;
           continue;
         }
+        detach_plain(*active[i]);
         finish(take(i), JobResult::released());
       }
     }
@@ -687,7 +756,7 @@ class TransferThreads {
         active[index]->active_index = index;
       }
       active.pop_back();
-      curl_library().multi_remove_handle(multi.get(), transfer->handle.get());
+      if (!plain) curl_library().multi_remove_handle(multi.get(), transfer->handle.get());
       return transfer;
     }
 
@@ -708,8 +777,298 @@ class TransferThreads {
       done(std::move(result));
     }
 
+    // The own client (plain_http.hpp), used for every request of a handler whose URL it can
+    // carry (`plain`): one sendmsg and one read per request on a kept connection, nothing
+    // allocated once the buffers have grown.
+
+    // Puts a request (in `active`) on an idle connection (unless `fresh`), a new one, or in
+    // line for one when `max_connections` are busy. May end it (a connection that cannot be
+    // opened).
+    void start_plain(Transfer& transfer, bool fresh = false) {
+      PlainConnection* connection = nullptr;
+      if (!idle_connections.empty() && !fresh) {
+        connection = idle_connections.back();
+        idle_connections.pop_back();
+      } else if (static_cast<long>(connections.size()) < max_connections) {
+        std::string error;
+        connection = open_connection(error);
+        if (connection == nullptr) {
+          end_plain(transfer, JobResult::retry(std::move(error)));
+          return;
+        }
+      } else {
+        waiting.push_back(&transfer);
+        return;
+      }
+      connection->transfer = &transfer;
+      transfer.connection = connection;
+      connection->response.reset();
+      connection->sent = 0;
+      build_head(*connection, transfer);
+      if (!connection->connecting) send_request(*connection);
+    }
+
+    // Requests in line for a connection, as connections come free (one iteration's worth).
+    void start_waiting() {
+      while (!waiting.empty() && (!idle_connections.empty() ||
+                                  static_cast<long>(connections.size()) < max_connections)) {
+        Transfer* transfer = waiting.front();
+        waiting.pop_front();
+        start_plain(*transfer);
+      }
+    }
+
+    // The request as libcurl sends it: the same header lines (Transfer's), Accept and Host
+    // as libcurl adds them, the length of the payload.
+    void build_head(PlainConnection& connection, const Transfer& transfer) const {
+      std::string& head = connection.head;
+      head.assign("POST ");
+      head += plain->path;
+      head += " HTTP/1.1\r\nHost: ";
+      head += plain->host_header;
+      head += "\r\nAccept: */*\r\n";
+      for (std::size_t i = 0; i < Transfer::kHeaderCount; ++i) {
+        if (i == Transfer::kExpect) continue;  // libcurl's alone: it sends no Expect here
+        head += transfer.header_lines[i];
+        head += "\r\n";
+      }
+      head += "Content-Length: ";
+      append_number(head, static_cast<long long>(transfer.job->payload.size()));
+      head += "\r\n\r\n";
+    }
+
+    // A non-blocking connection to the target, in the epoll set; null with `error` set.
+    PlainConnection* open_connection(std::string& error) {
+      const auto& address = plain->address;
+      UniqueFd fd(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!fd.valid()) {
+        error = connect_error(errno);
+        return nullptr;
+      }
+      const int on = 1;  // as libcurl: a request goes out whole at once
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      bool connecting = false;
+      if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), plain->address_length) !=
+          0) {
+        if (errno != EINPROGRESS) {
+          error = connect_error(errno);
+          return nullptr;
+        }
+        connecting = true;
+      }
+      auto connection = std::make_unique<PlainConnection>();
+      connection->fd = std::move(fd);
+      connection->connecting = connecting;
+      connection->writing = connecting;
+      epoll_event event{};
+      event.events = EPOLLIN | (connecting ? EPOLLOUT : 0U);
+      event.data.ptr = connection.get();
+      if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, connection->fd.get(), &event) != 0) {
+        error = std::string("epoll_ctl: ") + std::strerror(errno);
+        return nullptr;
+      }
+      connection->index = connections.size();
+      connections.push_back(std::move(connection));
+      return connections.back().get();
+    }
+
+    // libcurl's wording, for the same failures.
+    std::string connect_error(int error) const {
+      return "Failed to connect to " + plain->host + " port " + std::to_string(plain->port) + ": " +
+             std::strerror(error);
+    }
+
+    void watch_output(PlainConnection& connection, bool on) {
+      if (connection.writing == on) return;
+      epoll_event event{};
+      event.events = EPOLLIN | (on ? EPOLLOUT : 0U);
+      event.data.ptr = &connection;
+      ::epoll_ctl(epoll.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+      connection.writing = on;
+    }
+
+    // Writes what the socket takes of the head and the payload; false when the request ended
+    // (or went to another connection) on a failure.
+    bool send_request(PlainConnection& connection) {
+      const std::string_view payload = connection.transfer->job->payload;
+      const std::size_t total = connection.head.size() + payload.size();
+      while (connection.sent < total) {
+        std::array<iovec, 2> parts{};
+        std::size_t count = 0;
+        const std::size_t sent = connection.sent;
+        if (sent < connection.head.size()) {
+          parts[count++] = {connection.head.data() + sent, connection.head.size() - sent};
+        }
+        const std::size_t from = sent > connection.head.size() ? sent - connection.head.size() : 0;
+        if (from < payload.size()) {
+          parts[count++] = {const_cast<char*>(payload.data()) + from, payload.size() - from};
+        }
+        msghdr message{};
+        message.msg_iov = parts.data();
+        message.msg_iovlen = count;
+        const ssize_t written = ::sendmsg(connection.fd.get(), &message, MSG_NOSIGNAL);
+        if (written < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            watch_output(connection, true);
+            return true;
+          }
+          lost(connection, std::string("Send failure: ") + std::strerror(errno));
+          return false;
+        }
+        connection.sent += static_cast<std::size_t>(written);
+      }
+      watch_output(connection, false);
+      return true;
+    }
+
+    void on_connection_event(PlainConnection& connection, std::uint32_t what) {
+      if (connection.transfer == nullptr) {
+        close_connection(connection);  // idle: the peer closed it, or sent unasked
+        return;
+      }
+      if (connection.connecting) {
+        if ((what & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
+        int error = 0;
+        socklen_t length = sizeof error;
+        ::getsockopt(connection.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
+        if (error != 0) {
+          fail_plain(connection, connect_error(error));
+          return;
+        }
+        connection.connecting = false;
+        if (!send_request(connection)) return;
+      } else if ((what & EPOLLOUT) != 0 && connection.writing) {
+        if (!send_request(connection)) return;
+      }
+      if ((what & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) receive(connection);
+    }
+
+    // One read: what came goes to the response's parser.
+    void receive(PlainConnection& connection) {
+      const ssize_t got = ::read(connection.fd.get(), read_buffer.data(), read_buffer.size());
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        lost(connection, std::string("Recv failure: ") + std::strerror(errno));
+        return;
+      }
+      PlainHttpResponse& response = connection.response;
+      if (got == 0) {
+        if (response.end_of_stream() == PlainHttpResponse::Progress::kDone) {
+          complete(connection, false);
+        } else {
+          lost(connection, response.error());
+        }
+        return;
+      }
+      std::size_t used = 0;
+      switch (response.feed({read_buffer.data(), static_cast<std::size_t>(got)},
+                            connection.transfer->body, used)) {
+        case PlainHttpResponse::Progress::kMore:
+          return;
+        case PlainHttpResponse::Progress::kDone:
+          complete(connection, used < static_cast<std::size_t>(got));
+          return;
+        case PlainHttpResponse::Progress::kError:
+          fail_plain(connection, response.error());
+          return;
+      }
+    }
+
+    // The connection failed: a request on a kept connection that had no answer yet goes
+    // again on a new one (the peer closed it as it was reused; another idle one may be
+    // closed too); any other ends as a retry.
+    void lost(PlainConnection& connection, std::string text) {
+      Transfer& transfer = *connection.transfer;
+      if (connection.used && !connection.response.started() && !transfer.sent_again) {
+        transfer.sent_again = true;
+        close_connection(connection);
+        start_plain(transfer, true);
+        return;
+      }
+      fail_plain(connection, std::move(text));
+    }
+
+    void fail_plain(PlainConnection& connection, std::string text) {
+      Transfer& transfer = *connection.transfer;
+      close_connection(connection);
+      end_plain(transfer, JobResult::retry(std::move(text)));
+    }
+
+    // A whole response: the connection is kept for the next request when both sides said
+    // so, the request went out whole and nothing came after the response.
+    void complete(PlainConnection& connection, bool bytes_after) {
+      Transfer& transfer = *connection.transfer;
+      const PlainHttpResponse& response = connection.response;
+      transfer.retry_after = response.retry_after();
+      JobResult result = result_of_response(
+          transfer, response.status(),
+          response.has_content_type() ? response.content_type().c_str() : nullptr);
+      const bool keep = response.keep_alive() && !bytes_after &&
+                        connection.sent == connection.head.size() + transfer.job->payload.size();
+      if (keep) {
+        connection.transfer = nullptr;
+        transfer.connection = nullptr;
+        connection.used = true;
+        idle_connections.push_back(&connection);
+      } else {
+        close_connection(connection);
+      }
+      end_plain(transfer, std::move(result));
+    }
+
+    // Out of `active` and handed back; its connection already let go.
+    void end_plain(Transfer& transfer, JobResult result) {
+      finish(take(transfer.active_index), std::move(result));
+    }
+
+    // A request's connection closed, or its place in line given up (stop, timeout).
+    void detach_plain(Transfer& transfer) {
+      if (!plain) return;
+      if (transfer.connection != nullptr) {
+        close_connection(*transfer.connection);
+      } else {
+        std::erase(waiting, &transfer);
+      }
+    }
+
+    void close_connection(PlainConnection& connection) {
+      if (connection.transfer != nullptr) connection.transfer->connection = nullptr;
+      if (connection.transfer == nullptr) std::erase(idle_connections, &connection);
+      const std::size_t index = connection.index;
+      if (index + 1 < connections.size()) {
+        connections[index] = std::move(connections.back());
+        connections[index]->index = index;
+      }
+      connections.pop_back();  // closing the descriptor takes it out of the epoll set
+    }
+
+    // Requests past their timeout end as libcurl's would; the next deadline is the earliest
+    // left (a request that ended since only costs an early look).
+    void time_out() {
+      const auto now = std::chrono::steady_clock::now();
+      next_deadline.reset();
+      for (std::size_t i = 0; i < active.size();) {
+        Transfer& transfer = *active[i];
+        const auto deadline = transfer.started + timeout;
+        if (deadline > now) {
+          if (!next_deadline || deadline < *next_deadline) next_deadline = deadline;
+          ++i;
+          continue;
+        }
+        const auto elapsed = std::chrono::duration_cast<Millis>(now - transfer.started).count();
+        std::string text = "timeout after " + std::to_string(timeout.count()) +
+                           "ms: Operation timed out after " + std::to_string(elapsed) +
+                           " milliseconds with " + std::to_string(transfer.body.total()) +
+                           " bytes received";
+        detach_plain(transfer);
+        end_plain(transfer, JobResult::retry(std::move(text)));  // active[i] is another now
+      }
+    }
+
    public:
     const std::string url;
+    const std::optional<PlainHttpTarget> plain;  // set: the own client carries every request
     const Millis timeout;
     const std::size_t body_bytes;
     const long max_connections;  // this thread's share of the handler's
@@ -731,6 +1090,12 @@ class TransferThreads {
     // out of it by then):
     std::vector<std::unique_ptr<Transfer>> active;  // in the multi handle
     std::vector<std::unique_ptr<Transfer>> idle;    // at most as many as were in flight at once
+    // The own client's (declared after the transfers: a transfer's connection goes first).
+    std::vector<std::unique_ptr<PlainConnection>> connections;  // by PlainConnection::index
+    std::vector<PlainConnection*> idle_connections;             // kept for the next request
+    std::deque<Transfer*> waiting;                              // in `active`, for a connection
+    std::optional<std::chrono::steady_clock::time_point> next_deadline;  // of a request
+    std::array<char, 65536> read_buffer{};
   };
 
   struct Shard {
@@ -750,7 +1115,7 @@ std::string header_value(std::string_view text) {
 }
 
 bool is_json_media_type(std::string_view content_type) {
-  std::string_view type = trim(content_type.substr(0, content_type.find(';')));
+  std::string_view type = trim_http_space(content_type.substr(0, content_type.find(';')));
   const auto ends_with = [&type](std::string_view suffix) {
     if (type.size() < suffix.size()) return false;
     const std::string_view tail = type.substr(type.size() - suffix.size());

@@ -1,5 +1,5 @@
 #pragma once
-// The http handler: POSTs the payload to a URL with libcurl.
+// The http handler: POSTs the payload to a URL (libcurl, or its own client for plain http://).
 
 #include <chrono>
 #include <cstddef>
@@ -27,7 +27,9 @@ namespace pgjobd {
 // The handler is an AsyncHandler: `transfer_threads` threads of its own (at most one per
 // connection) drive every request in flight, each request on one of them, and a worker that
 // hands a job over is free at once. `concurrency` (worker.concurrency, the most jobs in
-// flight) bounds the connections it opens and keeps, all its threads together.
+// flight) bounds the connections it opens and keeps, all its threads together. Plain
+// http:// to an IP literal with no proxy from the environment goes through a client of the
+// handler's own (plain_http.hpp), anything else through libcurl; both behave as above.
 Handler make_http_handler(const HandlerConfig& config, std::size_t max_result_bytes,
                           int concurrency, int transfer_threads = 0);
 
