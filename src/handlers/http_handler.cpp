@@ -37,6 +37,7 @@
 #include "handlers/plain_http.hpp"
 #include "handlers/unique_fd.hpp"
 #include "pgjobd/version.hpp"
+#include "text/errno_text.hpp"
 #include "text/head_buffer.hpp"
 
 namespace pgjobd {
@@ -864,7 +865,7 @@ class TransferThreads {
       event.events = EPOLLIN | (connecting ? EPOLLOUT : 0U);
       event.data.ptr = connection.get();
       if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, connection->fd.get(), &event) != 0) {
-        error = std::string("epoll_ctl: ") + std::strerror(errno);
+        error = std::string("epoll_ctl: ") + errno_text(errno);
         return nullptr;
       }
       connection->index = connections.size();
@@ -875,7 +876,7 @@ class TransferThreads {
     // libcurl's wording, for the same failures.
     std::string connect_error(int error) const {
       return "Failed to connect to " + plain->host + " port " + std::to_string(plain->port) + ": " +
-             std::strerror(error);
+             errno_text(error);
     }
 
     void watch_output(PlainConnection& connection, bool on) {
@@ -913,7 +914,7 @@ class TransferThreads {
             watch_output(connection, true);
             return true;
           }
-          lost(connection, std::string("Send failure: ") + std::strerror(errno));
+          lost(connection, std::string("Send failure: ") + errno_text(errno));
           return false;
         }
         connection.sent += static_cast<std::size_t>(written);
@@ -949,7 +950,7 @@ class TransferThreads {
       const ssize_t got = ::read(connection.fd.get(), read_buffer.data(), read_buffer.size());
       if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-        lost(connection, std::string("Recv failure: ") + std::strerror(errno));
+        lost(connection, std::string("Recv failure: ") + errno_text(errno));
         return;
       }
       PlainHttpResponse& response = connection.response;

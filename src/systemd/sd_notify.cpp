@@ -16,14 +16,11 @@
 #include <cstdlib>
 #include <system_error>
 
+#include "text/errno_text.hpp"
 #include "text/utf8.hpp"
 
 namespace pgjobd {
 namespace {
-
-std::string errno_text(int error_number) {
-  return std::error_code(error_number, std::generic_category()).message();
-}
 
 // NOTIFY_SOCKET names an address we send to: an absolute path that fits a unix socket
 // address with its NUL, or an "@name" abstract socket. libsystemd would try others (e.g.

@@ -14,15 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "text/errno_text.hpp"
+
 namespace pgjobd::ui {
-namespace {
-
-// strerror is not thread-safe; the error_code message is.
-std::string error_text(int error_number) {
-  return std::error_code(error_number, std::generic_category()).message();
-}
-
-}  // namespace
 
 bool constant_time_equals(std::string_view a, std::string_view b) {
   // The length is no secret (every hash of one method has the same length); the bytes are.
@@ -50,13 +44,13 @@ std::string hash_password(const std::string& password) {
   char salt[CRYPT_GENSALT_OUTPUT_SIZE];
   // NULL random bytes: libxcrypt draws them from the OS itself. 0: its default cost.
   if (crypt_gensalt_rn("$y$", 0, nullptr, 0, salt, sizeof salt) == nullptr) {
-    throw std::runtime_error(std::string("crypt_gensalt_rn: ") + error_text(errno));
+    throw std::runtime_error(std::string("crypt_gensalt_rn: ") + errno_text(errno));
   }
   auto data = std::make_unique<crypt_data>();
   std::memset(data.get(), 0, sizeof(crypt_data));
   const char* out = crypt_rn(password.c_str(), salt, data.get(), sizeof(crypt_data));
   if (out == nullptr || out[0] == '*') {
-    throw std::runtime_error(std::string("crypt_rn: ") + error_text(errno));
+    throw std::runtime_error(std::string("crypt_rn: ") + errno_text(errno));
   }
   std::string hash = out;
   explicit_bzero(data.get(), sizeof(crypt_data));
@@ -70,7 +64,7 @@ std::string random_hex(std::size_t bytes) {
     const ssize_t got = getrandom(buffer.data() + filled, bytes - filled, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(std::string("getrandom: ") + error_text(errno));
+      throw std::runtime_error(std::string("getrandom: ") + errno_text(errno));
     }
     filled += static_cast<std::size_t>(got);
   }
