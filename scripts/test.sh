@@ -82,8 +82,9 @@ fuzz() {
   cmake --build --preset fuzz -j"$jobs"
   local work target root=$PWD pids=() failed=0
   work=$(mktemp -d /tmp/pgjobd-fuzz.XXXXXX)
-  header "fuzz: config duration retry_after log_line, ${PGJOBD_FUZZ_SECONDS:-30}s each, $jobs at a time"
-  for target in config duration retry_after log_line; do
+  local targets="config duration retry_after log_line http_response"  # tests/fuzz/CMakeLists.txt's
+  header "fuzz: $targets, ${PGJOBD_FUZZ_SECONDS:-30}s each, $jobs at a time"
+  for target in $targets; do
     if ((${#pids[@]} >= jobs)); then
       wait "${pids[0]}" || failed=1
       pids=("${pids[@]:1}")
