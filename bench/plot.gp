@@ -1,7 +1,8 @@
 # Renders bench/results/throughput.png from the CSV files bench/run.sh writes:
 #   gnuplot -e "results='bench/results'" bench/plot.gp      (run.sh does this)
 # Left: throughput against concurrency (one process, log2 axis) next to the SQL ceiling.
-# Right: throughput against the number of daemons on one database.
+# Middle: throughput against the number of daemons on one database.
+# Right: real work against its anchor, each ratio beside its goal (bench/ratios.sh).
 
 if (!exists("results")) results = "bench/results"
 caption = system("sed -n 's/^caption: //p' " . results . "/machine.txt 2>/dev/null")
@@ -10,9 +11,9 @@ sweep_jobs = system("awk -F, 'NR > 1 && $3 > n {n = $3} END {print n}' " . resul
 daemon_jobs = system("awk -F, 'NR == 2 {print $6}' " . results . "/daemons.csv 2>/dev/null")
 
 set datafile separator ","
-set terminal pngcairo size 1500,620 font "DejaVu Sans,11" noenhanced
+set terminal pngcairo size 2250,620 font "DejaVu Sans,11" noenhanced
 set output results . "/throughput.png"
-set multiplot layout 1,2 title "pgjobd throughput, noop jobs, durable PostgreSQL\n" . caption font ",12"
+set multiplot layout 1,3 title "pgjobd throughput, noop jobs, durable PostgreSQL\n" . caption font ",12"
 
 set grid xtics ytics lc rgb "#d0d0d0"
 set key top left Left reverse box opaque font ",10" spacing 1.1
@@ -47,7 +48,7 @@ plot results . "/sweep_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7 p
      backlog skip 1 using 1:(has_backlog ? $4 : NaN) with points pt 8 ps 1.8 lc rgb "#8c564b" \
        title "its anchor: the same jobs alone (backlog phase, best pass)"
 
-# --- right panel ---------------------------------------------------------------------
+# --- middle panel --------------------------------------------------------------------
 set title "Throughput vs number of daemons (real pgjobd run, " . daemon_jobs . " jobs, one database, best of runs)"
 set logscale x 2
 set xrange [0.8:10]
@@ -69,5 +70,24 @@ plot results . "/daemons_best.csv" skip 1 using 1:2 with linespoints lw 2.5 pt 7
      results . "/daemons_best.csv" skip 1 using 1:3:($1 == 1 ? "" : sprintf("%.0f", $3)) with labels offset 0,-1.1 font ",9" tc rgb "#9467bd" notitle, \
      results . "/daemons.csv" skip 1 using 3:8 with points pt 1 ps 1 lc rgb "#888888" title "each run", \
      target with lines dt 3 lw 1.5 lc rgb "#555555" title "target 20,000 jobs/s"
+
+# --- right panel ---------------------------------------------------------------------
+# Each phase's ratio to its anchor in this run (http to wrk, limited to unlimited, through
+# PgBouncer to direct, 10M pending to 100k); a goal of 0 is reported only.
+ratios = "< bench/ratios.sh " . results
+set title "Real work against its anchor (this run; diamond: the goal)"
+unset logscale x
+set xrange [-0.6:*]
+set yrange [0:1.25]
+set offsets 0, 0.6, 0, 0
+set format y "%.1f"
+set ylabel "ratio to the anchor"
+set xlabel ""
+set xtics rotate by -30 font ",9" nomirror
+set style fill solid 0.45
+set boxwidth 0.7
+plot ratios using 0:2:xtic(1) with boxes lc rgb "#1f77b4" title "ratio", \
+     "" using 0:2:(sprintf("%.2f", $2)) with labels offset 0,0.8 font ",9" notitle, \
+     "" using 0:($3 > 0 ? $3 : NaN) with points pt 13 ps 1.6 lc rgb "#d62728" title "goal"
 
 unset multiplot
