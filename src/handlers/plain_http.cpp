@@ -25,13 +25,6 @@ std::string_view trim_http_space(std::string_view text) {
   return text;
 }
 
-bool equals_ignoring_case(std::string_view text, std::string_view lower) {
-  return text.size() == lower.size() &&
-         std::equal(text.begin(), text.end(), lower.begin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         });
-}
-
 namespace {
 
 const char* real_environment(const char* name) { return std::getenv(name); }

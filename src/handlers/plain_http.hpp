@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "pgjobd/config.hpp"
+#include "text/ascii.hpp"
 #include "text/head_buffer.hpp"
 
 namespace pgjobd {
@@ -24,8 +25,6 @@ inline constexpr std::size_t kMaxHeaderLine = 100 * 1024;
 
 // `text` without the white space around it.
 std::string_view trim_http_space(std::string_view text);
-// Whether `text` is `lower` in any case (`lower` is lower case).
-bool equals_ignoring_case(std::string_view text, std::string_view lower);
 
 struct PlainHttpTarget {
   sockaddr_storage address{};
