@@ -106,8 +106,15 @@ void hold_one_running_row(const std::string& lock_sql) {
       << daemon.log();
   EXPECT_EQ(count_occurrences(daemon.log(), "its row is locked by another session"), 1)
       << daemon.log();
-  const auto after = http_get(port, "/metrics").body;
-  EXPECT_EQ(metric_value(after, "pgjobd_completions_waiting_for_row_lock"), 0.0);
+  // The gauge is set once the completer is back from the write that made the row done.
+  std::string after;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        after = http_get(port, "/metrics").body;
+        return metric_value(after, "pgjobd_completions_waiting_for_row_lock") == 0.0;
+      },
+      std::chrono::seconds(10)))
+      << after;
   // Fenced off at most once: the held job's own completion, if the rescuer took it first.
   EXPECT_EQ(metric_value(after, "pgjobd_stale_writes_total"), attempts - 1.0);
   stop_daemon(daemon);
