@@ -99,9 +99,12 @@ TEST_F(FetcherLimitsTest, ClaimsWithTheLimitedClaimWhileLimitsExist) {
 
 // A job held for a thread is a running row, which a concurrency limit counts from its
 // claim: claims prefetch under such limits as without any (the fake's limit holds, as the
-// running rows count).
-TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderConcurrencyLimits) {
-  table_.set_limits({limit_on_gated("partner", 100)});
+// running rows count). A keyed one's claim over many partitions takes the limit's lock, not
+// one per partition, so it is not cut at 128 of them (sql/functions/pgjobd_claim_limited.sql).
+TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderConcurrencyLimitsKeyedOrNot) {
+  LimitDefinition keyed = limit_on_gated("per_user", 100);
+  keyed.limit.key = "user";
+  table_.set_limits({limit_on_gated("partner", 100), keyed});
   table_.add_jobs(400, "gated");
   gate_.release_all();
   start(2);  // worker.prefetch at its default
@@ -153,11 +156,13 @@ TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderARateLimitSayingWhatStartsAtOnce) {
   EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
 }
 
-// A keyed limit's claim locks at most 128 partitions: no claim asks for more than the free
-// threads while one applies.
-TEST_F(FetcherLimitsTest, NoPrefetchWhileAKeyedLimitApplies) {
-  LimitDefinition keyed = limit_on_gated("per_user", 100);
+// A keyed rate limit's partitions do not count the jobs held for a thread: no claim asks
+// for more than the free threads while one applies.
+TEST_F(FetcherLimitsTest, NoPrefetchWhileAKeyedRateLimitApplies) {
+  LimitDefinition keyed = limit_on_gated("per_user", 0);
   keyed.limit.key = "user";
+  keyed.limit.rate = "1000000/s";
+  keyed.limit.rate_per_second = 1e6;
   table_.set_limits({keyed});
   table_.add_jobs(400, "gated");
   gate_.release_all();

@@ -98,11 +98,11 @@ TEST(LimitRegistryTest, TheCoveringConcurrencyIsTheSmallestUnkeyedLimitOverAllSe
 }
 
 // The claim loop is told when claims may prefetch again, once per change: when the limits
-// are lifted or the last keyed limit goes, not at a sync that finds one, nor at one that
-// finds none again. Unkeyed limits leave prefetch on: a claimed job counts from its claim,
-// held for a worker or not, against a concurrency limit, and a rate limit's bucket counts
-// the held ones (sql/functions/pgjobd_claim_limited.sql).
-TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedLimitsAndOnLiftedSaysWhen) {
+// are lifted or the last keyed rate limit goes, not at a sync that finds one, nor at one
+// that finds none again. Other limits leave prefetch on: a claimed job counts from its
+// claim, held for a worker or not, against a concurrency limit (keyed or not), and an
+// unkeyed rate limit's bucket counts the held ones (sql/functions/pgjobd_claim_limited.sql).
+TEST(LimitRegistryTest, PrefetchIsAllowedUnlessAKeyedRateLimitAppliesAndOnLiftedSaysWhen) {
   FakeDatabase database;
   auto store = database.open_store("maintenance", StoreUse::kOccasional);
   LimitRegistry registry(std::nullopt, "d2");
@@ -123,16 +123,23 @@ TEST(LimitRegistryTest, PrefetchIsAllowedUnderUnkeyedLimitsAndOnLiftedSaysWhen) 
   registry.sync(*store);
   EXPECT_TRUE(registry.prefetch_allowed()) << "an unkeyed rate limit allows prefetch";
   EXPECT_EQ(lifted, 1);
-  LimitConfig keyed = concurrency(1);
-  keyed.key = "user";
-  database.table().set_limits({{"a", concurrency(1), "d1"}, {"k", keyed, "d1"}});
-  registry.sync(*store);
-  EXPECT_FALSE(registry.prefetch_allowed()) << "a keyed limit keeps claims to free workers";
+  // Beside the concurrency limit "a", a keyed limit k.
+  const auto allowed_beside = [&](LimitConfig k) {
+    k.key = "user";
+    database.table().set_limits({{"a", concurrency(1), "d1"}, {"k", k, "d1"}});
+    registry.sync(*store);
+    return registry.prefetch_allowed();
+  };
+  EXPECT_TRUE(allowed_beside(concurrency(1))) << "a keyed concurrency limit allows prefetch";
+  EXPECT_EQ(lifted, 1);
+  EXPECT_FALSE(allowed_beside(rate(5))) << "a keyed rate limit keeps claims to free workers";
   EXPECT_EQ(lifted, 1);
   database.table().set_limits({{"a", concurrency(1), "d1"}});
   registry.sync(*store);
   EXPECT_TRUE(registry.prefetch_allowed());
-  EXPECT_EQ(lifted, 2) << "the keyed limit went";
+  EXPECT_EQ(lifted, 2) << "the keyed rate limit went";
+  LimitConfig keyed = rate(5);
+  keyed.key = "user";
   database.table().set_limits({{"k", keyed, "d1"}});
   registry.sync(*store);
   EXPECT_FALSE(registry.prefetch_allowed());

@@ -89,6 +89,25 @@ void insert_keyed(TestSchema& schema, const std::string& type, const std::string
               std::to_string(n) + ")");
 }
 
+// n jobs of type 'a' whose user is g % keys (g counting from 0): in claim order, each key's
+// job in turn.
+void insert_spread(TestSchema& schema, int keys, int n) {
+  schema.exec("INSERT INTO {jobs} (type, payload) SELECT 'a', jsonb_build_object('user', g % " +
+              std::to_string(keys) + ") FROM generate_series(0, " + std::to_string(n - 1) +
+              ") AS g");
+}
+
+// This transaction's scans of pgjobd_limits: 2 per claim of the one limit's short path, 6
+// through the general path.
+std::int64_t scans_of_limits(pqxx::transaction_base& txn, const std::string& schema) {
+  return txn
+      .exec_params1(
+          "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables "
+          "WHERE schemaname = $1 AND relname = 'pgjobd_limits'",
+          schema)[0]
+      .as<std::int64_t>();
+}
+
 std::vector<Completion> done_all(const std::vector<Job>& jobs) {
   std::vector<Completion> batch;
   for (const Job& job : jobs)
@@ -489,6 +508,83 @@ TEST(Limits, AKeyedLimitGivesEachValueItsOwnPartitionAndNoHeadOfLineBlocking) {
   EXPECT_EQ(usage[0].partitions, 3);
 }
 
+// A keyed concurrency limit's claim over more partitions than the 128 it could lock one by
+// one takes the limit's lock instead: through the one keyed limit's claim (only its type
+// served) and through the general path (a type it does not limit served as well).
+TEST(Limits, AKeyedClaimOverAThousandPartitionsIsNotCutAt128) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"a"}, 1, "user")}}, "test");
+  insert_spread(schema, 1000, 3000);
+  for (const std::vector<std::string>& types :
+       {std::vector<std::string>{"a"}, std::vector<std::string>{"a", "free"}}) {
+    const LimitedClaim claim = store.claim_limited(claim_of(2000, types));
+    std::set<std::string> users;
+    for (const Job& job : claim.jobs) users.insert(job.payload);
+    EXPECT_EQ(claim.jobs.size(), 1000U) << types.size() << " type(s) served";
+    EXPECT_EQ(users.size(), claim.jobs.size()) << "a partition took two places of one";
+    EXPECT_TRUE(store.claim_limited(claim_of(2000, types)).jobs.empty())
+        << "every partition is full";
+    store.complete(done_all(claim.jobs), "w", false);
+  }
+}
+
+// Claims of the one keyed limit (its lock exclusively), claims through the general path
+// over a few partitions (the limit's lock shared, then each partition's) and over more than
+// 128 when there are so many keys (the limit's lock exclusively when free, else shared), all
+// at once: no key ever runs more than its limit. Counted as
+// ConcurrencyHoldsExactlyUnderManyConcurrentClaimers counts. Over 40 keys the one limit's
+// claims meet each other's keys more often; over 200, the widest claims take the lock.
+TEST(Limits, AKeyedLimitHoldsExactlyUnderConcurrentClaimsOverManyKeys) {
+  for (const int keys : {40, 200}) {
+    TestSchema schema;
+    PgJobStore admin(schema.config().database, "test");
+    constexpr int kLimit = 2;
+    admin.sync_limits({{"per_user", concurrency_limit({"a"}, kLimit, "user")}}, "test");
+    insert_spread(schema, keys, 2000);
+    schema.insert_jobs("free", 100);
+    constexpr int kJobs = 2100;
+    std::mutex mutex;
+    std::map<std::string, int> in_hand;
+    int most = 0;
+    std::atomic<int> done{0};
+    std::vector<std::thread> claimers;
+    for (int t = 0; t < 12; ++t) {
+      claimers.emplace_back([&, t] {
+        PgJobStore store(schema.config().database, "claimer");
+        const std::string worker = "w" + std::to_string(t);
+        const std::vector<std::vector<std::string>> served{
+            {"a"}, {"a", "free"}, {"a", "free"}, {"a", "free"}};
+        const int n[] = {40, 6, 30, keys + 100};
+        const auto deadline = Clock::now() + std::chrono::seconds(90);
+        while (done.load() < kJobs && Clock::now() < deadline) {
+          const LimitedClaim claim = store.claim_limited(claim_of(n[t % 4], served[t % 4], worker));
+          {
+            const std::lock_guard lock(mutex);
+            for (const Job& job : claim.jobs) {
+              if (job.type == "a") most = std::max(most, ++in_hand[job.payload]);
+            }
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(claim.jobs.empty() ? 1 : 3));
+          {
+            const std::lock_guard lock(mutex);
+            for (const Job& job : claim.jobs) {
+              if (job.type == "a") --in_hand[job.payload];
+            }
+          }
+          store.complete(done_all(claim.jobs), worker, false);
+          done.fetch_add(static_cast<int>(claim.jobs.size()));
+        }
+      });
+    }
+    for (auto& thread : claimers) thread.join();
+    EXPECT_EQ(done.load(), kJobs) << keys << " keys\n" << testing::table_summary(schema);
+    EXPECT_LE(most, kLimit) << keys << " keys";
+    EXPECT_EQ(most, kLimit) << keys << " keys: the limit was never used in full";
+    EXPECT_EQ(schema.count("status = 'done'"), kJobs) << keys << " keys";
+  }
+}
+
 // A partition is busy while a job of it runs: none when nothing runs (the LEFT JOIN's row
 // of NULLs is no partition, though pgjobd_limit_part(NULL, key) is ''), one per key value
 // running, and for an unkeyed limit one for all.
@@ -815,15 +911,36 @@ TEST(Limits, TheOneLimitClaimIsAFewStatements) {
   const std::string claim = limited_claim(schema, "{a}", 1000);
   auto conn = open_connection(schema.config().database, "test");
   pqxx::work txn(*conn);
-  const std::string scans_of_limits =
-      "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables "
-      "WHERE schemaname = $1 AND relname = 'pgjobd_limits'";
-  const auto before = txn.exec_params1(scans_of_limits, schema.name())[0].as<std::int64_t>();
+  const auto before = scans_of_limits(txn, schema.name());
   EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 1000);
-  const auto after = txn.exec_params1(scans_of_limits, schema.name())[0].as<std::int64_t>();
+  const auto after = scans_of_limits(txn, schema.name());
   EXPECT_LE(after - before, 2) << "scans of pgjobd_limits by one claim";
   EXPECT_EQ(schema.count("status = 'running'"), 0) << "not committed yet";
   txn.abort();
+}
+
+// One keyed limit over 1,000 keys: a choice within every partition's room is the claim,
+// whether the limit's running jobs and the choice stay within the limit (nothing counted
+// per partition) or not (the choice's partitions counted): the statements of the one limit's
+// claim, counted by the scans of pgjobd_limits (2 per claim, 6 through the general path).
+TEST(Limits, TheOneKeyedLimitClaimIsAFewStatements) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"per_user", concurrency_limit({"a"}, 5, "user")}}, "test");
+  insert_spread(schema, 1000, 3000);
+  const std::string claim = limited_claim(schema, "{a}", 1000);
+  auto conn = open_connection(schema.config().database, "test");
+  for (int round = 0; round < 2; ++round) {
+    pqxx::work txn(*conn);
+    const auto before = scans_of_limits(txn, schema.name());
+    EXPECT_EQ(txn.exec(claim)[0][0].as<int>(), 1000) << "round " << round;
+    const auto after = scans_of_limits(txn, schema.name());
+    EXPECT_LE(after - before, 2) << "scans of pgjobd_limits by one claim, round " << round;
+    txn.commit();
+  }
+  EXPECT_EQ(schema.count("status = 'running'"), 2000);
+  EXPECT_EQ(schema.count("status = 'running' AND payload ->> 'user' = '7'"), 2)
+      << "claim order is the keys' order: each claim took one job of each";
 }
 
 }  // namespace

@@ -54,6 +54,34 @@
 -- granted. A partition another claimer holds is left out of this claim, like a locked row
 -- under SKIP LOCKED, and reported with a 10 ms retry.
 --
+-- A keyed limit's lock. Each lock takes an entry in the server's shared lock table, so a
+-- claim locks at most 128 partitions: over 1,000 keys a claim of 1,000 would take 128. A
+-- keyed concurrency limit also has a lock of its own (keyed by schema and limit, chr(30)
+-- after the name, which no partition's key has there). A claim that takes it exclusively
+-- counts any of the limit's partitions without their locks; a claim that locks partitions
+-- one by one first takes it shared. Two claimers counting one partition thus hold either
+-- its lock or the limit's exclusively, one after the other, never both at once; the
+-- count is a later statement than either lock. A claim that meets more fresh partitions
+-- than it may still lock one by one asks for the lock of each keyed limit among them
+-- exclusively first (when another claimer holds it in either mode, it locks them one by
+-- one as before); a limit held exclusively by another claimer leaves its partitions out
+-- of this claim, as a partition held is.
+--
+-- One keyed limit: exactly one limit matches the served queues and types, and it is a
+-- keyed concurrency limit over all of them. The claim takes the limit's lock exclusively
+-- (when another claimer holds it, nothing is claimed and the limit is reported with a 10 ms
+-- retry, as one limit's partition is), counts the limit's running jobs (R), and reads the
+-- plain claim's choice (below: One limit) with each job's partition. The choice stands
+-- when no partition has more than a share of it (a quarter of the claim, as in a window)
+-- and each partition's running jobs and its part of the choice stay within the limit:
+-- known without counting the partitions' running jobs while R and the whole choice stay
+-- within it (a partition's running jobs are at most R), else counted for the choice's
+-- partitions. Otherwise the general path claims, holding the limit's lock (so with no
+-- partition locks and no cap on them); so it does at once while held partitions of the
+-- limit are remembered (above: Held partitions across claims), whose kept rows it leaves
+-- out unread. Taking all of a choice in claim order rather than in turns differs from a
+-- window only in order: every partition of it gets its whole part.
+--
 -- A rate limit is a token bucket row per partition: the claim takes its tokens when it
 -- reads the bucket (under a row lock), and writes back what was left after the take,
 -- refilled from the read up to the write and only then capped at the burst, so the
@@ -181,6 +209,15 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       o_held_now float8;
       o_reason text;
       o_wait float8;
+      o_running int;
+      -- (one keyed limit, below) its key, the claim's partitions in claim order, and the
+      -- choice turned down: the general path claims instead, holding the limit's lock.
+      o_key text;
+      o_parts text[];
+      o_general boolean := false;
+      -- Keyed limits whose lock this claim holds exclusively: any of their partitions is
+      -- counted without its own lock (above: A keyed limit's lock).
+      limit_locked text[] := '{}';
       -- More jobs claimed than start at once (above: Prefetch under a rate limit).
       marking boolean := false;
     BEGIN
@@ -190,7 +227,8 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       SELECT coalesce(bool_or(l.key IS NOT NULL), false),
              coalesce(bool_or(l.rate_per_second IS NOT NULL), false),
              count(*) FILTER (WHERE m.matches) = 1
-               AND coalesce(bool_and(l.key IS NULL
+               AND coalesce(bool_and((l.key IS NULL OR (l.concurrency IS NOT NULL
+                                                        AND l.rate_per_second IS NULL))
                                      AND (l.types IS NULL OR l.types @> pgjobd_claim_limited.types)
                                      AND (l.queues IS NULL OR l.queues @> pgjobd_claim_limited.queues))
                               FILTER (WHERE m.matches), false),
@@ -201,18 +239,18 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         SELECT (l.types IS NULL OR l.types && pgjobd_claim_limited.types)
                AND (l.queues IS NULL OR l.queues && pgjobd_claim_limited.queues) AS matches) m;
 
-      -- One limit: exactly one limit matches the served queues and types, unkeyed, and it
-      -- matches every one of them. Then every due job of the claim is in its one partition:
-      -- the claim is the plain claim's (the first due jobs of each served queue and type,
-      -- locked as read, within each queue's free slots) cut at the partition's room, learnt
-      -- as in the general path below (the same lock, taken before the count; the same
-      -- bucket, read and written the same way), so the limit holds as exactly. What it
-      -- spares: the windows, the partitions' arrays, the choice and its separate lock
-      -- statement, about a dozen statements' start-up per claim (bench/README.md, "Limited
-      -- jobs against unlimited ones"). A serving of several types in one queue locks up to
-      -- the cut in each type and keeps the first in claim order (the others are let go at
-      -- commit).
-      -- Its concurrency counts the claimer's own jobs by what it says it holds
+      -- One limit: exactly one limit matches the served queues and types, unkeyed (a keyed
+      -- concurrency limit: above, One keyed limit), and it matches every one of them. Then
+      -- every due job of the claim is in its one partition: the claim is the plain claim's
+      -- (the first due jobs of each served queue and type, locked as read, within each
+      -- queue's free slots) cut at the partition's room, learnt as in the general path
+      -- below (the same lock, taken before the count; the same bucket, read and written the
+      -- same way), so the limit holds as exactly. What it spares: the windows, the
+      -- partitions' arrays, the choice and its separate lock statement, about a dozen
+      -- statements' start-up per claim (bench/README.md, "Limited jobs against unlimited
+      -- ones"). A serving of several types in one queue locks up to the cut in each type
+      -- and keeps the first in claim order (the others are let go at commit).
+      -- Its concurrency (unkeyed) counts the claimer's own jobs by what it says it holds
       -- (own_running: claimed, their handlers not returned), and the rows running under
       -- other owners. A job whose handler returned no longer runs: its row stays running
       -- until its completion commits, some milliseconds later, and counted there it made
@@ -221,23 +259,32 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       -- that row, and a daemon's own count can only be high (a job counts until it
       -- leaves its worker, and the claim is the daemon's only one), so no more handlers
       -- than the limit run at once. Rows of the claimer nobody runs (a claim whose answer
-      -- was lost) are not counted by it: they run nothing.
+      -- was lost) are not counted by it: they run nothing. A keyed limit's count takes
+      -- every running row: what a daemon holds says nothing of its partitions.
       IF o_one THEN
-        SELECT l.types, l.queues, l.concurrency, l.rate_per_second, l.burst
-          INTO o_types, o_queues, o_conc, o_rate, o_burst
+        SELECT l.types, l.queues, l.concurrency, l.rate_per_second, l.burst, l.key
+          INTO o_types, o_queues, o_conc, o_rate, o_burst, o_key
         FROM @schema@.pgjobd_limits l WHERE l.name = o_name;
         o_room := total;
         IF o_conc IS NOT NULL THEN
-          IF pg_try_advisory_xact_lock(
-               hashtextextended(@schema_name@ || chr(31) || o_name || chr(31), 0)) THEN
+          -- Unkeyed: its one partition's lock. Keyed: the limit's, exclusively (below: A
+          -- keyed limit's lock).
+          IF pg_try_advisory_xact_lock(hashtextextended(
+               @schema_name@ || chr(31) || o_name || CASE WHEN o_key IS NULL THEN chr(31)
+                                                          ELSE chr(30) END, 0)) THEN
             -- A later statement than the lock: its snapshot sees every claim committed
             -- before the lock was granted.
-            SELECT greatest(o_conc - count(*)::int - coalesce(own_running, 0), 0) INTO o_room
+            SELECT count(*)::int INTO o_running
             FROM @schema@.jobs j
             WHERE j.status = 'running'
-              AND (own_running IS NULL OR j.locked_by IS DISTINCT FROM owner)
+              AND (own_running IS NULL OR o_key IS NOT NULL OR j.locked_by IS DISTINCT FROM owner)
               AND (o_types IS NULL OR j.type = ANY (o_types))
               AND (o_queues IS NULL OR j.queue = ANY (o_queues));
+            IF o_key IS NULL THEN
+              o_room := greatest(o_conc - o_running - coalesce(own_running, 0), 0);
+            ELSE
+              limit_locked := ARRAY[o_name];
+            END IF;
             IF o_room = 0 THEN
               o_reason := 'concurrency';
             END IF;
@@ -280,31 +327,80 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
             END IF;
           END IF;
         END IF;
-        IF o_room > 0 THEN
-          claimed := ARRAY(
-            WITH arms AS (
-              SELECT q.queue, q.free, t.type
-              FROM unnest(queues, free) AS q(queue, free)
-              CROSS JOIN (SELECT DISTINCT u.type FROM unnest(types) AS u(type)) t
-              WHERE q.free > 0
-                AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
-                                WHERE pq.queue = q.queue AND pq.paused)
-            ), c AS (
-              SELECT c.id, c.priority, c.run_at, a.free,
-                     row_number() OVER (PARTITION BY a.queue
-                                        ORDER BY c.priority DESC, c.run_at, c.id) AS k
-              FROM arms a CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.run_at FROM @schema@.jobs j
-                WHERE j.queue = a.queue AND j.type = a.type
-                  AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-                ORDER BY j.priority DESC, j.run_at, j.id
-                LIMIT least(a.free, total, o_room)
-                FOR UPDATE OF j SKIP LOCKED) c
-            )
-            SELECT c.id FROM c WHERE c.k <= c.free
+        -- One keyed limit with remembered held partitions: the general path, which leaves
+        -- their kept rows out unread (the choice here would read and lock them first).
+        IF o_key IS NOT NULL AND o_room > 0 THEN
+          o_general := EXISTS (SELECT 1 FROM @schema@.pgjobd_limit_held h
+                               WHERE h.limit_name = o_name);
+        END IF;
+        IF o_room > 0 AND NOT o_general THEN
+          WITH arms AS (
+            SELECT q.queue, q.free, t.type
+            FROM unnest(queues, free) AS q(queue, free)
+            CROSS JOIN (SELECT DISTINCT u.type FROM unnest(types) AS u(type)) t
+            WHERE q.free > 0
+              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
+                              WHERE pq.queue = q.queue AND pq.paused)
+          ), c AS (
+            SELECT c.id, c.priority, c.run_at, c.part, a.free,
+                   row_number() OVER (PARTITION BY a.queue
+                                      ORDER BY c.priority DESC, c.run_at, c.id) AS k
+            FROM arms a CROSS JOIN LATERAL (
+              SELECT j.id, j.priority, j.run_at,
+                     CASE WHEN o_key IS NULL THEN NULL
+                          WHEN pg_column_size(j.payload) <= 8192
+                            THEN @schema@.pgjobd_limit_part(j.payload, o_key)
+                          ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
+                                         WHERE p.job_id = j.id AND p.key = o_key),
+                                        @schema@.pgjobd_limit_part(j.payload, o_key)) END AS part
+              FROM @schema@.jobs j
+              WHERE j.queue = a.queue AND j.type = a.type
+                AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+              ORDER BY j.priority DESC, j.run_at, j.id
+              LIMIT least(a.free, total, o_room)
+              FOR UPDATE OF j SKIP LOCKED) c
+          ), k AS (
+            SELECT c.id, c.part, c.priority, c.run_at FROM c WHERE c.k <= c.free
             ORDER BY c.priority DESC, c.run_at, c.id
-            LIMIT least(total, o_room));
+            LIMIT least(total, o_room)
+          )
+          SELECT coalesce(array_agg(k.id ORDER BY k.priority DESC, k.run_at, k.id), '{}'),
+                 coalesce(array_agg(k.part ORDER BY k.priority DESC, k.run_at, k.id), '{}')
+            INTO claimed, o_parts
+          FROM k;
           taken := cardinality(claimed);
+          -- One keyed limit: the choice stands when no partition has more than its share of
+          -- it, and each has room for its part (its running jobs counted only when the
+          -- limit's running jobs and the choice together pass the limit: below, One keyed
+          -- limit). Otherwise the general path claims, from its first window.
+          IF o_key IS NOT NULL AND taken > 0 THEN
+            -- (One aggregate over the choice's partitions and the running jobs' rather than
+            -- a join of two: planned for one row each, the join was a nested loop, 500,000
+            -- comparisons for a choice of 1,000.)
+            o_general := EXISTS (
+              SELECT 1 FROM (
+                SELECT u.part, sum(u.n) AS n, sum(u.running) AS running FROM (
+                  SELECT p.part, 1 AS n, 0 AS running FROM unnest(o_parts) AS p(part)
+                  UNION ALL
+                  SELECT CASE WHEN pg_column_size(j.payload) <= 8192
+                                THEN @schema@.pgjobd_limit_part(j.payload, o_key)
+                              ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
+                                             WHERE p.job_id = j.id AND p.key = o_key),
+                                            @schema@.pgjobd_limit_part(j.payload, o_key)) END,
+                         0, 1
+                  FROM @schema@.jobs j
+                  WHERE o_running + taken > o_conc AND j.status = 'running'
+                    AND (o_types IS NULL OR j.type = ANY (o_types))
+                    AND (o_queues IS NULL OR j.queue = ANY (o_queues))
+                ) u
+                GROUP BY u.part
+              ) g
+              WHERE g.n > share OR (g.n > 0 AND g.n + g.running > o_conc));
+            IF o_general THEN
+              claimed := '{}';
+              taken := 0;
+            END IF;
+          END IF;
           -- The partition's room ran out before the claim's: say why, as below.
           IF taken >= o_room AND o_room < total THEN
             IF o_tokens IS NOT NULL AND o_tokens - taken < 1 THEN
@@ -335,7 +431,9 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               refilled_at = read_at
           WHERE b.limit_name = o_name AND b.part = '';
         END IF;
-      ELSE
+      END IF;
+      -- The general path: several limits, or one keyed limit whose choice was turned down.
+      IF NOT o_one OR o_general THEN
         -- Jobs held under a keyed rate limit would not be counted in its partitions' held
         -- (above: Prefetch under a rate limit): with one defined, no more jobs than start at
         -- once (the daemon does not prefetch then; this covers one that has not yet read it).
@@ -550,17 +648,40 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           fresh := ARRAY(SELECT u.pid FROM unnest(e_pid) WITH ORDINALITY AS u(pid, o)
                          WHERE NOT (u.pid = ANY (p_id)) GROUP BY u.pid ORDER BY min(u.o));
           IF cardinality(fresh) > 0 THEN
-            -- Concurrency: each partition's lock, when free (a claimer holding it is counting
-            -- or claiming there right now)...
+            -- A keyed limit's lock (above): exclusively, when free, if the fresh partitions are
+            -- more than this claim may still lock one by one...
+            IF any_keyed AND cardinality(fresh) > 128 - locks THEN
+              limit_locked := limit_locked || ARRAY(
+                SELECT k.name FROM (
+                  SELECT DISTINCT l.name FROM unnest(fresh) AS u(pid)
+                  JOIN @schema@.pgjobd_limits l ON l.name = split_part(u.pid, chr(31), 1)
+                  WHERE l.key IS NOT NULL AND l.concurrency IS NOT NULL
+                    AND NOT (l.name = ANY (limit_locked))
+                  OFFSET 0) k  -- (the locks asked for once each)
+                WHERE pg_try_advisory_xact_lock(
+                        hashtextextended(@schema_name@ || chr(31) || k.name || chr(30), 0)));
+            END IF;
+            -- ...then each partition's lock, when free (a claimer holding it is counting or
+            -- claiming there right now), a keyed limit's only under the limit's lock shared,
+            -- and none for a limit whose lock this claim holds exclusively...
             locked_parts := ARRAY(
               SELECT c.pid FROM (
-                SELECT u.pid FROM unnest(fresh) WITH ORDINALITY AS u(pid, o)
+                SELECT u.pid, l.name, l.key IS NOT NULL AS keyed
+                FROM unnest(fresh) WITH ORDINALITY AS u(pid, o)
                 JOIN @schema@.pgjobd_limits l ON l.name = split_part(u.pid, chr(31), 1)
-                WHERE l.concurrency IS NOT NULL
+                WHERE l.concurrency IS NOT NULL AND NOT (l.name = ANY (limit_locked))
                 ORDER BY u.o  -- the first in claim order first
                 LIMIT 128 - locks) c  -- filtered before the locks are asked for
-              WHERE pg_try_advisory_xact_lock(hashtextextended(@schema_name@ || chr(31) || c.pid, 0)));
+              WHERE CASE WHEN c.keyed AND NOT pg_try_advisory_xact_lock_shared(hashtextextended(
+                                @schema_name@ || chr(31) || c.name || chr(30), 0)) THEN false
+                         ELSE pg_try_advisory_xact_lock(
+                                hashtextextended(@schema_name@ || chr(31) || c.pid, 0)) END);
             locks := locks + cardinality(locked_parts);
+            IF cardinality(limit_locked) > 0 THEN
+              locked_parts := locked_parts || ARRAY(
+                SELECT u.pid FROM unnest(fresh) AS u(pid)
+                WHERE split_part(u.pid, chr(31), 1) = ANY (limit_locked));
+            END IF;
             -- ...then, in the next statements (snapshots taken after the lock), the
             -- buckets of the rate-limited ones: created when missing (full), then locked.
             IF any_rate THEN

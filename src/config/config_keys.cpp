@@ -103,7 +103,7 @@ constexpr ConfigKey kKeys[] = {
         "claimed jobs held beyond the workers, waiting for one, so that a claim takes more "
         "jobs at once: only while jobs take under 10 ms on average, at most as many as the "
         "workers finished in the last 50 ms and about 32 MB of payloads; none while a keyed "
-        "limit applies (see [Limits](#limits)); 0 = off, 0..10000"),
+        "rate limit applies (see [Limits](#limits)); 0 = off, 0..10000"),
     field<&Config::worker, &WorkerConfig::notify_finished>(
         "worker.notify_finished", "true", kLive,
         "announce the jobs this daemon ends (done, dead, cancelled) on the `pgjobd_finished` "

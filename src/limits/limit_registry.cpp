@@ -155,10 +155,11 @@ bool LimitRegistry::apply_loaded(std::vector<LimitDefinition> loaded, std::uint6
   // it applies what the database holds, and stays right once the section is written.
   const bool active =
       !definitions_.empty() || (write_pending_ && configured_ && !configured_->empty());
-  // prefetch_allowed(): unkeyed limits only (a claim locks at most 128 partitions of keyed
-  // ones; the jobs held under a rate limit are counted by its one bucket,
-  // sql/functions/pgjobd_claim_limited.sql).
-  const auto holds_prefetch = [](const LimitConfig& limit) { return !limit.key.empty(); };
+  // prefetch_allowed(): no keyed rate limit (the jobs held under a rate limit are counted
+  // by its one bucket, sql/functions/pgjobd_claim_limited.sql).
+  const auto holds_prefetch = [](const LimitConfig& limit) {
+    return !limit.key.empty() && limit.rate_per_second > 0;
+  };
   bool held = std::any_of(definitions_.begin(), definitions_.end(),
                           [&](const LimitDefinition& d) { return holds_prefetch(d.limit); });
   if (write_pending_ && configured_) {

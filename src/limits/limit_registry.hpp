@@ -34,14 +34,15 @@ class LimitRegistry {
   // successful read, and while this daemon's section waits to be written: the limited claim
   // is right whatever the database holds, the plain one only when it holds no limit.
   bool active() const { return active_.load(std::memory_order_acquire); }
-  // Claims may take jobs beyond the free workers (worker.prefetch): no limit, or unkeyed
-  // limits only. Those stay exact with prefetch: a claimed job counts against a concurrency
-  // limit from its claim (its row is running) whether a worker runs it yet or not, and a
-  // rate limit's bucket refills only up to its burst less the jobs held for a worker, so
-  // that they cannot reach their handlers bunched above the rate
-  // (sql/functions/pgjobd_claim_limited.sql). A keyed limit's claim locks at most 128
-  // partitions, so a prefetching claim over many keys takes little more while counting
-  // many more running rows. False until the first read, like active().
+  // Claims may take jobs beyond the free workers (worker.prefetch): no limit, or no keyed
+  // rate limit. Those stay exact with prefetch: a claimed job counts against a concurrency
+  // limit from its claim (its row is running) whether a worker runs it yet or not, and an
+  // unkeyed rate limit's bucket refills only up to its burst less the jobs held for a
+  // worker, so that they cannot reach their handlers bunched above the rate
+  // (sql/functions/pgjobd_claim_limited.sql); a keyed rate limit's partitions do not count
+  // held jobs. A claim over many partitions of a keyed concurrency limit takes the limit's
+  // lock instead of one per partition, so it is not cut at 128 partitions. False until the
+  // first read, like active().
   bool prefetch_allowed() const { return prefetch_allowed_.load(std::memory_order_acquire); }
 
   // Writes the configured limits when a write is pending (start, reload), then reads the
