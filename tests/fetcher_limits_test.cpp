@@ -134,6 +134,31 @@ TEST_F(FetcherLimitsTest, UnderALimitOverAllItServesADaemonHoldsNoMoreThanTheLim
   EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
 }
 
+// Under one concurrency limit over all it serves the claim may take the plain claim's
+// path (ClaimRequest::one_concurrency_limit); beside a second limit it may not.
+TEST_F(FetcherLimitsTest, UnderOneLimitOverAllItServesTheClaimSaysSo) {
+  table_.set_limits({limit_on_gated("partner", 10)});
+  table_.add_jobs(40, "gated");
+  gate_.release_all();
+  start(2);
+  ASSERT_TRUE(gate_.wait_finished(40));
+  ASSERT_FALSE(table_.claim_requests().empty());
+  for (const auto& request : table_.claim_requests()) EXPECT_TRUE(request.one_concurrency_limit);
+}
+
+TEST_F(FetcherLimitsTest, BesideASecondLimitTheClaimIsTheLimitedOne) {
+  LimitDefinition rated = limit_on_gated("mail", 0);
+  rated.limit.rate = "1000000/s";
+  rated.limit.rate_per_second = 1e6;
+  table_.set_limits({limit_on_gated("partner", 10), rated});
+  table_.add_jobs(40, "gated");
+  gate_.release_all();
+  start(2);
+  ASSERT_TRUE(gate_.wait_finished(40));
+  ASSERT_FALSE(table_.claim_requests().empty());
+  for (const auto& request : table_.claim_requests()) EXPECT_FALSE(request.one_concurrency_limit);
+}
+
 // Under an unkeyed rate limit claims prefetch too, each saying how many of its jobs start
 // at once (the free threads): the limited claim marks the others, which the limit's bucket
 // counts so that they cannot start above the rate (sql/functions/pgjobd_claim_limited.sql).

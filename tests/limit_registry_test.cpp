@@ -97,6 +97,40 @@ TEST(LimitRegistryTest, TheCoveringConcurrencyIsTheSmallestUnkeyedLimitOverAllSe
   EXPECT_EQ(registry.covering_concurrency({"default"}, {"x"}), 0);
 }
 
+// The claim under one limit (ClaimRequest::one_concurrency_limit): exactly one limit
+// meets the served queues and types, covering all of them, unkeyed, with a concurrency and
+// no rate; as pgjobd_limits_met decides in the database.
+TEST(LimitRegistryTest, OneConcurrencyLimitIsTheOnlyLimitMetAndCoversAllServed) {
+  FakeDatabase database;
+  auto store = database.open_store("maintenance", StoreUse::kOccasional);
+  LimitRegistry registry(std::nullopt, "d2");
+  LimitConfig over_x = concurrency(30);
+  over_x.types = {"x"};
+  LimitConfig over_y_rated = concurrency(5);
+  over_y_rated.types = {"y"};
+  over_y_rated.rate = "10/s";
+  over_y_rated.rate_per_second = 10;
+  LimitConfig over_z_keyed = concurrency(5);
+  over_z_keyed.types = {"z"};
+  over_z_keyed.key = "user";
+  LimitConfig mail_queue = concurrency(7);
+  mail_queue.types = {};  // any type
+  mail_queue.queues = {"mail"};
+  database.table().set_limits({{"a", over_x, "d1"},
+                               {"b", over_y_rated, "d1"},
+                               {"c", over_z_keyed, "d1"},
+                               {"d", mail_queue, "d1"}});
+  registry.sync(*store);
+  EXPECT_TRUE(registry.one_concurrency_limit({"default"}, {"x"}));
+  EXPECT_FALSE(registry.one_concurrency_limit({"default"}, {"x", "t"})) << "t is not under it";
+  EXPECT_FALSE(registry.one_concurrency_limit({"default"}, {"x", "y"})) << "two limits met";
+  EXPECT_FALSE(registry.one_concurrency_limit({"default"}, {"y"})) << "a rate";
+  EXPECT_FALSE(registry.one_concurrency_limit({"default"}, {"z"})) << "keyed";
+  EXPECT_FALSE(registry.one_concurrency_limit({"mail"}, {"x"})) << "two limits met";
+  EXPECT_TRUE(registry.one_concurrency_limit({"mail"}, {"t"}));
+  EXPECT_FALSE(registry.one_concurrency_limit({"default"}, {"t"})) << "no limit met";
+}
+
 // The claim loop is told when claims may prefetch again, once per change: when the limits
 // are lifted or the last keyed rate limit goes, not at a sync that finds one, nor at one
 // that finds none again. Other limits leave prefetch on: a claimed job counts from its

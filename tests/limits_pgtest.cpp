@@ -264,30 +264,74 @@ TEST(Limits, SyncRefusesADefinitionTheTableCannotHold) {
 // its handlers not returned), and every other claimer's by their rows: its jobs whose
 // handlers returned, their completions not yet written, no longer hold its claims back,
 // while another claimer still counts them. Beside a second limit (the general path) every
-// claimer counts rows.
+// claimer counts rows. The same through the plain claim under one limit
+// (ClaimRequest::one_concurrency_limit), which beside a second limit is the limited claim.
 TEST(Limits, UnderOneLimitAClaimerCountsItsOwnJobsByWhatItHolds) {
-  for (const bool alone : {true, false}) {
-    SCOPED_TRACE(alone ? "one limit" : "two limits");
-    TestSchema schema;
-    PgJobStore store(schema.config().database, "test");
-    std::map<std::string, LimitConfig> limits{{"c", concurrency_limit({"a"}, 5)}};
-    if (!alone) limits.emplace("k", concurrency_limit({"a"}, 100, "user"));
-    store.sync_limits(limits, "test");
-    schema.insert_jobs("a", 40);
-    const auto claim = [&](const std::string& owner, int own_running) {
-      ClaimRequest request = claim_of(10, {"a"}, owner);
-      request.own_running = own_running;
-      return store.claim_limited(request).jobs.size();
-    };
-    ASSERT_EQ(claim("one", 0), 5u) << "the limit";
-    EXPECT_EQ(claim("one", 5), 0u) << "its 5 jobs still run";
-    EXPECT_EQ(claim("one", -1), 0u) << "not told: its 5 running rows count";
-    // 3 of its handlers returned: their rows still run, their completions not written.
-    EXPECT_EQ(claim("one", 2), alone ? 3u : 0u);
-    EXPECT_EQ(schema.count("status = 'running'"), alone ? 8 : 5);
-    EXPECT_EQ(claim("two", 0), 0u) << "another claimer counts every row of the first";
-    EXPECT_EQ(claim("one", 5), 0u);
+  for (const bool plain : {false, true}) {
+    for (const bool alone : {true, false}) {
+      SCOPED_TRACE(std::string(alone ? "one limit" : "two limits") +
+                   (plain ? ", the plain claim's path asked for" : ""));
+      TestSchema schema;
+      PgJobStore store(schema.config().database, "test");
+      std::map<std::string, LimitConfig> limits{{"c", concurrency_limit({"a"}, 5)}};
+      if (!alone) limits.emplace("k", concurrency_limit({"a"}, 100, "user"));
+      store.sync_limits(limits, "test");
+      schema.insert_jobs("a", 40);
+      std::vector<LimitHold> held;
+      const auto claim = [&](const std::string& owner, int own_running) {
+        ClaimRequest request = claim_of(10, {"a"}, owner);
+        request.own_running = own_running;
+        request.one_concurrency_limit = plain;
+        LimitedClaim claimed = store.claim_limited(request);
+        held = claimed.held;
+        return claimed.jobs.size();
+      };
+      const auto held_by_c = [&] {
+        return held.size() == 1 && held[0].limit == "c" && held[0].reason == "concurrency" &&
+               !held[0].retry_in;
+      };
+      ASSERT_EQ(claim("one", 0), 5u) << "the limit";
+      EXPECT_TRUE(held_by_c()) << "due jobs were left";
+      EXPECT_EQ(claim("one", 5), 0u) << "its 5 jobs still run";
+      EXPECT_TRUE(held_by_c());
+      EXPECT_EQ(claim("one", -1), 0u) << "not told: its 5 running rows count";
+      // 3 of its handlers returned: their rows still run, their completions not written.
+      EXPECT_EQ(claim("one", 2), alone ? 3u : 0u);
+      EXPECT_EQ(schema.count("status = 'running'"), alone ? 8 : 5);
+      EXPECT_EQ(claim("two", 0), 0u) << "another claimer counts every row of the first";
+      EXPECT_EQ(claim("one", 5), 0u);
+      // Room for more than are due: nothing is held back.
+      schema.exec("UPDATE {jobs} SET status = 'done' WHERE status = 'running'");
+      schema.exec(
+          "DELETE FROM {jobs} WHERE id NOT IN (SELECT id FROM {jobs} WHERE status = "
+          "'pending' ORDER BY id LIMIT 2)");
+      EXPECT_EQ(claim("one", 0), 2u);
+      EXPECT_TRUE(held.empty()) << "held back with no due job left";
+    }
   }
+}
+
+// The plain claim under one limit is its own path: with the limited claim's function gone,
+// a claim with room still claims (and one the limit holds back, which the function
+// reports, fails).
+TEST(Limits, UnderOneLimitTheClaimWithRoomIsThePlainClaim) {
+  TestSchema schema;
+  PgJobStore store(schema.config().database, "test");
+  store.sync_limits({{"c", concurrency_limit({"a"}, 5)}}, "test");
+  schema.insert_jobs("a", 40);
+  ClaimRequest request = claim_of(10, {"a"}, "one");
+  request.own_running = 0;
+  request.one_concurrency_limit = true;
+  schema.exec("DROP FUNCTION " + schema.qualified("pgjobd_claim_limited") +
+              "(text[], int[], text[], int, text, bigint, "
+              "text, bigint, int, int)");
+  const LimitedClaim claimed = store.claim_limited(request);
+  EXPECT_EQ(claimed.jobs.size(), 5u);
+  ASSERT_EQ(claimed.held.size(), 1u);
+  EXPECT_EQ(claimed.held[0].limit, "c");
+  request.own_running = 5;
+  EXPECT_THROW(store.claim_limited(request), DbError) << "held back: the function's answer";
+  EXPECT_EQ(schema.count("status = 'running'"), 5);
 }
 
 TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
@@ -323,6 +367,52 @@ TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
         in_hand.fetch_sub(limited);
         stale += complete_all(store, claim.jobs, "w" + std::to_string(t));
         done.fetch_add(static_cast<int>(claim.jobs.size()));
+      }
+    });
+  }
+  for (auto& thread : claimers) thread.join();
+  EXPECT_EQ(stale.load(), 0) << "a job claimed twice: its first completion was fenced off";
+  EXPECT_EQ(done.load(), 400) << testing::table_summary(schema);
+  EXPECT_LE(most.load(), kLimit);
+  EXPECT_EQ(most.load(), kLimit) << "the limit was never used in full";
+  EXPECT_EQ(schema.count("status = 'done'"), 400);
+}
+
+// Claims through the plain claim under one limit and through the limited claim, all at
+// once over one limit: never more than the limit in hand. Counted as above.
+TEST(Limits, UnderOneLimitPlainAndLimitedClaimsHoldItExactlyTogether) {
+  TestSchema schema;
+  PgJobStore admin(schema.config().database, "test");
+  constexpr int kLimit = 3;
+  admin.sync_limits({{"p", concurrency_limit({"a"}, kLimit)}}, "test");
+  schema.insert_jobs("a", 400);
+  std::atomic<int> in_hand{0};
+  std::atomic<int> most{0};
+  std::atomic<int> done{0};
+  std::atomic<int> stale{0};
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 8; ++t) {
+    claimers.emplace_back([&, t] {
+      PgJobStore store(schema.config().database, "claimer");
+      const std::string worker = "w" + std::to_string(t);
+      int mine = 0;  // claimed by this claimer, not yet completed: its own_running
+      const auto deadline = Clock::now() + std::chrono::seconds(60);
+      while (done.load() < 400 && Clock::now() < deadline) {
+        ClaimRequest request = claim_of(4, {"a"}, worker);
+        request.one_concurrency_limit = t % 2 == 0;
+        request.own_running = t % 4 < 2 ? mine : -1;
+        const LimitedClaim claim = store.claim_limited(request);
+        const int n = static_cast<int>(claim.jobs.size());
+        mine += n;
+        const int now = in_hand.fetch_add(n) + n;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(claim.jobs.empty() ? 1 : 3));
+        in_hand.fetch_sub(n);
+        mine -= n;
+        stale += complete_all(store, claim.jobs, worker);
+        done.fetch_add(n);
       }
     });
   }

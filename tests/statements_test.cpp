@@ -61,6 +61,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kDaemonExpire, 0},
     {stmt::kNotifyFinished, 1},
     {stmt::kClaimLimited, 10},
+    {stmt::kClaimRoom, 4},
     {stmt::kLimitsSync, 2},
     {stmt::kLimitsLoad, 0},
     {stmt::kLimitUsage, 0},

@@ -197,6 +197,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       -- One limit (below): the limit, its room, and why it holds jobs back.
       o_one boolean;
       o_name text;
+      o_limit @schema@.pgjobd_limits;
       o_types text[];
       o_queues text[];
       o_conc int;
@@ -224,20 +225,9 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       IF coalesce(sync, '') <> '' THEN
         PERFORM set_config('synchronous_commit', sync, true);
       END IF;
-      SELECT coalesce(bool_or(l.key IS NOT NULL), false),
-             coalesce(bool_or(l.rate_per_second IS NOT NULL), false),
-             count(*) FILTER (WHERE m.matches) = 1
-               AND coalesce(bool_and((l.key IS NULL OR (l.concurrency IS NOT NULL
-                                                        AND l.rate_per_second IS NULL))
-                                     AND (l.types IS NULL OR l.types @> pgjobd_claim_limited.types)
-                                     AND (l.queues IS NULL OR l.queues @> pgjobd_claim_limited.queues))
-                              FILTER (WHERE m.matches), false),
-             min(l.name) FILTER (WHERE m.matches)
+      SELECT m.any_keyed, m.any_rate, m.one_limit IS NOT NULL, m.one_limit
         INTO any_keyed, any_rate, o_one, o_name
-      FROM @schema@.pgjobd_limits l
-      CROSS JOIN LATERAL (
-        SELECT (l.types IS NULL OR l.types && pgjobd_claim_limited.types)
-               AND (l.queues IS NULL OR l.queues && pgjobd_claim_limited.queues) AS matches) m;
+      FROM @schema@.pgjobd_limits_met(queues, types) m;
 
       -- One limit: exactly one limit matches the served queues and types, unkeyed (a keyed
       -- concurrency limit: above, One keyed limit), and it matches every one of them. Then
@@ -262,36 +252,32 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       -- was lost) are not counted by it: they run nothing. A keyed limit's count takes
       -- every running row: what a daemon holds says nothing of its partitions.
       IF o_one THEN
-        SELECT l.types, l.queues, l.concurrency, l.rate_per_second, l.burst, l.key
-          INTO o_types, o_queues, o_conc, o_rate, o_burst, o_key
-        FROM @schema@.pgjobd_limits l WHERE l.name = o_name;
+        SELECT * INTO o_limit FROM @schema@.pgjobd_limits l WHERE l.name = o_name;
+        o_types := o_limit.types;
+        o_queues := o_limit.queues;
+        o_conc := o_limit.concurrency;
+        o_rate := o_limit.rate_per_second;
+        o_burst := o_limit.burst;
+        o_key := o_limit.key;
         o_room := total;
         IF o_conc IS NOT NULL THEN
           -- Unkeyed: its one partition's lock. Keyed: the limit's, exclusively (below: A
-          -- keyed limit's lock).
-          IF pg_try_advisory_xact_lock(hashtextextended(
-               @schema_name@ || chr(31) || o_name || CASE WHEN o_key IS NULL THEN chr(31)
-                                                          ELSE chr(30) END, 0)) THEN
-            -- A later statement than the lock: its snapshot sees every claim committed
-            -- before the lock was granted.
-            SELECT count(*)::int INTO o_running
-            FROM @schema@.jobs j
-            WHERE j.status = 'running'
-              AND (own_running IS NULL OR o_key IS NOT NULL OR j.locked_by IS DISTINCT FROM owner)
-              AND (o_types IS NULL OR j.type = ANY (o_types))
-              AND (o_queues IS NULL OR j.queue = ANY (o_queues));
-            IF o_key IS NULL THEN
-              o_room := greatest(o_conc - o_running - coalesce(own_running, 0), 0);
-            ELSE
-              limit_locked := ARRAY[o_name];
-            END IF;
+          -- keyed limit's lock). Then the count (pgjobd_claim_room.sql).
+          o_room := @schema@.pgjobd_limit_room(o_limit, owner, own_running);
+          IF o_room IS NULL THEN
+            o_room := 0;
+            o_reason := 'concurrency';
+            o_wait := 0.01;
+          ELSIF o_key IS NULL THEN
+            o_room := greatest(o_room, 0);
             IF o_room = 0 THEN
               o_reason := 'concurrency';
             END IF;
           ELSE
-            o_room := 0;
-            o_reason := 'concurrency';
-            o_wait := 0.01;
+            -- The limit's running jobs (R, below: One keyed limit); partitions have the room.
+            o_running := o_conc - o_room;
+            o_room := total;
+            limit_locked := ARRAY[o_name];
           END IF;
         END IF;
         IF o_rate IS NOT NULL AND o_room > 0 THEN

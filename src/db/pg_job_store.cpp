@@ -126,14 +126,14 @@ std::vector<std::string> json_text_list(const std::string& text) {
 }  // namespace
 
 template <typename... More>
-pqxx::result PgJobStore::run_claim(const char* name, const ClaimRequest& request, More&&... more) {
+pqxx::result PgJobStore::run_claim(pqxx::transaction_base& txn, const char* name,
+                                   const ClaimRequest& request, More&&... more) {
   std::vector<std::string> queues;
   std::vector<std::int64_t> free;
   for (const auto& s : request.slots) {
     queues.push_back(s.queue);
     free.push_back(s.free);
   }
-  pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
   count_round_trip();
   return execute(txn, name, text_array_literal(queues), int_array_literal(free),
                  text_array_literal(request.types), request.limit, request.worker_id,
@@ -145,7 +145,8 @@ pqxx::result PgJobStore::run_claim(const char* name, const ClaimRequest& request
 std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
-    const pqxx::result rows = run_claim(stmt::kClaim, request);
+    pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
+    const pqxx::result rows = run_claim(txn, stmt::kClaim, request);
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) jobs.push_back(job_from_row(row));
@@ -160,8 +161,9 @@ ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
   if (session_.transaction_pooler()) return {claim(request), std::nullopt};
   connect();
   return guarded("claim", [&] {
+    pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
     const pqxx::result rows =
-        run_claim(stmt::kClaimWithDue, request, text_array_literal(due_queues));
+        run_claim(txn, stmt::kClaimWithDue, request, text_array_literal(due_queues));
     ClaimWithDue claim;
     claim.jobs.reserve(rows.size());
     for (const auto& row : rows) {
@@ -181,7 +183,8 @@ std::vector<Job> PgJobStore::claim_ids(const ClaimRequest& request,
                                        const std::vector<std::int64_t>& ids) {
   connect();
   return guarded("claim", [&] {
-    const pqxx::result rows = run_claim(stmt::kClaimIds, request, int_array_literal(ids));
+    pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
+    const pqxx::result rows = run_claim(txn, stmt::kClaimIds, request, int_array_literal(ids));
     std::vector<Job> jobs;
     jobs.reserve(rows.size());
     for (const auto& row : rows) jobs.push_back(job_from_row(row));
@@ -193,24 +196,60 @@ LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
   connect();
   return guarded("claim", [&] {
     const auto told = [](int n) { return n < 0 ? std::nullopt : std::optional<int>(n); };
-    // A function call.
-    const pqxx::result rows =
-        run_claim(stmt::kClaimLimited, request, told(request.startable), told(request.own_running));
-    LimitedClaim claim;
-    claim.jobs.reserve(rows.size());
-    for (const auto& row : rows) {
-      if (!row[0].is_null()) {
-        claim.jobs.push_back(job_from_row(row));
-        continue;
+    const auto limited = [&](pqxx::transaction_base& txn) {
+      // A function call.
+      const pqxx::result rows = run_claim(txn, stmt::kClaimLimited, request,
+                                          told(request.startable), told(request.own_running));
+      LimitedClaim claim;
+      claim.jobs.reserve(rows.size());
+      for (const auto& row : rows) {
+        if (!row[0].is_null()) {
+          claim.jobs.push_back(job_from_row(row));
+          continue;
+        }
+        LimitHold hold{row[9].c_str(), row[10].c_str(), std::nullopt};
+        if (!row[11].is_null()) {
+          // Rounded up: waking a microsecond early finds no token yet.
+          hold.retry_in = std::chrono::microseconds(
+              static_cast<std::int64_t>(std::ceil(std::max(field_as_double(row[11]), 0.0) * 1e6)));
+        }
+        claim.held.push_back(std::move(hold));
       }
-      LimitHold hold{row[9].c_str(), row[10].c_str(), std::nullopt};
-      if (!row[11].is_null()) {
-        // Rounded up: waking a microsecond early finds no token yet.
-        hold.retry_in = std::chrono::microseconds(
-            static_cast<std::int64_t>(std::ceil(std::max(field_as_double(row[11]), 0.0) * 1e6)));
-      }
-      claim.held.push_back(std::move(hold));
+      return claim;
+    };
+    if (!request.one_concurrency_limit) {
+      pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
+      return limited(txn);
     }
+    // The limit's room, its lock held until the commit, then the plain claim cut at it; or,
+    // when the room says nothing (no row: sql/functions/pgjobd_claim_room.sql), the limited
+    // claim in the same transaction.
+    pqxx::work txn(session_.connection());
+    std::vector<std::string> queues;
+    for (const auto& s : request.slots) queues.push_back(s.queue);
+    count_round_trip(2);  // BEGIN, the room
+    const pqxx::result room =
+        execute(txn, stmt::kClaimRoom, text_array_literal(queues),
+                text_array_literal(request.types), request.worker_id, told(request.own_running));
+    LimitedClaim claim;
+    if (room.empty()) {
+      claim = limited(txn);
+    } else {
+      const int n = room[0][1].as<int>();
+      ClaimRequest cut = request;
+      cut.limit = std::min(cut.limit, n);
+      for (QueueSlots& slot : cut.slots) slot.free = std::min(slot.free, n);
+      const pqxx::result rows = run_claim(txn, stmt::kClaim, cut);
+      claim.jobs.reserve(rows.size());
+      for (const auto& row : rows) claim.jobs.push_back(job_from_row(row));
+      // The room ran out before the claim did: the limit held it back, as the limited
+      // claim reports it (a completion is what makes room).
+      if (n < request.limit && static_cast<int>(claim.jobs.size()) >= n) {
+        claim.held.push_back({room[0][0].c_str(), "concurrency", std::nullopt});
+      }
+    }
+    count_round_trip();
+    txn.commit();
     return claim;
   });
 }

@@ -87,10 +87,11 @@ class PgJobStore final : public JobStore {
   int notify_pid();
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args);
-  // One of the claim statements (kClaim, kClaimWithDue, kClaimIds, kClaimLimited), alone in its
-  // round trip: the request as $1..$8, then `more`.
+  // One of the claim statements (kClaim, kClaimWithDue, kClaimIds, kClaimLimited) in `txn`:
+  // the request as $1..$8, then `more`.
   template <typename... More>
-  pqxx::result run_claim(const char* name, const ClaimRequest& request, More&&... more);
+  pqxx::result run_claim(pqxx::transaction_base& txn, const char* name, const ClaimRequest& request,
+                         More&&... more);
 
   DatabaseConfig config_;
   DbSession session_;

@@ -878,6 +878,9 @@ SELECT * FROM {schema}.pgjobd_claim_limited($1::text[], $2::int[], $3::text[], $
                                             $5::text, $6::bigint, $7::text, $8::bigint,
                                             $9::int, $10::int))";
 
+constexpr const char* kClaimRoomSql = R"(
+SELECT limit_name, room FROM {schema}.pgjobd_claim_room($1::text[], $2::text[], $3::text, $4::int))";
+
 constexpr const char* kLimitsSyncSql = R"(
 SELECT limit_name, change, coalesce(previous_writer, '')
 FROM {schema}.pgjobd_limits_sync($1::jsonb, $2::text))";
@@ -1011,6 +1014,7 @@ std::vector<Statement> job_statements(const std::string& schema) {
       {kPausedQueues, on(kPausedQueuesSql)},
       {kDeadLettersSync, on(kDeadLettersSyncSql)},
       {kClaimLimited, on(kClaimLimitedSql)},
+      {kClaimRoom, on(kClaimRoomSql)},
       {kLimitsSync, on(kLimitsSyncSql)},
       {kLimitsLoad, on(kLimitsLoadSql)},
       {kLimitUsage, on(kLimitUsageSql)},

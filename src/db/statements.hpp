@@ -104,6 +104,12 @@ inline constexpr const char* kNotifyFinished = "pgjobd_notify_finished";
 // claimed jobs as kClaim does, then a row per limit that held a job back: NULL job
 // columns, limit name, reason ('concurrency' or 'rate'), seconds until its next token.
 inline constexpr const char* kClaimLimited = "pgjobd_claim_limited";
+// The room of the one limit a claim meets, when it is one unkeyed concurrency limit without
+// a rate: $1 served queues text[], $2 served types text[], $3 worker id, $4 own_running
+// (NULL: not told). Takes the limit's lock for the transaction and returns (limit name,
+// room >= 1); no row otherwise (sql/functions/pgjobd_claim_room.sql). The claim that
+// follows in the transaction is kClaim, cut at the room.
+inline constexpr const char* kClaimRoom = "pgjobd_claim_room";
 // Write a daemon's limits: $1 jsonb {name: {types, queues, key, concurrency,
 // rate_per_second, rate_text, burst}}, $2 writer. Returns (name, change, previous writer), or one
 // row (NULL, 'busy', what holds the lock) when another session's lock kept it from writing

@@ -371,7 +371,11 @@ std::vector<Job> Fetcher::claim_jobs(const ClaimRequest& request) {
     claim_due_ = claim.due;
     return std::move(claim.jobs);
   }
-  LimitedClaim claim = store_->claim_limited(request);
+  std::vector<std::string> queues;
+  for (const QueueSlots& slot : request.slots) queues.push_back(slot.queue);
+  ClaimRequest limited = request;
+  limited.one_concurrency_limit = limits_->one_concurrency_limit(queues, request.types);
+  LimitedClaim claim = store_->claim_limited(limited);
   if (!claim.held.empty()) limits_->count_hold();
   const auto now = Clock::now();
   for (const LimitHold& hold : claim.held) {

@@ -30,15 +30,26 @@ std::vector<LimitDefinition> LimitRegistry::definitions() const {
   return definitions_;
 }
 
+namespace {
+
+// Empty in a limit: any. Every one of `wanted` is among `listed`.
+bool covers(const std::vector<std::string>& listed, const std::vector<std::string>& wanted) {
+  return listed.empty() || std::all_of(wanted.begin(), wanted.end(), [&](const auto& name) {
+           return std::find(listed.begin(), listed.end(), name) != listed.end();
+         });
+}
+
+// Empty in a limit: any. Some of `wanted` is among `listed`.
+bool meets(const std::vector<std::string>& listed, const std::vector<std::string>& wanted) {
+  return listed.empty() || std::any_of(wanted.begin(), wanted.end(), [&](const auto& name) {
+           return std::find(listed.begin(), listed.end(), name) != listed.end();
+         });
+}
+
+}  // namespace
+
 int LimitRegistry::covering_concurrency(const std::vector<std::string>& queues,
                                         const std::vector<std::string>& types) const {
-  // Empty in a limit: any. Every one of `wanted` must be among `listed`.
-  const auto covers = [](const std::vector<std::string>& listed,
-                         const std::vector<std::string>& wanted) {
-    return listed.empty() || std::all_of(wanted.begin(), wanted.end(), [&](const auto& name) {
-             return std::find(listed.begin(), listed.end(), name) != listed.end();
-           });
-  };
   int smallest = 0;
   std::lock_guard lock(mutex_);
   for (const LimitDefinition& definition : definitions_) {
@@ -48,6 +59,19 @@ int LimitRegistry::covering_concurrency(const std::vector<std::string>& queues,
     if (smallest == 0 || limit.concurrency < smallest) smallest = limit.concurrency;
   }
   return smallest;
+}
+
+bool LimitRegistry::one_concurrency_limit(const std::vector<std::string>& queues,
+                                          const std::vector<std::string>& types) const {
+  std::lock_guard lock(mutex_);
+  const LimitConfig* one = nullptr;
+  for (const LimitDefinition& definition : definitions_) {
+    if (!meets(definition.limit.types, types) || !meets(definition.limit.queues, queues)) continue;
+    if (one != nullptr) return false;
+    one = &definition.limit;
+  }
+  return one != nullptr && one->concurrency > 0 && one->key.empty() && one->rate_per_second <= 0 &&
+         covers(one->types, types) && covers(one->queues, queues);
 }
 
 bool LimitRegistry::differs_from_configured(const std::vector<LimitDefinition>& loaded) const {

@@ -76,6 +76,13 @@ class LimitRegistry {
   // full of its own jobs, and wait.
   int covering_concurrency(const std::vector<std::string>& queues,
                            const std::vector<std::string>& types) const;
+  // Exactly one limit matches any of these queues and types, and it is an unkeyed
+  // concurrency limit without a rate that matches every one of them: the claim may take
+  // the limit's room and then claim plainly (ClaimRequest::one_concurrency_limit). The
+  // database's pgjobd_limits_met (sql/functions/pgjobd_claim_room.sql) decides the same from
+  // the table itself at each claim; this only spares its round trip when it cannot be so.
+  bool one_concurrency_limit(const std::vector<std::string>& queues,
+                             const std::vector<std::string>& types) const;
 
   // Claims a limit held due jobs back in (the fetcher counts them). A daemon whose due jobs
   // wait for a limit is not idle: its maintenance keeps rescuing at the busy interval, so

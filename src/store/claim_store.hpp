@@ -38,6 +38,11 @@ struct ClaimRequest {
   // completions are written (sql/functions/pgjobd_claim_limited.sql, "One limit"). Never
   // less than the truth: -1 (not told) counts the rows.
   int own_running = -1;
+  // The limits this daemon read say one unkeyed concurrency limit without a rate covers every
+  // queue and type it serves (LimitRegistry::one_concurrency_limit): the limited claim asks
+  // for that limit's room first and claims with the plain claim cut at it, cheaper by about
+  // 1 ms a claim. The database decides: with other limits there, the limited claim runs.
+  bool one_concurrency_limit = false;
 };
 
 // A limit that held back at least one due job in a claim.
