@@ -135,7 +135,7 @@ TEST_F(FetcherLimitsTest, UnderALimitOverAllItServesADaemonHoldsNoMoreThanTheLim
 }
 
 // Under one concurrency limit over all it serves the claim may take the plain claim's
-// path (ClaimRequest::one_concurrency_limit); beside a second limit it may not.
+// path (ClaimRequest::one_concurrency_limit); beside a second limit it may not (below).
 TEST_F(FetcherLimitsTest, UnderOneLimitOverAllItServesTheClaimSaysSo) {
   table_.set_limits({limit_on_gated("partner", 10)});
   table_.add_jobs(40, "gated");
@@ -144,19 +144,6 @@ TEST_F(FetcherLimitsTest, UnderOneLimitOverAllItServesTheClaimSaysSo) {
   ASSERT_TRUE(gate_.wait_finished(40));
   ASSERT_FALSE(table_.claim_requests().empty());
   for (const auto& request : table_.claim_requests()) EXPECT_TRUE(request.one_concurrency_limit);
-}
-
-TEST_F(FetcherLimitsTest, BesideASecondLimitTheClaimIsTheLimitedOne) {
-  LimitDefinition rated = limit_on_gated("mail", 0);
-  rated.limit.rate = "1000000/s";
-  rated.limit.rate_per_second = 1e6;
-  table_.set_limits({limit_on_gated("partner", 10), rated});
-  table_.add_jobs(40, "gated");
-  gate_.release_all();
-  start(2);
-  ASSERT_TRUE(gate_.wait_finished(40));
-  ASSERT_FALSE(table_.claim_requests().empty());
-  for (const auto& request : table_.claim_requests()) EXPECT_FALSE(request.one_concurrency_limit);
 }
 
 // Under an unkeyed rate limit claims prefetch too, each saying how many of its jobs start
@@ -177,6 +164,7 @@ TEST_F(FetcherLimitsTest, ClaimsPrefetchUnderARateLimitSayingWhatStartsAtOnce) {
     largest = std::max(largest, request.limit);
     EXPECT_GE(request.startable, 0);
     EXPECT_LE(request.startable, std::min(request.limit, 2)) << "more than the free threads";
+    EXPECT_FALSE(request.one_concurrency_limit) << "two limits";
   }
   EXPECT_GT(largest, 2) << "no claim asked for more than the free threads";
 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <latch>
 #include <map>
 #include <mutex>
@@ -334,17 +335,17 @@ TEST(Limits, UnderOneLimitTheClaimWithRoomIsThePlainClaim) {
   EXPECT_EQ(schema.count("status = 'running'"), 5);
 }
 
-TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
-  TestSchema schema;
-  PgJobStore admin(schema.config().database, "test");
-  constexpr int kLimit = 3;
-  admin.sync_limits({{"p", concurrency_limit({"a"}, kLimit)}}, "test");
-  schema.insert_jobs("a", 300);
-  schema.insert_jobs("free", 100);  // unlimited: must not be held back
-
-  // Each claimer counts a job from the claim's return until just before it sends the
-  // completion: all that time the job is running in the database, so the count can only
-  // be too low, never too high. Above the limit means the database ran more than it.
+// Eight claimers at once over one limit of 3, each claiming `request(t)` (claimer t)
+// until `jobs` are done. Each counts a job from the claim's return until just before it
+// sends the completion: all that time the job is running in the database, so the count can
+// only be too low, never too high. Above the limit means the database ran more than it.
+struct ClaimersRun {
+  int most = 0;   // limited jobs in hand at once, at most
+  int done = 0;   // jobs claimed and completed
+  int stale = 0;  // completions fenced off: a job claimed twice
+};
+ClaimersRun run_claimers(TestSchema& schema, int jobs,
+                         const std::function<ClaimRequest(int t)>& request) {
   std::atomic<int> in_hand{0};
   std::atomic<int> most{0};
   std::atomic<int> done{0};
@@ -354,9 +355,9 @@ TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
     claimers.emplace_back([&, t] {
       PgJobStore store(schema.config().database, "claimer");
       const auto deadline = Clock::now() + std::chrono::seconds(60);
-      while (done.load() < 400 && Clock::now() < deadline) {
-        const LimitedClaim claim =
-            store.claim_limited(claim_of(4, {"a", "free"}, "w" + std::to_string(t)));
+      while (done.load() < jobs && Clock::now() < deadline) {
+        const ClaimRequest asked = request(t);
+        const LimitedClaim claim = store.claim_limited(asked);
         int limited = 0;
         for (const Job& job : claim.jobs) limited += job.type == "a" ? 1 : 0;
         const int now = in_hand.fetch_add(limited) + limited;
@@ -365,62 +366,49 @@ TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(claim.jobs.empty() ? 1 : 3));
         in_hand.fetch_sub(limited);
-        stale += complete_all(store, claim.jobs, "w" + std::to_string(t));
+        stale += complete_all(store, claim.jobs, asked.worker_id);
         done.fetch_add(static_cast<int>(claim.jobs.size()));
       }
     });
   }
   for (auto& thread : claimers) thread.join();
-  EXPECT_EQ(stale.load(), 0) << "a job claimed twice: its first completion was fenced off";
-  EXPECT_EQ(done.load(), 400) << testing::table_summary(schema);
-  EXPECT_LE(most.load(), kLimit);
-  EXPECT_EQ(most.load(), kLimit) << "the limit was never used in full";
+  return {most.load(), done.load(), stale.load()};
+}
+
+TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
+  TestSchema schema;
+  PgJobStore admin(schema.config().database, "test");
+  admin.sync_limits({{"p", concurrency_limit({"a"}, 3)}}, "test");
+  schema.insert_jobs("a", 300);
+  schema.insert_jobs("free", 100);  // unlimited: must not be held back
+  const ClaimersRun run = run_claimers(schema, 400, [](int t) {
+    return claim_of(4, {"a", "free"}, "w" + std::to_string(t));
+  });
+  EXPECT_EQ(run.stale, 0) << "a job claimed twice: its first completion was fenced off";
+  EXPECT_EQ(run.done, 400) << testing::table_summary(schema);
+  EXPECT_LE(run.most, 3);
+  EXPECT_EQ(run.most, 3) << "the limit was never used in full";
   EXPECT_EQ(schema.count("status = 'done'"), 400);
 }
 
-// Claims through the plain claim under one limit and through the limited claim, all at
-// once over one limit: never more than the limit in hand. Counted as above.
+// Claims through the plain claim under one limit and through the limited claim, saying
+// what they hold or not, all at once over one limit: never more than the limit in hand.
 TEST(Limits, UnderOneLimitPlainAndLimitedClaimsHoldItExactlyTogether) {
   TestSchema schema;
   PgJobStore admin(schema.config().database, "test");
-  constexpr int kLimit = 3;
-  admin.sync_limits({{"p", concurrency_limit({"a"}, kLimit)}}, "test");
+  admin.sync_limits({{"p", concurrency_limit({"a"}, 3)}}, "test");
   schema.insert_jobs("a", 400);
-  std::atomic<int> in_hand{0};
-  std::atomic<int> most{0};
-  std::atomic<int> done{0};
-  std::atomic<int> stale{0};
-  std::vector<std::thread> claimers;
-  for (int t = 0; t < 8; ++t) {
-    claimers.emplace_back([&, t] {
-      PgJobStore store(schema.config().database, "claimer");
-      const std::string worker = "w" + std::to_string(t);
-      int mine = 0;  // claimed by this claimer, not yet completed: its own_running
-      const auto deadline = Clock::now() + std::chrono::seconds(60);
-      while (done.load() < 400 && Clock::now() < deadline) {
-        ClaimRequest request = claim_of(4, {"a"}, worker);
-        request.one_concurrency_limit = t % 2 == 0;
-        request.own_running = t % 4 < 2 ? mine : -1;
-        const LimitedClaim claim = store.claim_limited(request);
-        const int n = static_cast<int>(claim.jobs.size());
-        mine += n;
-        const int now = in_hand.fetch_add(n) + n;
-        int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(claim.jobs.empty() ? 1 : 3));
-        in_hand.fetch_sub(n);
-        mine -= n;
-        stale += complete_all(store, claim.jobs, worker);
-        done.fetch_add(n);
-      }
-    });
-  }
-  for (auto& thread : claimers) thread.join();
-  EXPECT_EQ(stale.load(), 0) << "a job claimed twice: its first completion was fenced off";
-  EXPECT_EQ(done.load(), 400) << testing::table_summary(schema);
-  EXPECT_LE(most.load(), kLimit);
-  EXPECT_EQ(most.load(), kLimit) << "the limit was never used in full";
+  const ClaimersRun run = run_claimers(schema, 400, [](int t) {
+    ClaimRequest request = claim_of(4, {"a"}, "w" + std::to_string(t));
+    request.one_concurrency_limit = t % 2 == 0;
+    // A claimer completes its jobs before it claims again: it holds none then.
+    request.own_running = t % 4 < 2 ? 0 : -1;
+    return request;
+  });
+  EXPECT_EQ(run.stale, 0) << "a job claimed twice: its first completion was fenced off";
+  EXPECT_EQ(run.done, 400) << testing::table_summary(schema);
+  EXPECT_LE(run.most, 3);
+  EXPECT_EQ(run.most, 3) << "the limit was never used in full";
   EXPECT_EQ(schema.count("status = 'done'"), 400);
 }
 
