@@ -140,8 +140,8 @@ struct Metrics::State {
       prometheus::BuildCounter()
           .Name("pgjobd_limit_throttled_total")
           .Help(
-              "Claims in which a limit held back at least one due job, by limit and reason "
-              "(concurrency, rate).")
+              "Claims in which a limit held back at least one due job (under one concurrency "
+              "limit: that used up its room), by limit and reason (concurrency, rate).")
           .Register(*registry);
   prometheus::Family<prometheus::Gauge>& limit_running =
       prometheus::BuildGauge()
