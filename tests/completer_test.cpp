@@ -125,6 +125,32 @@ TEST_F(CompleterTest, ABatchGoesOnceEveryJobInHandHasItsCompletion) {
   EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
 }
 
+// While many more jobs are in hand than completions queued (Completer::kGatherInHand), more
+// are sure to come: the batch gathers past the flush delay (here for an hour), and goes once
+// every job in hand has its completion queued. With few in hand the flush delay rules again.
+// Before the gather, the first completion went alone after the 1 ms delay.
+TEST_F(CompleterTest, ABatchGathersLongerWhileManyJobsAreInHand) {
+  const auto completions = running_jobs(3);
+  Completer& completer = make_completer();
+  std::atomic<int> in_hand = 1000;
+  completer.set_in_hand([&] { return in_hand.load(); });
+  completer.set_flush_delay(milliseconds(1));
+  completer.set_gather_delay(std::chrono::hours(1));
+  completer.start();
+  completer.submit(completions[0]);
+  EXPECT_FALSE(table_.wait_until([&] { return !table_.completed().empty(); }, milliseconds(200)));
+  in_hand = 2;
+  completer.submit(completions[1]);  // the last of the two in hand
+  ASSERT_TRUE(wait_written(2));
+  in_hand = Completer::kGatherInHand;  // one short of kGatherInHand to come, with this one
+  completer.submit(completions[2]);
+  ASSERT_TRUE(wait_written(3));
+  const auto calls = table_.completed();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(ids_of(calls[0].batch), ids_of({completions[0], completions[1]}));
+  EXPECT_EQ(ids_of(table_.completions()), ids_of(completions));
+}
+
 // After each write the completer tells what it made due (the store's report), and after a
 // write that failed, which may have committed, that the daemon must claim as for a NOTIFY.
 TEST_F(CompleterTest, TellsWhatEachWriteMadeDue) {

@@ -68,8 +68,14 @@ void Completer::set_in_hand(std::function<int()> in_hand) { in_hand_ = std::move
 
 void Completer::set_flush_delay(Clock::duration delay) { flush_delay_ = delay; }
 
+void Completer::set_gather_delay(Clock::duration delay) { gather_delay_ = delay; }
+
 bool Completer::every_completion_in(std::size_t queued) const {
   return in_hand_ && in_hand_() <= static_cast<int>(queued);
+}
+
+bool Completer::many_to_come(std::size_t queued) const {
+  return in_hand_ && in_hand_() - static_cast<int>(queued) >= kGatherInHand;
 }
 
 void Completer::set_on_retries_written(std::function<void(Millis)> on_retries_written) {
@@ -132,7 +138,9 @@ void Completer::run(const std::stop_token& stop) {
     }
     const auto all_in = [&] { return every_completion_in(queued()); };
     if (!stop.stop_requested() && queued() < kMaxBatch && !all_in()) {
-      cv_.wait_until(lock, stop, first_queued_at_ + flush_delay_,
+      const auto delay =
+          many_to_come(queued()) ? std::max(gather_delay_, flush_delay_) : flush_delay_;
+      cv_.wait_until(lock, stop, first_queued_at_ + delay,
                      [&] { return queued() >= kMaxBatch || all_in(); });
     }
     // Items stay in hand (taken_) until written, so an outage keeps them, in order.

@@ -69,8 +69,9 @@ class Completer final : public Service {
   // one of them has its completion queued: no other completion is coming to share it (a
   // chain of dependent jobs waited the whole delay at each link). Set before start().
   void set_in_hand(std::function<int()> in_hand);
-  // kFlushDelay unless set (tests). Set before start().
+  // kFlushDelay and kGatherDelay unless set (tests). Set before start().
   void set_flush_delay(std::chrono::steady_clock::duration delay);
+  void set_gather_delay(std::chrono::steady_clock::duration delay);
 
   // The attempts of completions not yet written, the batch being written and those whose
   // rows are held by another session included: their leases must still be renewed, or a
@@ -85,6 +86,15 @@ class Completer final : public Service {
   static constexpr std::size_t kMaxBatch = 1000;
   // A short wait lets completions that finish together share one transaction.
   static constexpr std::chrono::microseconds kFlushDelay{1000};
+  // While at least kGatherInHand jobs are in hand (set_in_hand) and not yet queued, more
+  // completions are sure to come soon: the batch gathers for up to kGatherDelay (or until
+  // kMaxBatch). At 37,000 http jobs/s the 1 ms delay made batches of ~100; gathered, they
+  // are ~250, and with the fetcher's larger claims PostgreSQL's CPU per job fell by about
+  // a twelfth (bench/README.md, issue 44). A pool without prefetch holds at most its
+  // threads (64 by default), so only a fast stream of short jobs (or a pool of that many
+  // threads) waits longer.
+  static constexpr int kGatherInHand = 256;
+  static constexpr std::chrono::microseconds kGatherDelay{4000};
   // Completions whose rows another session holds are tried again after this, doubling up
   // to kHeldRetryMax while any stays held.
   static constexpr std::chrono::milliseconds kHeldRetryFirst{250};
@@ -102,6 +112,8 @@ class Completer final : public Service {
   void run(const std::stop_token& stop);
   // Whether `queued` completions are those of every job the pool holds (set_in_hand).
   bool every_completion_in(std::size_t queued) const;
+  // Whether at least kGatherInHand more jobs are in hand than `queued` (see kGatherDelay).
+  bool many_to_come(std::size_t queued) const;
   // Writes held_ again (called with the lock held; unlocks it while writing).
   void retry_held(std::unique_lock<std::mutex>& lock, bool delete_done);
   // After a write of batch[0, progress.settled): the callbacks, and the stale count.
@@ -135,7 +147,8 @@ class Completer final : public Service {
   std::chrono::steady_clock::time_point held_retry_at_;
   std::chrono::milliseconds held_delay_ = kHeldRetryFirst;
   std::chrono::steady_clock::time_point first_queued_at_;
-  std::chrono::steady_clock::duration flush_delay_ = kFlushDelay;  // set before start()
+  std::chrono::steady_clock::duration flush_delay_ = kFlushDelay;    // set before start()
+  std::chrono::steady_clock::duration gather_delay_ = kGatherDelay;  // set before start()
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::min();
   bool delete_done_;
   int unwritten_at_stop_ = 0;

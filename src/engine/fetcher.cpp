@@ -70,6 +70,10 @@ void Fetcher::set_max_payload_bytes(std::int64_t bytes) {
 
 int Fetcher::claim_batch_floor() const { return std::max(1, pool_.holdable(prefetch()) / 2); }
 
+bool Fetcher::held_run_short() const {
+  return pool_.held() < pool_.holdable(prefetch()) / kHeldShortShare;
+}
+
 bool Fetcher::prefetch() const { return limits_ == nullptr || limits_->prefetch_allowed(); }
 
 void Fetcher::cap_holding() {
@@ -125,9 +129,18 @@ bool Fetcher::wait_until_claim(const std::stop_token& stop) {
   // A claim costs a round trip and a transaction whatever its size, so while most slots
   // are busy it waits, up to kClaimCooldown after the last claim, for half of them to be
   // free; an idle pool claims at once. Claiming for each freed slot made batches of 1-10
-  // jobs that held the claim connection while hundreds of slots freed behind it.
+  // jobs that held the claim connection while hundreds of slots freed behind it. At the
+  // cooldown it claims only if the jobs held for a thread run short (held_run_short):
+  // while many still wait, the workers have more to do than a claim takes, and it waits on
+  // for the floor, looking again each kClaimCooldown.
   const auto enough_free = [&](int free) {
-    return free > 0 && (free >= claim_batch_floor() || Clock::now() >= cooled_down_at_);
+    if (free <= 0) return false;
+    if (free >= claim_batch_floor()) return true;
+    const auto now = Clock::now();
+    if (now < cooled_down_at_) return false;
+    if (held_run_short()) return true;
+    cooled_down_at_ = now + kClaimCooldown;
+    return false;
   };
   signal_.wants_written = limit_held_;  // what limit_slot_freed() waits for
   while (!stop.stop_requested()) {

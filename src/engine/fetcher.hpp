@@ -90,8 +90,16 @@ class Fetcher final : public Service {
   void reconfigure(const PollConfig& poll, std::vector<std::string> types);
   void set_max_payload_bytes(std::int64_t bytes);
 
-  // After a claim, the next one waits at most this long for claim_batch_floor() free slots.
+  // After a claim, the next one waits at most this long for claim_batch_floor() free slots,
+  // unless the jobs held for a thread are still many (held_run_short).
   static constexpr std::chrono::microseconds kClaimCooldown{2000};
+  // The held jobs run short below this share of what the pool may hold (1/4). The prefetch
+  // budget is about 50 ms of the workers' pace, so a quarter of it is about 12 ms of work,
+  // several times a claim's round trip. (Held and free slots add up to about the holding
+  // less the threads, so with a holding over four times the threads the floor comes
+  // first.) Claiming at the cooldown while ~860 were held (37,000 http jobs/s) made twice
+  // as many claims, of ~200, each a transaction (bench/README.md, issue 44).
+  static constexpr int kHeldShortShare = 4;
   // How much further back than the claim's start the question after it looks for jobs
   // come due (see learn_next_due): a second covers any question slower to arrive than its
   // claim, and bounds what it reads of a queue's due jobs of types this daemon lacks.
@@ -126,6 +134,9 @@ class Fetcher final : public Service {
   // Counts the claim's time in the metrics and warns when it was slow.
   void note_claim_time(std::chrono::steady_clock::duration took, std::size_t jobs);
   int claim_batch_floor() const;  // free slots worth a claim without waiting: half the pool
+  // Whether the jobs held for a thread (worker.prefetch) are few enough that a claim at the
+  // cooldown is worth making before claim_batch_floor() slots are free.
+  bool held_run_short() const;
   // Whether claims may take jobs beyond the free threads (worker.prefetch): not while
   // limits apply, since a held job is a running row and would count against them.
   bool prefetch() const;
