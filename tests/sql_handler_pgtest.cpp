@@ -204,9 +204,11 @@ TEST_F(SqlHandlerTest, ALostSessionReleasesTheJobWithoutCountingAnAttempt) {
                                     naps + ")) WHERE $1 IS NOT NULL");
   Engine engine(config);
   engine.start();
+  // In pg_sleep, its 60 s read: a session still parsing the statement (active, with its
+  // text) would read the 0 written next and end before it is terminated.
   const std::string sleeping =
       "FROM pg_stat_activity WHERE application_name LIKE 'pgjobd%' AND state = 'active' AND "
-      "pid <> pg_backend_pid() AND "
+      "wait_event = 'PgSleep' AND pid <> pg_backend_pid() AND "
       "query LIKE '%pg_sleep%" +
       schema_.name() + "%'";
   ASSERT_TRUE(testing::wait_until(
