@@ -155,7 +155,11 @@ for ((r = 1; r <= repeat; r++)); do
         dsync=$(dsync_ms)
         ports=()
         for ((i = 0; i < k; i++)); do
-          ports+=("$(free_port)")
+          # free_port only sees ports in use now: one it gave an earlier daemon of this run,
+          # not yet listening, could come again (a daemon died of it, 2026-12-05).
+          port=$(free_port)
+          while [[ " ${ports[*]} " == *" $port "* ]]; do port=$(free_port); done
+          ports+=("$port")
           write_config "$work/d$i.yaml" "$per" "${ports[i]}" "$daemon_url" "$pooler"
         done
 
