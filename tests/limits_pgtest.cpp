@@ -375,6 +375,15 @@ ClaimersRun run_claimers(TestSchema& schema, int jobs,
   return {most.load(), done.load(), stale.load()};
 }
 
+// Every job ran once, and the limit was used in full, never more.
+void expect_exact(const ClaimersRun& run, TestSchema& schema, int jobs, int limit) {
+  EXPECT_EQ(run.stale, 0) << "a job claimed twice: its first completion was fenced off";
+  EXPECT_EQ(run.done, jobs) << testing::table_summary(schema);
+  EXPECT_LE(run.most, limit);
+  EXPECT_EQ(run.most, limit) << "the limit was never used in full";
+  EXPECT_EQ(schema.count("status = 'done'"), jobs);
+}
+
 TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
   TestSchema schema;
   PgJobStore admin(schema.config().database, "test");
@@ -384,11 +393,7 @@ TEST(Limits, ConcurrencyHoldsExactlyUnderManyConcurrentClaimers) {
   const ClaimersRun run = run_claimers(schema, 400, [](int t) {
     return claim_of(4, {"a", "free"}, "w" + std::to_string(t));
   });
-  EXPECT_EQ(run.stale, 0) << "a job claimed twice: its first completion was fenced off";
-  EXPECT_EQ(run.done, 400) << testing::table_summary(schema);
-  EXPECT_LE(run.most, 3);
-  EXPECT_EQ(run.most, 3) << "the limit was never used in full";
-  EXPECT_EQ(schema.count("status = 'done'"), 400);
+  expect_exact(run, schema, 400, 3);
 }
 
 // Claims through the plain claim under one limit and through the limited claim, saying
@@ -405,11 +410,7 @@ TEST(Limits, UnderOneLimitPlainAndLimitedClaimsHoldItExactlyTogether) {
     request.own_running = t % 4 < 2 ? 0 : -1;
     return request;
   });
-  EXPECT_EQ(run.stale, 0) << "a job claimed twice: its first completion was fenced off";
-  EXPECT_EQ(run.done, 400) << testing::table_summary(schema);
-  EXPECT_LE(run.most, 3);
-  EXPECT_EQ(run.most, 3) << "the limit was never used in full";
-  EXPECT_EQ(schema.count("status = 'done'"), 400);
+  expect_exact(run, schema, 400, 3);
 }
 
 // One second of four claimers taking turns at a rate limit's bucket (200/s, burst 20), in
