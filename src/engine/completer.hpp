@@ -88,11 +88,9 @@ class Completer final : public Service {
   static constexpr std::chrono::microseconds kFlushDelay{1000};
   // While at least kGatherInHand jobs are in hand (set_in_hand) and not yet queued, more
   // completions are sure to come soon: the batch gathers for up to kGatherDelay (or until
-  // kMaxBatch). At 37,000 http jobs/s the 1 ms delay made batches of ~100; gathered, they
-  // are ~250, and with the fetcher's larger claims PostgreSQL's CPU per job fell by about
-  // a twelfth (bench/README.md, issue 44). A pool without prefetch holds at most its
-  // threads (64 by default), so only a fast stream of short jobs (or a pool of that many
-  // threads) waits longer.
+  // kMaxBatch), as each batch is a transaction whatever its size (bench/README.md, issue
+  // 44, measures it). A pool without prefetch holds at most its threads (64 by default),
+  // so only a fast stream of short jobs (or a pool of that many threads) waits longer.
   static constexpr int kGatherInHand = 256;
   static constexpr std::chrono::microseconds kGatherDelay{4000};
   // Completions whose rows another session holds are tried again after this, doubling up

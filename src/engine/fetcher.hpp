@@ -97,8 +97,8 @@ class Fetcher final : public Service {
   // budget is about 50 ms of the workers' pace, so a quarter of it is about 12 ms of work,
   // several times a claim's round trip. (Held and free slots add up to about the holding
   // less the threads, so with a holding over four times the threads the floor comes
-  // first.) Claiming at the cooldown while ~860 were held (37,000 http jobs/s) made twice
-  // as many claims, of ~200, each a transaction (bench/README.md, issue 44).
+  // first.) Claiming earlier makes more, smaller claims, each a transaction
+  // (bench/README.md, issue 44, measures it).
   static constexpr int kHeldShortShare = 4;
   // How much further back than the claim's start the question after it looks for jobs
   // come due (see learn_next_due): a second covers any question slower to arrive than its
