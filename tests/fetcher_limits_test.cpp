@@ -225,6 +225,30 @@ TEST_F(FetcherLimitsTest, NoLimitInTheDatabaseMeansThePlainClaim) {
   EXPECT_GE(table_.calls(StoreMethod::kClaim), 1);
 }
 
+// A daemon without a `limits:` section learns of a limit another daemon adds by a NOTIFY,
+// tens of ms later; a claim meanwhile must not take the plain claim's jobs past it
+// (LimitsE2E.DaemonWithoutSection... once ran 8 at once under a limit of 2). The plain
+// claim finds the limit itself (LimitsExist, as the real statement does): the fetcher
+// reads the limits on its own store and claims again at once, limited.
+TEST_F(FetcherLimitsTest, ALimitAddedSinceTheLastReadIsFoundByThePlainClaimAndApplied) {
+  auto store = database_.open_store("maintenance", StoreUse::kOccasional);
+  registry_.sync(*store);
+  ASSERT_FALSE(registry_.active());
+  start(4);
+  ASSERT_TRUE(table_.wait_calls(StoreMethod::kClaim, 1));  // the first claim, plain
+  const int loads = table_.calls(StoreMethod::kLoadLimits);
+  table_.set_limits({limit_on_gated("partner", 1)});
+  table_.add_jobs(3, "gated");
+  signal_.wake_for_insert();
+  ASSERT_TRUE(gate_.wait_started(1));
+  EXPECT_TRUE(registry_.active());
+  EXPECT_EQ(registry_.definitions().size(), 1u);
+  EXPECT_GT(table_.calls(StoreMethod::kLoadLimits), loads) << "read on the claim's store";
+  EXPECT_GE(table_.calls(StoreMethod::kClaimLimited), 1);
+  EXPECT_FALSE(gate_.wait_started(2, milliseconds(300))) << "the limit of 1 was exceeded";
+  EXPECT_EQ(gate_.max_running(), 1);
+}
+
 // The race the retries of DelayedE2E met (one in ten runs waited 4.5 s for the poll): a
 // job not yet due when the claim looked comes due before the question that follows it is
 // answered. The question must still count it, though its run_at has passed by then. Only

@@ -335,6 +335,32 @@ TEST(Limits, UnderOneLimitTheClaimWithRoomIsThePlainClaim) {
   EXPECT_EQ(schema.count("status = 'running'"), 5);
 }
 
+// A daemon claims plainly while the limits it read say there are none. One added since is
+// found by the plain claims themselves, in their own snapshot: they take nothing (the
+// fetcher then reads the limits and claims limited). Any limit, even on other types: the
+// daemon's registry decides which claim fits once it has read them. Pinned plans and
+// plans made at each execution alike.
+TEST(Limits, ThePlainClaimsTakeNothingOnceALimitExists) {
+  for (const StoreUse use : {StoreUse::kHotPath, StoreUse::kOccasional}) {
+    TestSchema schema;
+    PgJobStore store(schema.config().database, "test", use);
+    schema.insert_jobs("a", 6);
+    const ClaimRequest request = claim_of(2, {"a"}, "w");
+    ASSERT_EQ(store.claim(request).size(), 2u) << "no limit yet";
+    ASSERT_EQ(store.claim_with_due(request, {"default"}).jobs.size(), 2u);
+    PgJobStore other(schema.config().database, "other");
+    other.sync_limits({{"c", concurrency_limit({"b"}, 5)}}, "other");
+    const std::int64_t next = std::stoll(schema.query(
+        "SELECT min(id) FROM " + schema.qualified("jobs") + " WHERE status = 'pending'"));
+    EXPECT_THROW(store.claim(request), LimitsExist);
+    EXPECT_THROW(store.claim_with_due(request, {"default"}), LimitsExist);
+    EXPECT_THROW(store.claim_with_due(request, {}), LimitsExist);
+    EXPECT_THROW(store.claim_ids(request, {next}), LimitsExist);
+    EXPECT_EQ(schema.count("status = 'running'"), 4);
+    EXPECT_EQ(store.claim_limited(request).jobs.size(), 2u) << "the limited claim takes them";
+  }
+}
+
 // Eight claimers at once over one limit of 3, each claiming `request(t)` (claimer t)
 // until `jobs` are done. Each counts a job from the claim's return until just before it
 // sends the completion: all that time the job is running in the database, so the count can

@@ -40,6 +40,7 @@ const std::map<std::string, int> kDocumentedParameters = {
     {stmt::kClaim, 8},
     {stmt::kClaimWithDue, 9},
     {stmt::kClaimIds, 9},
+    {stmt::kClaimInRoom, 8},
     {stmt::kNextDue, 3},
     {stmt::kComplete, 11},
     {stmt::kCompleteDeleteDone, 11},

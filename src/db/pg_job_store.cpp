@@ -142,16 +142,30 @@ pqxx::result PgJobStore::run_claim(pqxx::transaction_base& txn, const char* name
                  std::forward<More>(more)...);
 }
 
+namespace {
+
+// The jobs of a plain claim (kClaim, kClaimIds); nothing when it found a limit (its row of
+// NULLs).
+std::optional<std::vector<Job>> plain_claim_jobs(const pqxx::result& rows) {
+  std::vector<Job> jobs;
+  jobs.reserve(rows.size());
+  for (const auto& row : rows) {
+    if (row[0].is_null()) return std::nullopt;
+    jobs.push_back(job_from_row(row));
+  }
+  return jobs;
+}
+
+}  // namespace
+
 std::vector<Job> PgJobStore::claim(const ClaimRequest& request) {
   connect();
-  return guarded("claim", [&] {
+  std::optional<std::vector<Job>> jobs = guarded("claim", [&] {
     pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
-    const pqxx::result rows = run_claim(txn, stmt::kClaim, request);
-    std::vector<Job> jobs;
-    jobs.reserve(rows.size());
-    for (const auto& row : rows) jobs.push_back(job_from_row(row));
-    return jobs;
+    return plain_claim_jobs(run_claim(txn, stmt::kClaim, request));
   });
+  if (!jobs) throw LimitsExist();
+  return std::move(*jobs);
 }
 
 ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
@@ -160,36 +174,39 @@ ClaimWithDue PgJobStore::claim_with_due(const ClaimRequest& request,
   // plain claim plans in half the time: the fetcher asks next_due when it needs to.
   if (session_.transaction_pooler()) return {claim(request), std::nullopt};
   connect();
-  return guarded("claim", [&] {
+  bool limited = false;
+  ClaimWithDue claim = guarded("claim", [&] {
     pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
     const pqxx::result rows =
         run_claim(txn, stmt::kClaimWithDue, request, text_array_literal(due_queues));
-    ClaimWithDue claim;
-    claim.jobs.reserve(rows.size());
+    ClaimWithDue answer;
+    answer.jobs.reserve(rows.size());
     for (const auto& row : rows) {
       if (!row[0].is_null()) {
-        claim.jobs.push_back(job_from_row(row));
+        answer.jobs.push_back(job_from_row(row));
         continue;
       }
-      DueTimes due;  // the short claim's answer (the statement's last row)
+      // The statement's last row: the short claim's answer, and whether a limit exists.
+      limited = row[10].as<bool>();
+      DueTimes due;
       if (!row[9].is_null()) due.next_in = due_in(field_as_double(row[9]));
-      claim.due = due;
+      answer.due = due;
     }
-    return claim;
+    return answer;
   });
+  if (limited) throw LimitsExist();
+  return claim;
 }
 
 std::vector<Job> PgJobStore::claim_ids(const ClaimRequest& request,
                                        const std::vector<std::int64_t>& ids) {
   connect();
-  return guarded("claim", [&] {
+  std::optional<std::vector<Job>> jobs = guarded("claim", [&] {
     pqxx::nontransaction txn(session_.connection());  // one statement: atomic on its own
-    const pqxx::result rows = run_claim(txn, stmt::kClaimIds, request, int_array_literal(ids));
-    std::vector<Job> jobs;
-    jobs.reserve(rows.size());
-    for (const auto& row : rows) jobs.push_back(job_from_row(row));
-    return jobs;
+    return plain_claim_jobs(run_claim(txn, stmt::kClaimIds, request, int_array_literal(ids)));
   });
+  if (!jobs) throw LimitsExist();
+  return std::move(*jobs);
 }
 
 LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
@@ -239,7 +256,7 @@ LimitedClaim PgJobStore::claim_limited(const ClaimRequest& request) {
       ClaimRequest cut = request;
       cut.limit = std::min(cut.limit, n);
       for (QueueSlots& slot : cut.slots) slot.free = std::min(slot.free, n);
-      const pqxx::result rows = run_claim(txn, stmt::kClaim, cut);
+      const pqxx::result rows = run_claim(txn, stmt::kClaimInRoom, cut);
       claim.jobs.reserve(rows.size());
       for (const auto& row : rows) claim.jobs.push_back(job_from_row(row));
       // The room ran out before the claim did: the limit held it back, as the limited

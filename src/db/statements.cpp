@@ -140,13 +140,14 @@ std::string retry_delay_ms(int base, int max_delay, int jitter) {
 //   sequential scan as the table grew (600-1,000 ms a claim).
 constexpr const char* kClaimSql = R"(
 WITH {claim_ctes}
-{claim_rows})";
+{claim_rows}{limits_row})";
 
 // kClaimWithDue: kClaim, and when the claim comes back short with $9 (the served queues)
 // not empty, one more row, job columns NULL, with kNextDue's first answer for $9 and $3. A
 // full claim skips the probes (a one-time filter). Claim and probes share a snapshot and
 // now(), so every row is due (claimed or skipped) or counted: no look-back needed. Only for
-// a pinned plan: planned at each execution it costs 1.1 ms against kClaim's 0.5.
+// a pinned plan: planned at each execution it costs 1.1 ms against kClaim's 0.5. The last
+// row also says whether a limit exists (kNoLimits), and comes whenever one does.
 constexpr const char* kClaimWithDueSql = R"(
 WITH RECURSIVE {claim_ctes}, short_claim AS (
   SELECT 1 AS short WHERE cardinality($9::text[]) > 0 AND (SELECT count(*) FROM claimed) < $4
@@ -159,19 +160,19 @@ WITH RECURSIVE {claim_ctes}, short_claim AS (
 {claim_rows}
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       {due_wait}
+       {due_wait}, EXISTS (SELECT FROM {limits})
 FROM (SELECT min(next_at) AS next_at FROM probes) m
-WHERE EXISTS (SELECT 1 FROM short_claim))";
+WHERE EXISTS (SELECT 1 FROM short_claim) OR EXISTS (SELECT FROM {limits}))";
 
 // kClaim's parts, reading its parameters (statements.hpp): its CTEs (`slots`, the pick
 // ending in `picked`, and `claimed`, the claimed rows) and the rows it returns
-// ({due_column}: kClaimWithDue's one more column).
+// ({due_column}: kClaimWithDue's two more columns).
 constexpr const char* kClaimSlotsCte = R"(slots AS (
   SELECT * FROM unnest($1::text[], $2::int[]) AS s(queue, free)
   WHERE set_config('synchronous_commit',
                    coalesce(nullif($7::text, ''), current_setting('synchronous_commit')),
                    true) IS NOT NULL
-    AND {s_not_paused}
+    AND {s_not_paused}{no_limits}
 ))";
 constexpr const char* kClaimPickCtes = R"(arms AS (
   SELECT slots.queue, slots.free, t.type
@@ -953,12 +954,31 @@ constexpr const char* kNotifyFinishedSql = R"(
 SELECT count(pg_notify('pgjobd_finished', p))::int
 FROM set_config('synchronous_commit', 'off', true) s, unnest($1::text[]) p)";
 
-// kClaim, kClaimWithDue or kClaimIds: `sql` with the claim's parts, `pick` the CTEs that
-// end in `picked`, `due_column` kClaimWithDue's extra column.
-std::string claim_statement(const char* sql, const char* pick, const char* due_column) {
+// The plain claims' check for limits. A daemon takes the plain claim while the limits it
+// read say there are none; one added since (a daemon without a `limits:` section learns of
+// it by a NOTIFY, tens of ms later) is seen here, in the claim's own snapshot: the claim
+// then takes nothing and says so (the row of NULLs), so no job that a committed limit
+// covers starts outside it. One scan of the small pgjobd_limits, a one-time filter.
+constexpr const char* kNoLimits = "\n    AND NOT EXISTS (SELECT FROM {limits})";
+constexpr const char* kLimitsRow = R"(
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE EXISTS (SELECT FROM {limits}))";
+
+// How a claim statement treats limits: it checks there are none (kClaim, kClaimIds,
+// kClaimWithDue, whose own last row says it), or it runs within a limit's room (kClaimInRoom).
+enum class ClaimLimits { kChecked, kInRoom };
+
+// kClaim, kClaimWithDue, kClaimIds or kClaimInRoom: `sql` with the claim's parts, `pick`
+// the CTEs that end in `picked`, `due_column` kClaimWithDue's extra columns.
+std::string claim_statement(const char* sql, const char* pick, const char* due_column,
+                            ClaimLimits limits) {
+  const bool checked = limits == ClaimLimits::kChecked;
   return fill(sql,
               {{"{claim_ctes}", std::string(kClaimSlotsCte) + ", " + pick + ", " + kClaimUpdateCte},
                {"{claim_rows}", kClaimRows},
+               {"{no_limits}", checked ? kNoLimits : ""},
+               // kClaimWithDue's last row says it itself.
+               {"{limits_row}", checked && *due_column == '\0' ? kLimitsRow : ""},
                {"{due_column}", due_column},
                {"{s_not_paused}", not_paused("s.queue")},
                {"{due_priorities}", kDuePriorities},
@@ -986,9 +1006,11 @@ std::string with_tables(std::string sql, const std::string& schema) {
 std::vector<Statement> job_statements(const std::string& schema) {
   const auto on = [&](std::string sql) { return with_tables(std::move(sql), schema); };
   return {
-      {kClaim, on(claim_statement(kClaimSql, kClaimPickCtes, ""))},
-      {kClaimWithDue, on(claim_statement(kClaimWithDueSql, kClaimPickCtes, ", NULL::float8"))},
-      {kClaimIds, on(claim_statement(kClaimSql, kClaimIdsPickCtes, ""))},
+      {kClaim, on(claim_statement(kClaimSql, kClaimPickCtes, "", ClaimLimits::kChecked))},
+      {kClaimWithDue, on(claim_statement(kClaimWithDueSql, kClaimPickCtes,
+                                         ", NULL::float8, NULL::bool", ClaimLimits::kChecked))},
+      {kClaimIds, on(claim_statement(kClaimSql, kClaimIdsPickCtes, "", ClaimLimits::kChecked))},
+      {kClaimInRoom, on(claim_statement(kClaimSql, kClaimPickCtes, "", ClaimLimits::kInRoom))},
       {kNextDue, on(fill(kNextDueSql, {{"{s_not_paused}", not_paused("s.queue")},
                                        {"{due_priorities}", kDuePriorities},
                                        {"{next_at}", next_at(2)},

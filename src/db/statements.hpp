@@ -8,19 +8,25 @@
 
 namespace pgjobd::stmt {
 
-// Claim: $1 queues text[], $2 free slots per queue int[], $3 types text[], $4 total limit,
-// $5 worker id, $6 lease ms, $7 synchronous_commit for the claim ('off', or '' to keep
-// the session's), $8 largest payload read (bytes). Returns the claimed jobs.
+// Claim, while no limit exists: $1 queues text[], $2 free slots per queue int[], $3 types
+// text[], $4 total limit, $5 worker id, $6 lease ms, $7 synchronous_commit for the claim
+// ('off', or '' to keep the session's), $8 largest payload read (bytes). Returns the
+// claimed jobs; or, when pgjobd_limits holds a row in the claim's snapshot, claims nothing
+// and returns one row whose columns are all NULL (the claim must be the limited one).
 inline constexpr const char* kClaim = "pgjobd_claim";
 // The same claim, $9 served queues text[] ('{}': ask nothing). Returns the claimed jobs
-// (columns 0..8; 9 is NULL) and, after a short claim with $9 given, one more row, its job
-// columns NULL, whose column 9 is kNextDue's first answer for $9 and $3.
+// (columns 0..8; 9 and 10 are NULL) and, after a short claim with $9 given or when a limit
+// exists, one more row, its job columns NULL, whose column 9 is kNextDue's first answer for
+// $9 and $3 and column 10 whether a limit exists (then nothing was claimed).
 inline constexpr const char* kClaimWithDue = "pgjobd_claim_with_due";
 // The claim of given jobs: kClaim's $1..$8, $9 ids bigint[]. Claims those of $9 that kClaim
 // could (due, of a served queue not paused and a served type, within the queue's free slots
 // and $4), found by id: the completer names the children its batch unblocked (Fetcher).
-// Returns the claimed jobs as kClaim.
+// Returns the claimed jobs, or the row of NULLs, as kClaim.
 inline constexpr const char* kClaimIds = "pgjobd_claim_ids";
+// kClaim without its check for limits: the claim within the room kClaimRoom gave, in its
+// transaction. Returns the claimed jobs.
+inline constexpr const char* kClaimInRoom = "pgjobd_claim_in_room";
 // The wait until the next job not yet due: $1 queues text[], $2 types text[], $3 look-back
 // in microseconds (bigint). Returns one row: seconds (float8) until the earliest future
 // run_at of a pending or failed job of those queues (not paused) and types, at most a day,

@@ -278,7 +278,17 @@ bool Fetcher::claim_once(bool woken) {
                      claimed_before_ && static_cast<int>(unblocked.size()) <= request.limit &&
                      (limits_ == nullptr || !limits_->active());
   claim_began_ = Clock::now();
-  std::vector<Job> jobs = by_id ? store_->claim_ids(request, unblocked) : claim_jobs(request);
+  std::vector<Job> jobs;
+  try {
+    jobs = by_id ? store_->claim_ids(request, unblocked) : claim_jobs(request);
+  } catch (const LimitsExist&) {
+    // A limit came after the last read of them. Nothing was claimed: read them on this
+    // session and claim again at once, with the request they now allow (prefetch).
+    if (limits_ == nullptr) throw;
+    limits_->found_by_claim(*store_);
+    hinted_due_ = Clock::now();
+    return false;
+  }
   // One not taken may be due later (its own run_at), which only the question tells.
   if (by_id && jobs.size() < unblocked.size()) next_due_stale_ = true;
   // A trailing claim that took up a NOTIFY while they are spaced out is not followed by

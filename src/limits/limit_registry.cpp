@@ -147,6 +147,21 @@ void LimitRegistry::read_before_first_claim(LimitReader& store) {
   load(store, read);
 }
 
+void LimitRegistry::found_by_claim(LimitReader& store) {
+  std::uint64_t read = 0;
+  {
+    std::lock_guard lock(mutex_);
+    // The safe claim until the read says what the limits allow; a read asked before this
+    // one and answered after it would turn it back, and is dropped (apply_loaded).
+    active_.store(true, std::memory_order_release);
+    prefetch_allowed_.store(false, std::memory_order_release);
+    read = ++reads_asked_;
+    read_applied_ = read;
+  }
+  spdlog::info("limits: a claim found a limit this daemon had not read yet; reading them");
+  load(store, read);
+}
+
 void LimitRegistry::load(LimitReader& store, std::uint64_t read) {
   std::vector<LimitDefinition> loaded = store.load_limits();
   if (apply_loaded(std::move(loaded), read) && on_lifted_) on_lifted_();

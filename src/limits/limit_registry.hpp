@@ -57,6 +57,10 @@ class LimitRegistry {
   // started together then read the same unlocked candidates and came back empty, for up
   // to a second each (bench/README "Through PgBouncer"). Throws DbError.
   void read_before_first_claim(LimitReader& store);
+  // A plain claim found a limit this registry did not know of (LimitsExist): claims are
+  // limited, without prefetch, from now on, and the definitions are read on the claim's
+  // session. Throws DbError from the read; the claims stay limited until a read succeeds.
+  void found_by_claim(LimitReader& store);
   // Reload: the next sync() writes these.
   void set_configured(std::optional<Limits> configured);
   // Called (on the thread that read, after the read) when prefetch_allowed() turns true:

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,16 @@ struct LimitedClaim {
   std::vector<LimitHold> held;
 };
 
+// Thrown by the plain claims (claim, claim_with_due, claim_ids) when the database holds a
+// limit, which they saw in their own snapshot: they claimed nothing. A daemon that read no
+// limit claims plainly, and learns of one added since only tens of ms later (its NOTIFY);
+// jobs it claimed meanwhile would have run outside the limit. The caller reads the limits
+// and claims with claim_limited.
+class LimitsExist : public std::runtime_error {
+ public:
+  LimitsExist() : std::runtime_error("a limit exists: the claim must be the limited one") {}
+};
+
 // Every method throws DbError on failure; the store reconnects by itself on its next call.
 class ClaimStore : public virtual LimitReader {
  public:
@@ -88,6 +99,7 @@ class ClaimStore : public virtual LimitReader {
   virtual void connect_ahead() {}
 
   // Claims due jobs: at most request.limit in all and slots[i].free of queue slots[i].
+  // While no limit exists: throws LimitsExist otherwise (so do claim_with_due and claim_ids).
   virtual std::vector<Job> claim(const ClaimRequest& request) = 0;
 
   // The claim, and, when it comes back short, the answer next_due(due_queues,

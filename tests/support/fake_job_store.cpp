@@ -506,6 +506,8 @@ std::vector<Job> FakeJobStore::claim_locked(const ClaimRequest& request,
                                             std::vector<LimitHold>* held,
                                             FakeJobTable::Clock::time_point now,
                                             const std::vector<std::int64_t>* only) {
+  // As the real plain claims: they take nothing once a limit exists.
+  if (held == nullptr && !table_->limits_.empty()) throw LimitsExist();
   table_->claim_requests_.push_back(request);
   // Running jobs per limited type now, and the limits by type (unkeyed concurrency only).
   std::map<std::string, const LimitDefinition*> limit_of_type;
