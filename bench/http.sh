@@ -30,7 +30,10 @@
 # connections as the daemon has workers, two threads (the cores), the jobs' body; its row
 # has binary "wrk", its requests as jobs and its CPU (user + system, /usr/bin/time) per
 # request. The ceiling the issue measures the daemon against (issue 44: >= 0.5 of wrk's
-# requests/s, at most 2x its CPU per request).
+# requests/s, at most 2x its CPU per request). Then wrk again sending the daemon's whole
+# request (binary "wrk-same-request"): its header lines too (User-Agent, Accept, the four
+# X-Pgjobd-Job-* lines), which the sink parses; the daemon's rows give their jobs/s over
+# that one too, in the last column.
 #
 # Needs node (bench/peers uses it too; `scripts/install-deps.sh --with-bench`) and wrk.
 set -euo pipefail
@@ -72,25 +75,41 @@ wrk.method = "POST"
 wrk.body = '{"n": 12345}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
+# The same request, with the header lines the daemon sends (src/handlers/http_handler.cpp;
+# Host and Content-Length wrk writes itself), values as long as this benchmark's.
+cat "$work/post.lua" - >"$work/post_same.lua" <<'LUA'
+wrk.headers["Accept"] = "*/*"
+wrk.headers["X-Pgjobd-Job-Id"] = "54321"
+wrk.headers["X-Pgjobd-Job-Type"] = "noop"
+wrk.headers["X-Pgjobd-Job-Queue"] = "default"
+wrk.headers["X-Pgjobd-Job-Attempt"] = "1"
+wrk.headers["User-Agent"] = "pgjobd/0.1.0"
+LUA
 
 mkdir -p "$(dirname "$out")"
-echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before,cpu_ms_per_job,ratio_to_wrk,sink_cpu_ms_per_job,sink_busy,db_cpu_ms_per_job" >"$out"
-for ((r = 1; r <= repeat; r++)); do
+echo "pass,binary,handler,jobs,jobs_per_s,connections,connections_per_job,load1_before,cpu_ms_per_job,ratio_to_wrk,sink_cpu_ms_per_job,sink_busy,db_cpu_ms_per_job,ratio_to_wrk_same_request" >"$out"
+# wrk with script $1 as row $2 of pass $r: sets wrk_rate and wrk_cpu_ms.
+run_wrk() {
   curl -sf -X POST "$sink/reset"
   load1=$(cut -d' ' -f1 /proc/loadavg)
   sink_before=$(sink_cpu)
   /usr/bin/time -f "%U %S" -o "$work/wrk.time" \
-    wrk -t2 -c"$workers" -d"${wrk_seconds}s" -s "$work/post.lua" "$sink/job" >"$work/wrk.out"
+    wrk -t2 -c"$workers" -d"${wrk_seconds}s" -s "$1" "$sink/job" >"$work/wrk.out"
   sink_after=$(sink_cpu)
   wrk_requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
   wrk_rate=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk.out")
   wrk_cpu_ms=$(awk -v n="$wrk_requests" '{ printf "%.4f", ($1 + $2) * 1000 / n }' "$work/wrk.time")
   connections=$(sink_stat connections)
-  row=$(awk -v r="$r" -v j="$wrk_requests" -v rate="$wrk_rate" -v c="$connections" -v l="$load1" \
+  row=$(awk -v r="$r" -v b="$2" -v j="$wrk_requests" -v rate="$wrk_rate" -v c="$connections" -v l="$load1" \
     -v cpu="$wrk_cpu_ms" -v sb="$sink_before" -v sa="$sink_after" -v d="$wrk_seconds" \
-    'BEGIN { printf "%d,wrk,http,%d,%.0f,%d,%.4f,%s,%s,1,%.4f,%.2f,", r, j, rate, c, c / j, l, cpu, (sa - sb) * 1000 / j, (sa - sb) / d }')
+    'BEGIN { printf "%d,%s,http,%d,%.0f,%d,%.4f,%s,%s,1,%.4f,%.2f,,1", r, b, j, rate, c, c / j, l, cpu, (sa - sb) * 1000 / j, (sa - sb) / d }')
   echo "$row" >>"$out"
   echo "http.sh: $row" >&2
+}
+for ((r = 1; r <= repeat; r++)); do
+  run_wrk "$work/post_same.lua" wrk-same-request
+  same_rate=$wrk_rate
+  run_wrk "$work/post.lua" wrk
   for bin in "${bins[@]}"; do
     for handler in http noop; do
       if [[ "$handler" == http ]]; then spec="{http: {url: '$sink/job'}}"; else spec="{builtin: noop}"; fi
@@ -113,14 +132,18 @@ for ((r = 1; r <= repeat; r++)); do
       sink_cols=$(awk -v j="$jobs" -v sb="$sink_before" -v sa="$sink_after" -v e="$elapsed" -v h="$handler" \
         'BEGIN { if (h == "http") printf "%.4f,%.2f", (sa - sb) * 1000 / j, (sa - sb) / e; else printf "," }')
       ratio=""
-      if [[ "$handler" == http ]]; then ratio=$(awk -v a="$rate" -v b="$wrk_rate" 'BEGIN { printf "%.3f", a / b }'); fi
+      same=""
+      if [[ "$handler" == http ]]; then
+        ratio=$(awk -v a="$rate" -v b="$wrk_rate" 'BEGIN { printf "%.3f", a / b }')
+        same=$(awk -v a="$rate" -v b="$same_rate" 'BEGIN { printf "%.3f", a / b }')
+      fi
       row=$(awk -v r="$r" -v b="$bin" -v h="$handler" -v j="$jobs" -v rate="$rate" -v c="$connections" \
-        -v l="$load1" -v cpu="$cpu_ms" -v ratio="$ratio" -v sink="$sink_cols" -v db="$db_cpu_ms" \
-        'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio, sink, db }')
+        -v l="$load1" -v cpu="$cpu_ms" -v ratio="$ratio" -v sink="$sink_cols" -v db="$db_cpu_ms" -v same="$same" \
+        'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio, sink, db, same }')
       echo "$row" >>"$out"
       echo "http.sh: $row" >&2
       if [[ "$handler" == http ]]; then
-        echo "http.sh: pass $r $bin: http $rate jobs/s = $ratio of wrk's $wrk_rate requests/s; CPU per job $cpu_ms ms = $(awk -v a="$cpu_ms" -v b="$wrk_cpu_ms" 'BEGIN { printf "%.2f", a / b }')x wrk's $wrk_cpu_ms ms" >&2
+        echo "http.sh: pass $r $bin: http $rate jobs/s = $ratio of wrk's $wrk_rate requests/s ($same of its $same_rate with the daemon's request); CPU per job $cpu_ms ms = $(awk -v a="$cpu_ms" -v b="$wrk_cpu_ms" 'BEGIN { printf "%.2f", a / b }')x wrk's $wrk_cpu_ms ms" >&2
       fi
     done
   done
