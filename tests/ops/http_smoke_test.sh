@@ -28,14 +28,16 @@ if ! DATABASE_URL=$url BINS=$bin JOBS=$jobs REPEAT=1 SCHEMA="pgjobd_http_smoke_$
   exit 1
 fi
 fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out/http.csv" >&2; exit 1; }
-# Three rows: wrk against the same sink (the anchor), pgjobd's http (every job reached the
-# server, http.sh checks the count) and its noop.
-awk -F, 'NR == 2 && $2 == "wrk" { w = 1 } NR == 3 && $3 == "http" { h = 1 }
-         NR == 4 && $3 == "noop" { n = 1 }
-         END { exit !(NR == 4 && w && h && n) }' "$out/http.csv" ||
-  fail "expected a wrk, an http and a noop row"
+# Four rows: wrk with the daemon's whole request and wrk bare against the same sink (the
+# anchors), pgjobd's http (every job reached the server, http.sh checks the count) with its
+# jobs/s over each, and its noop.
+awk -F, 'NR == 2 && $2 == "wrk-same-request" { s = 1 } NR == 3 && $2 == "wrk" { w = 1 }
+         NR == 4 && $3 == "http" && $10 > 0 && $14 > 0 { h = 1 }
+         NR == 5 && $3 == "noop" { n = 1 }
+         END { exit !(NR == 5 && s && w && h && n) }' "$out/http.csv" ||
+  fail "expected two wrk rows, an http row with its ratios to both and a noop row"
 # The daemon has 64 workers: 300 jobs over at most 64 connections, not one each.
-connections=$(awk -F, 'NR == 3 { print $6 }' "$out/http.csv")
+connections=$(awk -F, 'NR == 4 { print $6 }' "$out/http.csv")
 ((connections >= 1 && connections <= 64)) ||
   fail "$connections TCP connections for $jobs jobs (64 workers keep theirs between jobs)"
 echo "PASS: http smoke ($jobs jobs over $connections connections)"
