@@ -42,10 +42,15 @@
 #                 passes; the ratio of the rates (goal: at least 0.8) and of the CPU per
 #                 job (this process's and the cluster's: steadier on a shared machine)
 #                                                -> results/backlog.json, backlog.csv
-#        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), then
-#                 one daemon POSTing 20,000 jobs to it, then the same jobs with builtin
-#                 noop, two passes; jobs/s, TCP connections and CPU per job, and http's
-#                 jobs/s and CPU over wrk's                          -> results/http.csv
+#        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), bare
+#                 and with the daemon's own request, then one daemon POSTing 100,000 jobs
+#                 to it, then the same jobs with builtin noop, two passes; jobs/s, TCP
+#                 connections and CPU per job, and http's jobs/s and CPU over wrk's
+#                                                                    -> results/http.csv
+#        exec     bench/exec.sh: `xargs -P 64 -n 1 /bin/true` over 5,000 processes, then
+#                 one daemon running 5,000 jobs with `{exec: [/bin/true]}`, alternated, two
+#                 passes; the daemon's jobs/s over xargs' (goal: at least 0.95)
+#                                                                    -> results/exec.csv
 #        limits   bench/limits.sh: one daemon over 50,000 jobs with no limit, `concurrency:
 #                 1000`, a rate that never holds, a keyed limit over 1,000 keys and one
 #                 partition, alternated, 3 passes; then bench/held_limit.sh (claims next to
@@ -67,7 +72,7 @@
 #   OUT            results directory [bench/results]; raw files only, all small
 #   PGDIR          the benchmark cluster's directory, wiped and re-created [/tmp/bench-pg]
 #   PHASES         which phases to run [main sync sweep daemons finished pooler rss backlog http
-#                  limits unclaimable; "stream" on
+#                  exec limits unclaimable; "stream" on
 #                  request]; a partial run
 #                  replaces only its phases' files and appends to load.csv and machine.txt
 #   JOBS           jobs of the main and sync runs [100000]
@@ -92,7 +97,7 @@ fi
 
 out=${OUT:-bench/results}
 pgdir=${PGDIR:-/tmp/bench-pg}
-all_phases="main sync sweep daemons finished pooler rss backlog http limits unclaimable"
+all_phases="main sync sweep daemons finished pooler rss backlog http exec limits unclaimable"
 phases=${PHASES:-$all_phases}
 stream_fractions=${STREAM_FRACTIONS:-0.5 0.9}
 if [[ "${QUICK:-0}" == 1 ]]; then
@@ -100,7 +105,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   sweep=${SWEEP:-1 4 16 64 256} sweep_jobs=${SWEEP_JOBS:-5000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-500} sweep_passes=${SWEEP_PASSES:-1}
   daemon_jobs=${DAEMON_JOBS:-20000} repeat=${REPEAT:-1}
-  rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000
+  rss_jobs=${RSS_JOBS:-100000} rss_batch=20000 http_jobs=5000 exec_jobs=500
   stream_seconds=${STREAM_SECONDS:-30} limit_jobs=5000 limit_passes=1
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-5000} unclaimable_rows=${UNCLAIMABLE_ROWS:-20000}
   pending_rows=${PENDING_ROWS:-500000} backlog_passes=${BACKLOG_PASSES:-1}
@@ -111,7 +116,7 @@ else
   sweep=${SWEEP:-1 2 4 8 16 32 64 128 256} sweep_jobs=${SWEEP_JOBS:-50000}
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
-  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=100000
+  rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=100000 exec_jobs=5000
   stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
   pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-5}
@@ -339,6 +344,13 @@ if wants http; then
   mark http after
 fi
 
+if wants exec; then
+  log "exec: one daemon running $exec_jobs jobs with /bin/true, and xargs -P 64"
+  mark exec before
+  JOBS=$exec_jobs REPEAT=$repeat OUT=$out/exec.csv bench/exec.sh
+  mark exec after
+fi
+
 if wants limits; then
   log "limits: one daemon, $limit_jobs jobs under each limit and none, then held partitions"
   mark limits before
@@ -437,7 +449,7 @@ fi
     echo "  ratio $(jnum "$b" backlog_ratio) (median of the passes; $(jnum "$b" backlog_ratio_min)-$(jnum "$b" backlog_ratio_max)), goal >= 0.8"
     echo "  CPU per job $(jnum "$b" backlog_cpu_ms_per_job) ms against $(jnum "$b" small_backlog_cpu_ms_per_job) alone, ratio $(jnum "$b" backlog_cpu_ratio) (alone / backlog, median of the passes)"
   fi
-  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv limits.txt \
+  for f in sweep.csv daemons.csv finished_rows.csv pooler.csv rss.txt http.csv exec.csv limits.txt \
     unclaimable.csv stream_summary.csv; do
     if [[ -f "$out/$f" ]]; then echo "${f%.*}:"; sed 's/^/  /' "$out/$f"; fi
   done
