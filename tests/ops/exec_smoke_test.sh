@@ -15,16 +15,11 @@ url=${PGJOBD_TEST_DATABASE_URL:-}
 if [[ -z "$url" ]]; then echo "SKIP: PGJOBD_TEST_DATABASE_URL not set"; exit 77; fi
 if ! command -v psql >/dev/null; then echo "SKIP: psql not found"; exit 77; fi
 
-out=$(mktemp -d /tmp/pgjobd-exec-smoke.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/ops/bench_smoke_lib.sh
+source tests/ops/bench_smoke_lib.sh
 jobs=200
-if ! DATABASE_URL=$url PGJOBD_BIN=$bin JOBS=$jobs REPEAT=1 SCHEMA="pgjobd_exec_smoke_$$" \
-  OUT="$out/exec.csv" timeout 120 bench/exec.sh >"$out/log" 2>&1; then
-  echo "FAIL: bench/exec.sh (smoke) failed:" >&2
-  cat "$out/log" >&2
-  exit 1
-fi
-fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out/exec.csv" >&2; exit 1; }
+run_smoke exec.sh exec.csv DATABASE_URL="$url" PGJOBD_BIN="$bin" JOBS="$jobs" REPEAT=1 \
+  SCHEMA="pgjobd_exec_smoke_$$"
 # One pass: the daemon's jobs/s, xargs' processes/s, and the first over the second.
 awk -F, 'NR == 2 && $1 == 1 && $2 > 0 && $3 > 0 && $4 > 0 &&
          ($4 - $2 / $3) ^ 2 < 0.001 ^ 2 { ok = 1 }

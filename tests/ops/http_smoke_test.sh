@@ -18,16 +18,11 @@ for tool in node psql curl wrk; do
   if ! command -v "$tool" >/dev/null; then echo "SKIP: $tool not found"; exit 77; fi
 done
 
-out=$(mktemp -d /tmp/pgjobd-http-smoke.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+# shellcheck source=tests/ops/bench_smoke_lib.sh
+source tests/ops/bench_smoke_lib.sh
 jobs=300
-if ! DATABASE_URL=$url BINS=$bin JOBS=$jobs REPEAT=1 SCHEMA="pgjobd_http_smoke_$$" \
-  OUT="$out/http.csv" timeout 120 bench/http.sh >"$out/log" 2>&1; then
-  echo "FAIL: bench/http.sh (smoke) failed:" >&2
-  cat "$out/log" >&2
-  exit 1
-fi
-fail() { echo "FAIL: $1" >&2; cat "$out/log" "$out/http.csv" >&2; exit 1; }
+run_smoke http.sh http.csv DATABASE_URL="$url" BINS="$bin" JOBS="$jobs" REPEAT=1 \
+  SCHEMA="pgjobd_http_smoke_$$"
 # Four rows: wrk with the daemon's whole request and wrk bare against the same sink (the
 # anchors), pgjobd's http (every job reached the server, http.sh checks the count) with its
 # jobs/s over each, and its noop.
