@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The http handler's throughput, measured from outside like the noop runs: a real
 # `pgjobd run` (64 workers) POSTs every job to a local keep-alive server
-# (bench/http_sink.js, node: answers 204 at once and counts the TCP connections), and the
-# same binary runs the same jobs with `builtin: noop` in the same pass for comparison.
+# (bench/http_sink.js, node: answers 204 at once and counts the TCP connections); then the
+# same again with `retention.done: 0` (handler column "http-done-deleted": each done job
+# deleted by its completion instead of written a second time, as graphile-worker always
+# does), and the same jobs with `builtin: noop`, all in the same pass for comparison.
 #
 #   DATABASE_URL=postgresql://... bench/http.sh
 #
@@ -25,6 +27,8 @@
 #                 thread), and the CPU milliseconds per job of the PostgreSQL backends
 #                 serving the daemon (empty for wrk)
 #   WRK_SECONDS   how long wrk runs per pass (default 5)
+#   EXTRA_YAML    more configuration for every daemon (daemons.sh's; without a retention
+#                 section: the done-deleted run adds its own)
 #
 # Each pass starts with wrk (Debian package `wrk`) against the same sink: as many keep-alive
 # connections as the daemon has workers, two threads (the cores), the jobs' body; its row
@@ -111,29 +115,32 @@ for ((r = 1; r <= repeat; r++)); do
   same_rate=$wrk_rate
   run_wrk "$work/post.lua" wrk
   for bin in "${bins[@]}"; do
-    for handler in http noop; do
-      if [[ "$handler" == http ]]; then spec="{http: {url: '$sink/job'}}"; else spec="{builtin: noop}"; fi
+    for handler in http http-done-deleted noop; do
+      spec="{http: {url: '$sink/job'}}"
+      extra=${EXTRA_YAML:-}
+      if [[ "$handler" == noop ]]; then spec="{builtin: noop}"; fi
+      if [[ "$handler" == http-done-deleted ]]; then extra="${extra:+$extra$'\n'}retention: {done: 0}"; fi
       curl -sf -X POST "$sink/reset"
       load1=$(cut -d' ' -f1 /proc/loadavg)
       rm -f "$work/cpu" "$work/db_cpu"
       sink_before=$(sink_cpu)
-      HANDLER="$spec" PGJOBD_BIN="$bin" JOBS="$jobs" DAEMONS=1 MODES=each REPEAT=1 \
+      EXTRA_YAML="$extra" HANDLER="$spec" PGJOBD_BIN="$bin" JOBS="$jobs" DAEMONS=1 MODES=each REPEAT=1 \
         CONCURRENCY="$workers" CPU_OUT="$work/cpu" DB_CPU_OUT="$work/db_cpu" OUT="$work/run.csv" bench/daemons.sh
       sink_after=$(sink_cpu)
       rate=$(tail -1 "$work/run.csv" | cut -d, -f8)
       elapsed=$(tail -1 "$work/run.csv" | cut -d, -f7)
       requests=$(sink_stat requests)
       connections=$(sink_stat connections)
-      if [[ "$handler" == http && "$requests" != "$jobs" ]]; then
+      if [[ "$handler" != noop && "$requests" != "$jobs" ]]; then
         echo "http.sh: the sink saw $requests requests for $jobs jobs" >&2; exit 1
       fi
       cpu_ms=$(awk -v j="$jobs" '{ printf "%.4f", $1 * 1000 / j }' "$work/cpu")
       db_cpu_ms=$(awk -v j="$jobs" '{ printf "%.4f", $1 * 1000 / j }' "$work/db_cpu")
       sink_cols=$(awk -v j="$jobs" -v sb="$sink_before" -v sa="$sink_after" -v e="$elapsed" -v h="$handler" \
-        'BEGIN { if (h == "http") printf "%.4f,%.2f", (sa - sb) * 1000 / j, (sa - sb) / e; else printf "," }')
+        'BEGIN { if (h != "noop") printf "%.4f,%.2f", (sa - sb) * 1000 / j, (sa - sb) / e; else printf "," }')
       ratio=""
       same=""
-      if [[ "$handler" == http ]]; then
+      if [[ "$handler" != noop ]]; then
         ratio=$(awk -v a="$rate" -v b="$wrk_rate" 'BEGIN { printf "%.3f", a / b }')
         same=$(awk -v a="$rate" -v b="$same_rate" 'BEGIN { printf "%.3f", a / b }')
       fi
@@ -142,8 +149,8 @@ for ((r = 1; r <= repeat; r++)); do
         'BEGIN { printf "%d,%s,%s,%d,%s,%d,%.4f,%s,%s,%s,%s,%s,%s", r, b, h, j, rate, c, c / j, l, cpu, ratio, sink, db, same }')
       echo "$row" >>"$out"
       echo "http.sh: $row" >&2
-      if [[ "$handler" == http ]]; then
-        echo "http.sh: pass $r $bin: http $rate jobs/s = $ratio of wrk's $wrk_rate requests/s ($same of its $same_rate with the daemon's request); CPU per job $cpu_ms ms = $(awk -v a="$cpu_ms" -v b="$wrk_cpu_ms" 'BEGIN { printf "%.2f", a / b }')x wrk's $wrk_cpu_ms ms" >&2
+      if [[ "$handler" != noop ]]; then
+        echo "http.sh: pass $r $bin: $handler $rate jobs/s = $ratio of wrk's $wrk_rate requests/s ($same of its $same_rate with the daemon's request); CPU per job $cpu_ms ms = $(awk -v a="$cpu_ms" -v b="$wrk_cpu_ms" 'BEGIN { printf "%.2f", a / b }')x wrk's $wrk_cpu_ms ms" >&2
       fi
     done
   done

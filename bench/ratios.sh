@@ -7,14 +7,17 @@ dir=${1:-bench/results}
 if [[ -f $dir/http.csv ]]; then
   # pgjobd's best pass over wrk's requests/s, and wrk's CPU per request over pgjobd's CPU
   # per job in the same pass (the goal: at most 2x, so at least 0.5 here).
-  # With the daemon's whole request (its header lines too: http.sh), when the run had it.
+  # With the daemon's whole request (its header lines too: http.sh), when the run had it;
+  # and with retention.done 0 (done jobs deleted at completion), when the run had it.
   awk -F, 'NR > 1 && $2 == "wrk" { wrk_cpu[$1] = $9 }
            NR > 1 && $2 !~ /^wrk/ && $3 == "http" {
              if ($10 > rate) rate = $10
              if ($14 > same) same = $14
              if ($9 > 0 && wrk_cpu[$1] / $9 > cpu) cpu = wrk_cpu[$1] / $9 }
+           NR > 1 && $2 !~ /^wrk/ && $3 == "http-done-deleted" && $10 > deleted { deleted = $10 }
            END { if (rate) printf "http jobs/s / wrk,%.3f,0.5\n", rate
                  if (same) printf "http jobs/s / wrk (same request),%.3f,0.5\n", same
+                 if (deleted) printf "http jobs/s / wrk (done jobs deleted),%.3f,0.5\n", deleted
                  if (cpu) printf "wrk CPU / http CPU,%.3f,0.5\n", cpu }' "$dir/http.csv"
 fi
 if [[ -f $dir/exec.csv ]]; then

@@ -44,7 +44,8 @@
 #                                                -> results/backlog.json, backlog.csv
 #        http     bench/http.sh: wrk against a local keep-alive HTTP server (node), bare
 #                 and with the daemon's own request, then one daemon POSTing 100,000 jobs
-#                 to it, then the same jobs with builtin noop, two passes; jobs/s, TCP
+#                 to it, again with done jobs deleted at completion (retention.done 0),
+#                 then the same jobs with builtin noop, two passes; jobs/s, TCP
 #                 connections and CPU per job, and http's jobs/s and CPU over wrk's
 #                                                                    -> results/http.csv
 #        exec     bench/exec.sh: `xargs -P 64 -n 1 /bin/true` over 5,000 processes, then

@@ -23,14 +23,15 @@ source tests/ops/bench_smoke_lib.sh
 jobs=300
 run_smoke http.sh http.csv DATABASE_URL="$url" BINS="$bin" JOBS="$jobs" REPEAT=1 \
   SCHEMA="pgjobd_http_smoke_$$"
-# Four rows: wrk with the daemon's whole request and wrk bare against the same sink (the
-# anchors), pgjobd's http (every job reached the server, http.sh checks the count) with its
-# jobs/s over each, and its noop.
+# Five rows: wrk with the daemon's whole request and wrk bare against the same sink (the
+# anchors), pgjobd's http, kept and deleted at completion (every job reached the server,
+# http.sh checks the count), each with its jobs/s over both, and its noop.
 awk -F, 'NR == 2 && $2 == "wrk-same-request" { s = 1 } NR == 3 && $2 == "wrk" { w = 1 }
          NR == 4 && $3 == "http" && $10 > 0 && $14 > 0 { h = 1 }
-         NR == 5 && $3 == "noop" { n = 1 }
-         END { exit !(NR == 5 && s && w && h && n) }' "$out/http.csv" ||
-  fail "expected two wrk rows, an http row with its ratios to both and a noop row"
+         NR == 5 && $3 == "http-done-deleted" && $10 > 0 && $14 > 0 { d = 1 }
+         NR == 6 && $3 == "noop" { n = 1 }
+         END { exit !(NR == 6 && s && w && h && d && n) }' "$out/http.csv" ||
+  fail "expected two wrk rows, two http rows (done kept, done deleted) with their ratios to both and a noop row"
 # The daemon has 64 workers: 300 jobs over at most 64 connections, not one each.
 connections=$(awk -F, 'NR == 4 { print $6 }' "$out/http.csv")
 ((connections >= 1 && connections <= 64)) ||
