@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <pqxx/pqxx>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 
 #include "db/migrations.hpp"
 #include "db/sql_text.hpp"
+#include "support/build_paths.hpp"
 #include "support/log_capture.hpp"
 #include "support/schema_notifications.hpp"
 #include "support/test_database.hpp"
@@ -241,6 +244,47 @@ TEST_F(MigratorTest, TheV16TableGoesToTheRolesThatWroteTheBuckets) {
   }
   txn.exec("DROP SCHEMA " + quoted + " CASCADE");
   txn.exec("DROP ROLE " + role);
+}
+
+// Schema v22 has autovacuum visit jobs after 1% of its rows changed (a claim reads the claim
+// indexes' entries of every job claimed since their last vacuum); a value an administrator
+// gave the table before is kept, and the down migration takes back only v22's own.
+TEST_F(MigratorTest, JobsIsVacuumedAfterOnePercentUnlessItsAdministratorSaidOtherwise) {
+  const auto scale_factor = [this](const std::string& schema) {
+    pqxx::nontransaction txn(*conn_);
+    return std::string(
+        txn.exec("SELECT coalesce((SELECT o FROM pg_class c CROSS JOIN unnest(c.reloptions) o "
+                 "WHERE c.oid = " +
+                 txn.quote(quote_identifier(schema) + ".jobs") +
+                 "::regclass AND o LIKE 'autovacuum_vacuum_scale_factor=%'), 'default')")[0][0]
+            .c_str());
+  };
+  migrate(*conn_, db_.schema);
+  EXPECT_EQ(scale_factor(db_.schema), "autovacuum_vacuum_scale_factor=0.01");
+
+  const std::string admin = db_.schema + "_v21";
+  const std::string quoted = quote_identifier(admin);
+  {
+    pqxx::work txn(*conn_);
+    create_at_version(txn, quoted, 21);
+    txn.exec("ALTER TABLE jobs SET (autovacuum_vacuum_scale_factor = 0.05)");
+    txn.commit();
+  }
+  EXPECT_EQ(migrate(*conn_, admin).from_version, 21);
+  EXPECT_EQ(scale_factor(admin), "autovacuum_vacuum_scale_factor=0.05");
+
+  std::ifstream in(testing::source_path("sql/022_jobs_vacuum.down.sql"));
+  const std::string down(std::istreambuf_iterator<char>(in), {});
+  ASSERT_FALSE(down.empty());
+  for (const std::string& schema : {db_.schema, admin}) {
+    pqxx::work txn(*conn_);
+    txn.exec("SET LOCAL search_path TO " + quote_identifier(schema));
+    txn.exec(down);
+    txn.commit();
+  }
+  EXPECT_EQ(scale_factor(db_.schema), "default");
+  EXPECT_EQ(scale_factor(admin), "autovacuum_vacuum_scale_factor=0.05");
+  pqxx::nontransaction(*conn_).exec("DROP SCHEMA " + quoted + " CASCADE");
 }
 
 // Applying the functions again (another binary of this version applied its own meanwhile)
