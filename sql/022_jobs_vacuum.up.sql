@@ -6,7 +6,8 @@
 -- and a trickle of 200 jobs/s cost PostgreSQL 4.8 ms of CPU a job against 0.65 after a
 -- VACUUM (bench/README.md, "Vacuum and the claim indexes"). A value the table already has
 -- (an administrator's) is kept; ALTER TABLE jobs RESET (autovacuum_vacuum_scale_factor)
--- gives PostgreSQL's default back.
+-- gives PostgreSQL's default back. The ALTER takes a SHARE UPDATE EXCLUSIVE lock: it waits
+-- for a VACUUM of jobs run by hand (autovacuum yields), never for inserts or claims.
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_class c CROSS JOIN unnest(c.reloptions) AS o(option)
