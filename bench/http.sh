@@ -4,7 +4,8 @@
 # (bench/http_sink.js, node: answers 204 at once and counts the TCP connections); then the
 # same again with `retention.done: 0` (handler column "http-done-deleted": each done job
 # deleted by its completion instead of written a second time, as graphile-worker does
-# with every job that succeeds), and the same jobs with `builtin: noop`, all in the same pass for comparison.
+# with every job that succeeds); then the same jobs with `builtin: noop`; all in the same
+# pass, for comparison.
 #
 #   DATABASE_URL=postgresql://... bench/http.sh
 #

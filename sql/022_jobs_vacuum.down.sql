@@ -3,7 +3,8 @@
 DO $$
 BEGIN
   IF EXISTS (SELECT FROM pg_class c CROSS JOIN unnest(c.reloptions) AS o(option)
-             WHERE c.oid = 'jobs'::regclass AND o.option = 'autovacuum_vacuum_scale_factor=0.01') THEN
+             WHERE c.oid = 'jobs'::regclass
+               AND o.option = 'autovacuum_vacuum_scale_factor=0.01') THEN
     ALTER TABLE jobs RESET (autovacuum_vacuum_scale_factor);
   END IF;
 END
