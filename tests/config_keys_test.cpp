@@ -56,7 +56,8 @@ database: {url: "postgresql://u@db/app", schema: jobs_1, migrate_on_start: yes,
            synchronous_claims: true, pooler: transaction, listen_url: "postgresql://u@db:5432/app",
            call_timeout: 7s}
 worker: {concurrency: 32, queues: {fast: {concurrency: 8}}, max_payload_bytes: 65536,
-         max_result_bytes: 100, prefetch: 5, notify_finished: false}
+         max_result_bytes: 100, prefetch: 5, notify_finished: false,
+         scheduling: normal}
 poll: {min_interval: 250ms, max_interval: 1m, listen_notify: off}
 retry: {base: 2s, max_delay: 1h, jitter: 0}
 lease: {duration: 1m}
@@ -209,8 +210,8 @@ TEST(ConfigReloadTest, RestartOnlyKeysInTableOrder) {
             (std::vector<std::string>{
                 "database.url", "database.schema", "database.migrate_on_start",
                 "database.synchronous_claims", "database.pooler", "database.listen_url",
-                "database.call_timeout", "poll.listen_notify", "lease.duration", "metrics.listen",
-                "ui.listen", "ui.statement_timeout"}));
+                "database.call_timeout", "worker.scheduling", "poll.listen_notify",
+                "lease.duration", "metrics.listen", "ui.listen", "ui.statement_timeout"}));
 }
 
 TEST(ConfigReloadTest, ReloadablePartTakesLiveKeysFromNextAndTheRestFromCurrent) {
@@ -218,6 +219,7 @@ TEST(ConfigReloadTest, ReloadablePartTakesLiveKeysFromNextAndTheRestFromCurrent)
   const Config next = everything_changed();
   Config expected = next;
   expected.database = current.database;
+  expected.worker.scheduling = current.worker.scheduling;
   expected.poll.listen_notify = current.poll.listen_notify;
   expected.lease = current.lease;
   expected.metrics = current.metrics;

@@ -162,6 +162,7 @@ database:
   listen_url: "postgresql://pgjobd@db:5432/app"
 worker:
   concurrency: 32
+  scheduling: normal
   queues:
     fast: {concurrency: 8}
     slow:
@@ -187,6 +188,7 @@ handlers:
   ASSERT_EQ(config.worker.queues.size(), 2u);  // replaces the default queue
   EXPECT_EQ(config.worker.queues.at("fast").concurrency, 8);
   EXPECT_EQ(config.worker.queues.at("slow").concurrency, 0);
+  EXPECT_EQ(config.worker.scheduling, "normal");
   EXPECT_EQ(config.poll.min_interval, Millis(250));
   EXPECT_EQ(config.poll.max_interval, Millis(60'000));
   EXPECT_FALSE(config.poll.listen_notify);
@@ -262,6 +264,13 @@ TEST(ConfigLoaderTest, UnknownPoolerIsAnErrorNamingTheChoices) {
   EXPECT_EQ(problem("database: {pooler: session}\n"),
             "t.yaml:1: database.pooler: unknown pooler 'session' (use none, or transaction for a "
             "transaction-pooling PgBouncer)");
+}
+
+TEST(ConfigLoaderTest, SchedulingIsBatchByDefaultAndAnUnknownPolicyIsAnError) {
+  EXPECT_EQ(parse_config("handlers: {a: {builtin: noop}}\n", "t.yaml").worker.scheduling, "batch");
+  EXPECT_EQ(problem("worker: {scheduling: fifo}\n"),
+            "t.yaml:1: worker.scheduling: unknown policy 'fifo' (use batch, or normal to keep the "
+            "policy the daemon was started with)");
 }
 
 TEST(ConfigLoaderTest, WrongTypesAreErrors) {

@@ -68,6 +68,10 @@ struct WorkerConfig {
   // Announce the jobs this daemon ends on the pgjobd_finished channel (README "Results and
   // workflows"): one small transaction per batch of completions.
   bool notify_finished = true;
+  // The CPU scheduling policy of the daemon's threads (runtime/scheduling.hpp): "batch"
+  // (SCHED_BATCH: a woken thread waits for the running one's time slice instead of taking
+  // its core) or "normal" (the policy the daemon was started with, kept as it is).
+  std::string scheduling = "batch";
 
   bool operator==(const WorkerConfig&) const = default;
 };

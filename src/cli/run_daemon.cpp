@@ -29,6 +29,7 @@
 #include "log/secrets.hpp"
 #include "pgjobd/duration.hpp"
 #include "pgjobd/engine.hpp"
+#include "runtime/scheduling.hpp"
 #include "systemd/sd_notify.hpp"
 #include "ui/ui_server.hpp"
 
@@ -195,7 +196,16 @@ std::string reload_config(const std::string& path, Engine& engine,
 int run_daemon(const std::string& config_path) {
   const auto config = load_config_or_report(config_path, ConfigUse::kDaemon);
   if (!config) return kExitUsage;
+  // Before any thread starts: each inherits the policy of the thread that starts it.
+  const std::string scheduling_refused =
+      config->worker.scheduling == "batch" ? enter_batch_scheduling() : "";
   setup_logging(config->log);
+  if (!scheduling_refused.empty()) {
+    spdlog::warn(
+        "worker.scheduling: the kernel refused SCHED_BATCH ({}): the daemon keeps its "
+        "scheduling policy",
+        scheduling_refused);
+  }
 
   // NOTIFY_SOCKET stays in the environment for libsystemd; exec handlers' children never
   // get it (handlers/exec_environment.cpp), so none can report READY or STOPPING for us.

@@ -109,6 +109,14 @@ constexpr ConfigKey kKeys[] = {
         "announce the jobs this daemon ends (done, dead, cancelled) on the `pgjobd_finished` "
         "channel after their commit, one small transaction per 10 ms at most (see "
         "[Results and workflows](#results-and-workflows))"),
+    field<&Config::worker, &WorkerConfig::scheduling>(
+        "worker.scheduling", "batch", kRestart,
+        "`batch`: the daemon's threads run under Linux's `SCHED_BATCH`, so a thread woken (an "
+        "http response, the database's answer) waits for the running thread's time slice "
+        "instead of taking its core, and takes more at once: on a host whose cores are busy, "
+        "fewer context switches and less CPU per job, for up to a time slice (a few ms) more "
+        "latency; exec jobs' programs start under the policy the daemon had before; `normal`: "
+        "the daemon keeps the policy it was started with (see [CPU scheduling](#cpu-scheduling))"),
     field<&Config::poll, &PollConfig::min_interval>("poll.min_interval", "50ms", kLive,
                                                     "poll interval while jobs keep arriving (> 0)"),
     field<&Config::poll, &PollConfig::max_interval>(

@@ -121,6 +121,9 @@ void check_worker(const WorkerConfig& worker, Rules& rules) {
   rules.require(worker.prefetch >= 0 && worker.prefetch <= kMaxConcurrency, "worker.prefetch",
                 "must be from 0 to " + std::to_string(kMaxConcurrency) + ", got " +
                     std::to_string(worker.prefetch));
+  rules.require(worker.scheduling == "batch" || worker.scheduling == "normal", "worker.scheduling",
+                "unknown policy " + single_quoted(worker.scheduling) +
+                    " (use batch, or normal to keep the policy the daemon was started with)");
   rules.require(!worker.queues.empty(), "worker.queues", "serve at least one queue");
   for (const auto& [name, queue] : worker.queues) {
     std::string key = "worker.queues." + name;

@@ -133,8 +133,14 @@ std::string retry_delay_ms(int base, int max_delay, int jitter) {
 // - A payload over $8 bytes comes back NULL with its size (the job ends dead unrun). `b`
 //   renders the text once per row (OFFSET 0: the planner does not copy the cast).
 // - A new attempt starts without its predecessor's cancel request.
-// - The UPDATE finds the picked rows by primary key and joins nothing. Trap: joined to
-//   `picked`, a hash join over the whole table (45-50 ms a claim of 1,000, not 11-16).
+// - The UPDATE finds the picked rows by the ctid `picked` locked them at (a TID scan) and
+//   joins nothing: found again by primary key, each cost a descent of jobs_pkey, 7% of the
+//   claim's time (bench/README.md, "SCHED_BATCH, and the claim by ctid"). Our lock keeps
+//   that version current until the claim commits. A row updated by another transaction
+//   since the claim's snapshot (its lock then went to the newer version, which the TID
+//   scan does not see) stays locked and unclaimed until the claim ends: the next one takes
+//   it. Trap: joined to `picked`, a hash join over the whole table (45-50 ms a claim of
+//   1,000, not 11-16).
 // - The fetcher's session pins a plan on jobs_claim_type_idx and jobs_pkey (StatementSet),
 //   the others plan at each execution. Trap: a generic plan made on an empty table kept its
 //   sequential scan as the table grew (600-1,000 ms a claim).
@@ -195,8 +201,8 @@ constexpr const char* kClaimPickCtes = R"(arms AS (
   UNION ALL
   SELECT a.queue, a.type, a.free FROM arms a WHERE cardinality($3::text[]) <= 1
 ), picked AS (
-  SELECT c.id FROM shares s CROSS JOIN LATERAL (
-    SELECT j.id, j.priority, j.run_at FROM {jobs} j
+  SELECT c.ctid FROM shares s CROSS JOIN LATERAL (
+    SELECT j.ctid, j.id, j.priority, j.run_at FROM {jobs} j
     WHERE j.queue = s.queue AND j.type = s.type AND j.status IN ('pending', 'failed')
       AND j.run_at <= now()
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -213,7 +219,7 @@ constexpr const char* kClaimUpdateCte = R"(claimed AS (
       locked_until = now() + $6::bigint * interval '1 millisecond',
       started_at = now(), updated_at = now(), cancel_requested_at = NULL, cancel_reason = NULL,
       prefetched = false
-  WHERE j.id = ANY (ARRAY(SELECT p.id FROM picked p))
+  WHERE j.ctid = ANY (ARRAY(SELECT p.ctid FROM picked p))
   RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at
 ))";
 // kClaimIds' pick: the rows of $9 among the served queues' free slots and types, due and
@@ -229,7 +235,7 @@ constexpr const char* kClaimIdsPickCtes = R"(candidates AS (
   WHERE j.id = ANY ($9::bigint[]) AND (j.type = ANY ($3::text[])) IS TRUE
     AND (j.status IN ('pending', 'failed')) IS TRUE AND (j.run_at <= now()) IS TRUE
 ), picked AS (
-  SELECT j.id FROM {jobs} j
+  SELECT j.ctid FROM {jobs} j
   WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates c WHERE c.n <= c.free))
     AND (j.status IN ('pending', 'failed')) IS TRUE AND (j.run_at <= now()) IS TRUE
   ORDER BY j.id

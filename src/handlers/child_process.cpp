@@ -11,6 +11,8 @@
 
 #include <cerrno>
 
+#include "runtime/scheduling.hpp"
+
 extern char** environ;
 
 namespace pgjobd {
@@ -89,7 +91,7 @@ class SpawnFileActions {
   posix_spawn_file_actions_t actions_;
 };
 
-void configure_process_group_and_signals(SpawnAttributes& attributes) {
+void configure_group_signals_and_policy(SpawnAttributes& attributes) {
   sigset_t empty_mask;
   sigemptyset(&empty_mask);
   sigset_t defaults;
@@ -103,7 +105,18 @@ void configure_process_group_and_signals(SpawnAttributes& attributes) {
                    "posix_spawnattr_setsigmask");
   check_spawn_call(::posix_spawnattr_setsigdefault(attributes.get(), &defaults),
                    "posix_spawnattr_setsigdefault");
-  const short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  // The daemon's threads may run under SCHED_BATCH (worker.scheduling), which a child
+  // inherits: it gets the policy the daemon had before, as if that had never changed.
+  if (const std::optional<SchedulingPolicy> policy = programs_scheduling_policy()) {
+    check_spawn_call(::posix_spawnattr_setschedpolicy(attributes.get(), policy->policy),
+                     "posix_spawnattr_setschedpolicy");
+    sched_param param{};
+    param.sched_priority = policy->priority;
+    check_spawn_call(::posix_spawnattr_setschedparam(attributes.get(), &param),
+                     "posix_spawnattr_setschedparam");
+    flags |= POSIX_SPAWN_SETSCHEDULER;
+  }
   check_spawn_call(::posix_spawnattr_setflags(attributes.get(), flags), "posix_spawnattr_setflags");
 }
 
@@ -143,7 +156,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   set_nonblocking(err.read_end);
 
   SpawnAttributes attributes;
-  configure_process_group_and_signals(attributes);
+  configure_group_signals_and_policy(attributes);
   SpawnFileActions actions;
   connect_standard_streams(actions, in, out, err);
 

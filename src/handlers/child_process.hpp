@@ -36,7 +36,8 @@ class ChildProcess {
   // Starts argv[0] with posix_spawnp: a name without a slash is searched in the daemon's
   // PATH (not in `environment`'s). The child gets its own process group, an empty signal
   // mask, default dispositions for the signals a daemon commonly blocks or ignores, the
-  // three pipes on fds 0-2 and no other descriptor. Throws SpawnError if the program
+  // scheduling policy the daemon started with (runtime/scheduling.hpp), the three pipes on
+  // fds 0-2 and no other descriptor. Throws SpawnError if the program
   // cannot be started and std::system_error if pipes cannot be made.
   ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& environment);
   ChildProcess(const ChildProcess&) = delete;

@@ -1,12 +1,17 @@
 // End-to-end: exec jobs through the real pgjobd binary: exactly-once runs at volume, payload and
-// environment, retries to dead, permanent exit codes and timeouts.
+// environment, retries to dead, permanent exit codes, timeouts, and the scheduling policy of
+// the daemon and of its programs.
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -215,6 +220,57 @@ TEST(ExecJobsE2E, TimeoutKillsTheWholeProcessGroup) {
       << "the handler's background child " << grandchild << " survived the timeout";
   if (process_alive(grandchild, "sleep")) ::kill(grandchild, SIGKILL);
   stop_daemon(daemon);
+}
+
+// The policy (field 41 of /proc/PID/task/TID/stat) of every thread of process `pid`.
+std::vector<int> thread_policies(pid_t pid) {
+  std::vector<int> policies;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream in(task.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // After the name's closing parenthesis (a name may hold spaces and parentheses) comes
+    // field 3.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int number = 3; number <= 41 && fields >> field; ++number) {
+    }
+    policies.push_back(std::stoi(field));
+  }
+  return policies;
+}
+
+// worker.scheduling: by default every thread of the daemon runs under SCHED_BATCH; with
+// `normal` under the policy it was started with (this test's). The program of an exec job
+// starts under that policy either way, never under SCHED_BATCH.
+TEST(ExecJobsE2E, TheDaemonsThreadsRunUnderSchedBatchAndItsProgramsUnderThePolicyBefore) {
+  const int started_with = sched_getscheduler(0);
+  ASSERT_NE(started_with, SCHED_BATCH) << "the test runs under SCHED_BATCH already";
+  for (const std::string scheduling : {"", "normal"}) {
+    SCOPED_TRACE("worker.scheduling: " + (scheduling.empty() ? "(default)" : scheduling));
+    TestSchema schema;
+    TempDir dir;
+    DaemonYaml yaml(schema.name());
+    if (!scheduling.empty()) yaml.set("worker", "{scheduling: " + scheduling + "}");
+    yaml.shell_handler("policy",
+                       "exec cut -d' ' -f41 /proc/self/stat > " + shell_quote(dir.file("policy")));
+    DaemonProcess daemon(yaml.text());
+    ASSERT_TRUE(daemon.wait_ready()) << daemon.log();
+
+    const std::vector<int> threads = thread_policies(daemon.pid());
+    EXPECT_GT(threads.size(), 3u);  // the workers, the fetcher, the completer, ...
+    const int expected = scheduling.empty() ? SCHED_BATCH : started_with;
+    EXPECT_EQ(std::count(threads.begin(), threads.end(), expected),
+              static_cast<std::ptrdiff_t>(threads.size()))
+        << "every thread under policy " << expected;
+
+    schema.insert_jobs("policy", 1);
+    ASSERT_TRUE(wait_until([&] { return schema.count("status = 'done'") == 1; }, 15s))
+        << table_summary(schema);
+    EXPECT_EQ(read_lines(dir.file("policy")),
+              std::vector<std::string>{std::to_string(started_with)});
+    stop_daemon(daemon);
+  }
 }
 
 }  // namespace
