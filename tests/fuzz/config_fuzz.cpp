@@ -205,7 +205,7 @@ void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
 
 void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
   const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch,
-               notify_finished] = worker;
+               notify_finished, scheduling] = worker;
   out << YAML::BeginMap;
   key(out, "concurrency");
   out << concurrency;
@@ -226,7 +226,9 @@ void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
   key(out, "prefetch");
   out << prefetch;
   key(out, "notify_finished");
-  out << notify_finished << YAML::EndMap;
+  out << notify_finished;
+  key(out, "scheduling");
+  text(out, scheduling) << YAML::EndMap;
 }
 
 void emit_ui(YAML::Emitter& out, const pgjobd::UiConfig& ui) {
