@@ -204,8 +204,8 @@ void emit_database(YAML::Emitter& out, const pgjobd::DatabaseConfig& database) {
 }
 
 void emit_worker(YAML::Emitter& out, const pgjobd::WorkerConfig& worker) {
-  const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch,
-               notify_finished, scheduling] = worker;
+  const auto& [concurrency, queues, max_payload_bytes, max_result_bytes, prefetch, notify_finished,
+               scheduling] = worker;
   out << YAML::BeginMap;
   key(out, "concurrency");
   out << concurrency;
