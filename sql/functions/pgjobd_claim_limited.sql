@@ -109,8 +109,8 @@
 -- anew at every call, which cost more than running them), made with sequential and bitmap
 -- scans off, as the daemon's claim session makes its own (src/db/statement_set.hpp), so
 -- that a plan made while the table was small is the one for a large table: the UPDATE of
--- the claimed rows reads them by primary key (planned at each call by EXECUTE, it was
--- 15% of a claim's backend time). jit is off: a switched-off scan nothing can replace
+-- the claimed rows reads them by ctid (planned at each call by EXECUTE, it was 15% of a
+-- claim's backend time). jit is off: a switched-off scan nothing can replace
 -- (pgjobd_limits is read whole) would otherwise look costly enough to compile. The general
 -- path's lock of its chosen rows is still run by EXECUTE, planned at each call for the
 -- table as it is: a generic plan made while the table was small walked the claim index
@@ -133,6 +133,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       left_in_queue int[] := free;
       taken int := 0;
       claimed bigint[] := '{}';
+      claimed_tids tid[] := '{}';  -- where each claimed row was locked (the UPDATE's TID scan)
       -- Partitions left out of later windows: without room (blocked), or past their share
       -- while capping (capped; they take what is left once every partition had its turn).
       blocked text[] := '{}';
@@ -176,6 +177,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       bucket_parts text[];
       chosen bigint[];
       locked_jobs bigint[];
+      locked_tids tid[];
       plenty boolean;
       -- What held jobs back, for the return rows.
       h_limit text[] := '{}';
@@ -328,11 +330,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
                               WHERE pq.queue = q.queue AND pq.paused)
           ), c AS (
-            SELECT c.id, c.priority, c.run_at, c.part, a.free,
+            SELECT c.id, c.tid, c.priority, c.run_at, c.part, a.free,
                    row_number() OVER (PARTITION BY a.queue
                                       ORDER BY c.priority DESC, c.run_at, c.id) AS k
             FROM arms a CROSS JOIN LATERAL (
-              SELECT j.id, j.priority, j.run_at,
+              SELECT j.id, j.ctid AS tid, j.priority, j.run_at,
                      CASE WHEN o_key IS NULL THEN NULL
                           WHEN pg_column_size(j.payload) <= 8192
                             THEN @schema@.pgjobd_limit_part(j.payload, o_key)
@@ -346,13 +348,14 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               LIMIT least(a.free, total, o_room)
               FOR UPDATE OF j SKIP LOCKED) c
           ), k AS (
-            SELECT c.id, c.part, c.priority, c.run_at FROM c WHERE c.k <= c.free
+            SELECT c.id, c.tid, c.part, c.priority, c.run_at FROM c WHERE c.k <= c.free
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT least(total, o_room)
           )
           SELECT coalesce(array_agg(k.id ORDER BY k.priority DESC, k.run_at, k.id), '{}'),
-                 coalesce(array_agg(k.part ORDER BY k.priority DESC, k.run_at, k.id), '{}')
-            INTO claimed, o_parts
+                 coalesce(array_agg(k.part ORDER BY k.priority DESC, k.run_at, k.id), '{}'),
+                 coalesce(array_agg(k.tid ORDER BY k.priority DESC, k.run_at, k.id), '{}')
+            INTO claimed, o_parts, claimed_tids
           FROM k;
           taken := cardinality(claimed);
           -- One keyed limit: the choice stands when no partition has more than its share of
@@ -384,6 +387,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               WHERE g.n > share OR (g.n > 0 AND g.n + g.running > o_conc));
             IF o_general THEN
               claimed := '{}';
+              claimed_tids := '{}';
               taken := 0;
             END IF;
           END IF;
@@ -829,18 +833,20 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
             chosen := '{}';
           END IF;
           locked_jobs := '{}';
+          locked_tids := '{}';
           IF cardinality(chosen) > 0 THEN
             EXECUTE $q$
-              SELECT ARRAY(
-                SELECT j.id FROM @schema@.jobs j
+              SELECT coalesce(array_agg(l.id), '{}'), coalesce(array_agg(l.ctid), '{}') FROM (
+                SELECT j.id, j.ctid FROM @schema@.jobs j
                 WHERE j.id = ANY (ARRAY(SELECT unnest($1::bigint[])))
                   AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-                FOR UPDATE SKIP LOCKED)$q$
-              INTO locked_jobs USING chosen;
+                FOR UPDATE SKIP LOCKED) l$q$
+              INTO locked_jobs, locked_tids USING chosen;
           END IF;
           IF cardinality(locked_jobs) > 0 THEN
             taken := taken + cardinality(locked_jobs);
             claimed := claimed || locked_jobs;
+            claimed_tids := claimed_tids || locked_tids;
             IF cardinality(queues) = 1 THEN
               left_in_queue[1] := left_in_queue[1] - cardinality(locked_jobs);
             ELSE
@@ -1001,8 +1007,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         END IF;
       END IF;
 
-      -- By primary key (above: Plans; otherwise a hash join over two sequential scans of
-      -- the table). Each payload is turned into text once.
+      -- By the ctid each row was locked at (a TID scan, as the plain claim's UPDATE: by
+      -- primary key each row cost a descent of jobs_pkey; joined, a hash join over two
+      -- sequential scans of the table). The version locked was committed before this
+      -- statement's snapshot, which so sees it. Each payload is turned into text once.
       IF cardinality(claimed) > 0 THEN
         RETURN QUERY
           WITH claimed_rows AS (
@@ -1011,7 +1019,7 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
                 locked_until = now() + lease_ms * interval '1 millisecond',
                 started_at = now(), updated_at = now(), cancel_requested_at = NULL,
                 cancel_reason = NULL, prefetched = marking
-            WHERE j.id = ANY (claimed)
+            WHERE j.ctid = ANY (claimed_tids)
             RETURNING j.id, j.queue, j.type, j.payload::text AS payload_text, j.attempts,
                       j.max_attempts, j.priority::int AS priority,
                       extract(epoch FROM now() - greatest(j.run_at, '1970-01-01 00:00:00+00'))::float8
