@@ -26,7 +26,8 @@
 //   force_generic_plan; again only after an ANALYZE or VACUUM of the table) with sequential
 //   and bitmap scans switched off (enable_seqscan, enable_bitmapscan), so that the one plan
 //   is the one made for a large table, however small the table is when it is made: the
-//   claim walks jobs_claim_idx in claim order, and rows are found by id through jobs_pkey.
+//   claim walks jobs_claim_idx in claim order, and rows are found by id through jobs_pkey
+//   (the claim's UPDATE: by the ctid it locked them at).
 //   Its estimates may be those of an empty table, so such a statement must have no choice
 //   that depends on them (the claim's comment tells of a join that did). Every statement
 //   such a session runs has its pinned plan checked on a table planned while empty

@@ -141,7 +141,7 @@ std::string retry_delay_ms(int base, int max_delay, int jitter) {
 //   scan does not see) stays locked and unclaimed until the claim ends: the next one takes
 //   it. Trap: joined to `picked`, a hash join over the whole table (45-50 ms a claim of
 //   1,000, not 11-16).
-// - The fetcher's session pins a plan on jobs_claim_type_idx and jobs_pkey (StatementSet),
+// - The fetcher's session pins a plan on jobs_claim_type_idx and the TID scan (StatementSet),
 //   the others plan at each execution. Trap: a generic plan made on an empty table kept its
 //   sequential scan as the table grew (600-1,000 ms a claim).
 constexpr const char* kClaimSql = R"(
