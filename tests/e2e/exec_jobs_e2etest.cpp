@@ -229,6 +229,7 @@ std::vector<int> thread_policies(pid_t pid) {
        std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
     std::ifstream in(task.path() / "stat");
     const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (stat.rfind(')') == std::string::npos) continue;  // a thread that ended meanwhile
     // After the name's closing parenthesis (a name may hold spaces and parentheses) comes
     // field 3.
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
