@@ -21,14 +21,16 @@
 # 2. bench/held_limit.sh: the limited claim's SQL loop over 2,000 jobs of 2,000 keys, with
 #    and without 200 held jobs of one more key carrying a 1 MB payload field, or a 1 MB key.
 #
-# Environment: DATABASE_URL (required), PGJOBD_BIN, JOBS (default 50000), REPEAT (passes,
+# Environment: DATABASE_URL (required), PGJOBD_BIN, JOBS (default 200000: 2-3 s a run; a
+# 50,000-job run lasted 0.6-0.8 s, of which the wait for the first job, 0.03-0.04 s, and
+# the 50 ms poll that sees the last were up to a seventh), REPEAT (passes,
 # default 3), HELD_ROUNDS (held_limit.sh's ROUNDS, default 3), OUT (default
 # bench/results/limits.csv), VARIANTS (default all five; keep none, the anchor),
 # DSYNC_PROBE (see bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?limits.sh: set DATABASE_URL}"
-jobs=${JOBS:-50000}
+jobs=${JOBS:-200000}
 repeat=${REPEAT:-3}
 out=${OUT:-bench/results/limits.csv}
 work=$(mktemp -d /tmp/pgjobd-limits.XXXXXX)

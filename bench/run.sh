@@ -52,7 +52,7 @@
 #                 one daemon running 5,000 jobs with `{exec: [/bin/true]}`, alternated, two
 #                 passes; the daemon's jobs/s over xargs' (goal: at least 0.95)
 #                                                                    -> results/exec.csv
-#        limits   bench/limits.sh: one daemon over 50,000 jobs with no limit, `concurrency:
+#        limits   bench/limits.sh: one daemon over 200,000 jobs with no limit, `concurrency:
 #                 1000`, a rate that never holds, a keyed limit over 1,000 keys and one
 #                 partition, alternated, 3 passes; then bench/held_limit.sh (claims next to
 #                 200 held jobs with 1 MB payloads or keys); each ratio beside its anchor
@@ -118,7 +118,7 @@ else
   sweep_per_worker=${SWEEP_JOBS_PER_WORKER:-2000} sweep_passes=${SWEEP_PASSES:-2}
   daemon_jobs=${DAEMON_JOBS:-100000} repeat=${REPEAT:-2}
   rss_jobs=${RSS_JOBS:-1000000} rss_batch=100000 http_jobs=100000 exec_jobs=5000
-  stream_seconds=${STREAM_SECONDS:-600} limit_jobs=50000 limit_passes=3
+  stream_seconds=${STREAM_SECONDS:-600} limit_jobs=200000 limit_passes=3
   unclaimable_jobs=${UNCLAIMABLE_JOBS:-20000 50000} unclaimable_rows=${UNCLAIMABLE_ROWS:-200000}
   pending_rows=${PENDING_ROWS:-10000000} backlog_passes=${BACKLOG_PASSES:-5}
   stream_seconds=${STREAM_SECONDS:-600}

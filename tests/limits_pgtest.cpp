@@ -1085,5 +1085,61 @@ TEST(Limits, TheOneKeyedLimitClaimIsAFewStatements) {
       << "claim order is the keys' order: each claim took one job of each";
 }
 
+// The one keyed limit's claim counts the running jobs of each partition it chose when the
+// limit's running jobs and the choice pass the limit (here through the jobs running in ten
+// other partitions; sql/functions/pgjobd_claim_limited.sql, One keyed limit): a partition
+// already at its limit gets nothing, whatever its value, a payload without it, or a payload
+// over 8 kB (whose partition may be kept aside). Values are partitions by their JSON text:
+// 1 and 1.0 are two.
+TEST(Limits, TheOneKeyedLimitsClaimCountsTheRunningJobsOfEachPartitionItChose) {
+  // An 8 kB field that does not compress: the payload stays over 8 kB stored.
+  const std::string large = "(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 400) g)";
+  struct Case {
+    const char* what;
+    std::string running;     // the full partition's running jobs' payload (SQL)
+    std::string chosen;      // the pending job of that partition
+    std::string other_form;  // a pending job whose value is equal but written otherwise, or ""
+  };
+  const std::vector<Case> cases{
+      {"a string value", "jsonb_build_object('user', 'x')", "jsonb_build_object('user', 'x')", ""},
+      {"a number", "jsonb_build_object('user', 1)", "jsonb_build_object('user', 1)",
+       "jsonb_build_object('user', 1.0)"},
+      {"no value", "'{}'::jsonb", "'[1]'::jsonb", ""},
+      {"running jobs with payloads over 8 kB",
+       "jsonb_build_object('user', 'x', 'pad', " + large + ")", "jsonb_build_object('user', 'x')",
+       ""},
+      {"a chosen job with a payload over 8 kB", "jsonb_build_object('user', 'x')",
+       "jsonb_build_object('user', 'x', 'pad', " + large + ")", ""},
+  };
+  for (const Case& c : cases) {
+    TestSchema schema;
+    PgJobStore store(schema.config().database, "test");
+    store.sync_limits({{"per_user", concurrency_limit({"a"}, 2, "user")}}, "test");
+    // The full partition's two running jobs, and one in each of ten others: 12 running.
+    schema.exec(
+        "INSERT INTO {jobs} (type, payload, status, attempts, locked_by, locked_until, "
+        "started_at) SELECT 'a', CASE WHEN g <= 2 THEN " +
+        c.running +
+        " ELSE jsonb_build_object('user', 'filler' || g) END, 'running', 1, 'another', "
+        "now() + interval '1 hour', now() FROM generate_series(1, 12) g");
+    schema.exec("INSERT INTO {jobs} (type, payload, priority) VALUES ('a', " + c.chosen +
+                ", 2), ('a', jsonb_build_object('user', 'y'), 1)");
+    if (!c.other_form.empty()) {
+      schema.exec("INSERT INTO {jobs} (type, payload) VALUES ('a', " + c.other_form + ")");
+    }
+    const LimitedClaim claim = store.claim_limited(claim_of(10, {"a"}));
+    std::set<std::string> claimed;
+    for (const Job& job : claim.jobs) claimed.insert(job.payload);
+    const std::string part = schema.qualified("pgjobd_limit_part") + "(payload, 'user')";
+    EXPECT_EQ(schema.count("status = 'running' AND locked_by <> 'another' AND " + part +
+                           " = (SELECT " + part + " FROM {jobs} ORDER BY id LIMIT 1)"),
+              0)
+        << c.what << ": the full partition got a job";
+    EXPECT_EQ(claimed.count("{\"user\": \"y\"}"), 1U) << c.what << ": y's job was not claimed";
+    EXPECT_EQ(claim.jobs.size(), c.other_form.empty() ? 1U : 2U)
+        << c.what << ": a value of another form is another partition";
+  }
+}
+
 }  // namespace
 }  // namespace pgjobd
