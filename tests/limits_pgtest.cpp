@@ -1141,5 +1141,42 @@ TEST(Limits, TheOneKeyedLimitsClaimCountsTheRunningJobsOfEachPartitionItChose) {
   }
 }
 
+// Under limits too, a claim takes nothing from a paused queue and no more from a queue than
+// its free slots, through each way pgjobd_claim_limited claims: the one limit's claim from
+// one queue and one type, from several types, a keyed one, and the general path (two limits).
+TEST(Limits, AClaimUnderLimitsSkipsAPausedQueueAndKeepsToEachQueuesSlots) {
+  struct Case {
+    const char* what;
+    std::map<std::string, LimitConfig> limits;
+    std::vector<std::string> types;
+  };
+  const std::vector<Case> cases{
+      {"one rate limit, one type", {{"r", rate_limit({"a"}, 1000, 1000)}}, {"a"}},
+      {"one rate limit, two types", {{"r", rate_limit({"a", "b"}, 1000, 1000)}}, {"a", "b"}},
+      {"one keyed limit", {{"k", concurrency_limit({"a"}, 100, "user")}}, {"a"}},
+      {"two limits",
+       {{"r", rate_limit({"a"}, 1000, 1000)}, {"c", concurrency_limit({"a"}, 100)}},
+       {"a"}},
+  };
+  for (const Case& c : cases) {
+    TestSchema schema;
+    PgJobStore store(schema.config().database, "test");
+    store.sync_limits(c.limits, "test");
+    schema.exec(
+        "INSERT INTO {jobs} (type, queue, payload) SELECT 'a', q, jsonb_build_object('user', g) "
+        "FROM unnest(ARRAY['mail', 'default']) AS q, generate_series(1, 10) AS g");
+    schema.exec("SELECT " + schema.qualified("pgjobd_pause_queue") + "('mail')");
+
+    EXPECT_TRUE(store.claim_limited(claim_of(10, c.types, "w", "mail")).jobs.empty())
+        << c.what << ": a job of the paused queue was claimed";
+    const ClaimRequest both{{{"mail", 10}, {"default", 3}}, c.types, 10, "w", testing::kLease};
+    const LimitedClaim claim = store.claim_limited(both);
+    EXPECT_EQ(claim.jobs.size(), 3U) << c.what << ": the default queue has 3 free slots";
+    for (const Job& job : claim.jobs) EXPECT_EQ(job.queue, "default") << c.what;
+    const ClaimRequest one{{{"default", 2}}, c.types, 10, "w", testing::kLease};
+    EXPECT_EQ(store.claim_limited(one).jobs.size(), 2U) << c.what << ": one queue, 2 free slots";
+  }
+}
+
 }  // namespace
 }  // namespace pgjobd
