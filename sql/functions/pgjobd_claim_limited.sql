@@ -70,16 +70,16 @@
 -- One keyed limit: exactly one limit matches the served queues and types, and it is a
 -- keyed concurrency limit over all of them. The claim takes the limit's lock exclusively
 -- (when another claimer holds it, nothing is claimed and the limit is reported with a 10 ms
--- retry, as one limit's partition is), counts the limit's running jobs (R), and reads the
--- plain claim's choice (below: One limit) with each job's partition. The choice stands
--- when no partition has more than a share of it (a quarter of the claim, as in a window)
--- and each partition's running jobs and its part of the choice stay within the limit:
--- known without counting the partitions' running jobs while R and the whole choice stay
--- within it (a partition's running jobs are at most R), else counted for the choice's
--- partitions. Otherwise the general path claims, holding the limit's lock (so with no
--- partition locks and no cap on them); so it does at once while held partitions of the
--- limit are remembered (above: Held partitions across claims), whose kept rows it leaves
--- out unread. Taking all of a choice in claim order rather than in turns differs from a
+-- retry, as one limit's partition is), counts the limit's running jobs (R), reads the
+-- plain claim's choice (below: One limit), then each chosen job's partition. The choice
+-- stands when no partition has more than a share of it (a quarter of the claim, as in a
+-- window) and each partition's running jobs and its part of the choice stay within the
+-- limit: known without counting the partitions' running jobs while R and the whole choice
+-- stay within it (a partition's running jobs are at most R), else counted for the
+-- choice's partitions. Otherwise the general path claims, holding the limit's lock (so
+-- with no partition locks and no cap on them); so it does at once while held partitions
+-- of the limit are remembered (above: Held partitions across claims), whose kept rows it
+-- leaves out unread. Taking all of a choice in claim order rather than in turns differs from a
 -- window only in order: every partition of it gets its whole part.
 --
 -- A rate limit is a token bucket row per partition: the claim takes its tokens when it
@@ -213,10 +213,9 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
       o_reason text;
       o_wait float8;
       o_running int;
-      -- (one keyed limit, below) its key, the claim's partitions in claim order, and the
-      -- choice turned down: the general path claims instead, holding the limit's lock.
+      -- (one keyed limit, below) its key, and the choice turned down: the general path
+      -- claims instead, holding the limit's lock.
       o_key text;
-      o_parts text[];
       o_general boolean := false;
       -- Keyed limits whose lock this claim holds exclusively: any of their partitions is
       -- counted without its own lock (above: A keyed limit's lock).
@@ -329,17 +328,10 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- claim order. Neither sorts the arrays: the UPDATE reads its rows by ctid, in ctid
         -- order, whatever their order here.
         IF o_room > 0 AND NOT o_general AND cardinality(queues) = 1 AND types <@ types[1:1] THEN
-          SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.part), '{}'),
-                 coalesce(array_agg(c.tid), '{}')
-            INTO claimed, o_parts, claimed_tids
+          SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.tid), '{}')
+            INTO claimed, claimed_tids
           FROM (
-            SELECT j.id, j.ctid AS tid,
-                   CASE WHEN o_key IS NULL THEN NULL
-                        WHEN pg_column_size(j.payload) <= 8192
-                          THEN @schema@.pgjobd_limit_part(j.payload, o_key)
-                        ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
-                                       WHERE p.job_id = j.id AND p.key = o_key),
-                                      @schema@.pgjobd_limit_part(j.payload, o_key)) END AS part
+            SELECT j.id, j.ctid AS tid
             FROM @schema@.jobs j
             WHERE j.queue = queues[1] AND j.type = types[1]
               AND j.status IN ('pending', 'failed') AND j.run_at <= now()
@@ -357,17 +349,11 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
                               WHERE pq.queue = q.queue AND pq.paused)
           ), c AS (
-            SELECT c.id, c.tid, c.priority, c.run_at, c.part, a.free,
+            SELECT c.id, c.tid, c.priority, c.run_at, a.free,
                    row_number() OVER (PARTITION BY a.queue
                                       ORDER BY c.priority DESC, c.run_at, c.id) AS k
             FROM arms a CROSS JOIN LATERAL (
-              SELECT j.id, j.ctid AS tid, j.priority, j.run_at,
-                     CASE WHEN o_key IS NULL THEN NULL
-                          WHEN pg_column_size(j.payload) <= 8192
-                            THEN @schema@.pgjobd_limit_part(j.payload, o_key)
-                          ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
-                                         WHERE p.job_id = j.id AND p.key = o_key),
-                                        @schema@.pgjobd_limit_part(j.payload, o_key)) END AS part
+              SELECT j.id, j.ctid AS tid, j.priority, j.run_at
               FROM @schema@.jobs j
               WHERE j.queue = a.queue AND j.type = a.type
                 AND j.status IN ('pending', 'failed') AND j.run_at <= now()
@@ -375,13 +361,12 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
               LIMIT least(a.free, total, o_room)
               FOR UPDATE OF j SKIP LOCKED) c
           ), k AS (
-            SELECT c.id, c.tid, c.part, c.priority, c.run_at FROM c WHERE c.k <= c.free
+            SELECT c.id, c.tid, c.priority, c.run_at FROM c WHERE c.k <= c.free
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT least(total, o_room)
           )
-          SELECT coalesce(array_agg(k.id), '{}'), coalesce(array_agg(k.part), '{}'),
-                 coalesce(array_agg(k.tid), '{}')
-            INTO claimed, o_parts, claimed_tids
+          SELECT coalesce(array_agg(k.id), '{}'), coalesce(array_agg(k.tid), '{}')
+            INTO claimed, claimed_tids
           FROM k;
         END IF;
         IF o_room > 0 AND NOT o_general THEN
@@ -391,26 +376,30 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
           -- limit's running jobs and the choice together pass the limit: below, One keyed
           -- limit). Otherwise the general path claims, from its first window.
           IF o_key IS NOT NULL AND taken > 0 THEN
-            -- (One aggregate over the choice's partitions and the running jobs' rather than
-            -- a join of two: planned for one row each, the join was a nested loop, 500,000
-            -- comparisons for a choice of 1,000.)
+            -- The choice's rows are read again by the ctid they were locked at (as the UPDATE
+            -- below reads them), and each job's partition computed in one place for them and
+            -- the running jobs. (One aggregate over both rather than a join of two: planned
+            -- for one row each, the join was a nested loop, 500,000 comparisons for a choice
+            -- of 1,000.)
             o_general := EXISTS (
               SELECT 1 FROM (
-                SELECT u.part, sum(u.n) AS n, sum(u.running) AS running FROM (
-                  SELECT p.part, 1 AS n, 0 AS running FROM unnest(o_parts) AS p(part)
+                SELECT CASE WHEN pg_column_size(u.payload) <= 8192
+                              THEN @schema@.pgjobd_limit_part(u.payload, o_key)
+                            ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
+                                           WHERE p.job_id = u.id AND p.key = o_key),
+                                          @schema@.pgjobd_limit_part(u.payload, o_key)) END AS part,
+                       sum(u.n) AS n, sum(u.running) AS running
+                FROM (
+                  SELECT j.id, j.payload, 1 AS n, 0 AS running
+                  FROM @schema@.jobs j WHERE j.ctid = ANY (claimed_tids)
                   UNION ALL
-                  SELECT CASE WHEN pg_column_size(j.payload) <= 8192
-                                THEN @schema@.pgjobd_limit_part(j.payload, o_key)
-                              ELSE coalesce((SELECT p.part FROM @schema@.pgjobd_limit_parts p
-                                             WHERE p.job_id = j.id AND p.key = o_key),
-                                            @schema@.pgjobd_limit_part(j.payload, o_key)) END,
-                         0, 1
+                  SELECT j.id, j.payload, 0, 1
                   FROM @schema@.jobs j
                   WHERE o_running + taken > o_conc AND j.status = 'running'
                     AND (o_types IS NULL OR j.type = ANY (o_types))
                     AND (o_queues IS NULL OR j.queue = ANY (o_queues))
                 ) u
-                GROUP BY u.part
+                GROUP BY 1
               ) g
               WHERE g.n > share OR (g.n > 0 AND g.n + g.running > o_conc));
             IF o_general THEN
