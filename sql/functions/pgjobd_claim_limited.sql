@@ -79,8 +79,8 @@
 -- choice's partitions. Otherwise the general path claims, holding the limit's lock (so
 -- with no partition locks and no cap on them); so it does at once while held partitions
 -- of the limit are remembered (above: Held partitions across claims), whose kept rows it
--- leaves out unread. Taking all of a choice in claim order rather than in turns differs from a
--- window only in order: every partition of it gets its whole part.
+-- leaves out unread. Taking all of a choice in claim order rather than in turns differs
+-- from a window only in order: every partition of it gets its whole part.
 --
 -- A rate limit is a token bucket row per partition: the claim takes its tokens when it
 -- reads the bucket (under a row lock), and writes back what was left after the take,
