@@ -54,6 +54,14 @@ GRANT EXECUTE ON FUNCTION
   -- The leader's dependency repair (README "Dependencies").
   :"schema".pgjobd_resolve_parents(bigint[], text[])
 TO :"runtime_role";
+-- Behind a transaction pooler, the functions that keep the hot statements' plans (README
+-- "PgBouncer"), named for this binary's statements: they run with the caller's rights, and
+-- any role may call them unless the database revokes that from PUBLIC by default.
+SELECT format('GRANT EXECUTE ON FUNCTION %I.%I(%s) TO %I', n.nspname, p.proname,
+              pg_get_function_identity_arguments(p.oid), :'runtime_role')
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = :'schema' AND p.proname LIKE 'pgjobd\_pooled\_%'
+\gexec
 -- The dashboard (README "Dashboard"): each daemon keeps its row in pgjobd_daemons; the
 -- dashboard's actions write pgjobd_audit (insert only: the trail is not rewritten).
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".pgjobd_daemons TO :"runtime_role";

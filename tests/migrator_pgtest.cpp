@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "db/migrations.hpp"
+#include "db/pooled_functions.hpp"
 #include "db/sql_text.hpp"
 #include "support/build_paths.hpp"
 #include "support/log_capture.hpp"
@@ -202,13 +203,18 @@ TEST_F(MigratorTest, AnUpgradedSchemaEndsWithTheFunctionsOfAFreshOne) {
     txn.exec(
         "CREATE TRIGGER jobs_notify_insert AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION "
         "pgjobd_notify_insert()");
+    // A statement's function of a binary of that version (pooled_functions.hpp): no binary
+    // of the new version calls it.
+    txn.exec(
+        "CREATE FUNCTION pgjobd_pooled_claim_000000000000(int) RETURNS TABLE (c1 bigint) "
+        "LANGUAGE plpgsql AS $$BEGIN RETURN; END$$");
     txn.commit();
   }
   const MigrationReport report = migrate(*conn_, old_schema);
   EXPECT_EQ(report.from_version, 9);
   EXPECT_EQ(report.to_version, latest_schema_version());
   EXPECT_EQ(definitions(*conn_, old_schema), fresh);
-  EXPECT_EQ(recorded_digest(*conn_, old_schema), functions_digest());
+  EXPECT_EQ(recorded_digest(*conn_, old_schema), applied_digest());
   pqxx::nontransaction(*conn_).exec("DROP SCHEMA " + old + " CASCADE");
 }
 
@@ -302,7 +308,7 @@ TEST_F(MigratorTest, ReapplyingTheFunctionsChangesNothingAndKeepsTheirGrants) {
   EXPECT_NE(before.find("pgjobd_fn_"), std::string::npos) << "the grant is not compared";
   exec("UPDATE " + s + ".pgjobd_migrations SET functions_digest = 'another binary'");
   migrate(*conn_, db_.schema);
-  EXPECT_EQ(recorded_digest(*conn_, db_.schema), functions_digest());
+  EXPECT_EQ(recorded_digest(*conn_, db_.schema), applied_digest());
   EXPECT_EQ(definitions(*conn_, db_.schema), before);
   exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
 }
@@ -312,6 +318,25 @@ TEST_F(MigratorTest, ReapplyingTheFunctionsChangesNothingAndKeepsTheirGrants) {
 // them): a warning says what to run. migrate then takes the lock, as for a migration, and
 // puts back what differs, including a function dropped, without the grant PostgreSQL gives
 // PUBLIC on a new function.
+// At one version, the statements' functions of another binary (pooled_functions.hpp) stay
+// when this one applies its own: that binary's daemons may still run and call them.
+TEST_F(MigratorTest, AnotherBinarysStatementFunctionsStayAtTheSameVersion) {
+  migrate(*conn_, db_.schema);
+  const std::string s = quote_identifier(db_.schema);
+  const auto exec = [&](const std::string& sql) { pqxx::nontransaction(*conn_).exec(sql); };
+  exec("CREATE FUNCTION " + s +
+       ".pgjobd_pooled_claim_000000000000(int) RETURNS TABLE (c1 bigint) LANGUAGE plpgsql AS "
+       "$$BEGIN RETURN; END$$");
+  exec("UPDATE " + s + ".pgjobd_migrations SET functions_digest = 'another binary'");
+  migrate(*conn_, db_.schema);
+  EXPECT_EQ(recorded_digest(*conn_, db_.schema), applied_digest());
+  pqxx::nontransaction txn(*conn_);
+  EXPECT_EQ(txn.exec("SELECT count(*) FROM pg_proc WHERE pronamespace = to_regnamespace(" +
+                     txn.quote(s) + ") AND proname LIKE 'pgjobd\\_pooled\\_%'")[0][0]
+                .as<std::size_t>(),
+            pooled_functions().size() + 1);
+}
+
 TEST_F(MigratorTest, AnotherBinarysFunctionsAreAWarningAndMigrateReplacesThem) {
   migrate(*conn_, db_.schema);
   const std::string before = definitions(*conn_, db_.schema);

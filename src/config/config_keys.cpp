@@ -69,7 +69,8 @@ constexpr ConfigKey kKeys[] = {
     field<&Config::database, &DatabaseConfig::pooler>(
         "database.pooler", "none", kRestart,
         "`transaction` when `url` leads to a transaction-pooling PgBouncer: statements are "
-        "sent unnamed, nothing is set per session (see [PgBouncer](#pgbouncer)); else `none`"),
+        "sent unnamed or, for the hot ones, as calls of functions that keep their plans; "
+        "nothing is set per session (see [PgBouncer](#pgbouncer)); else `none`"),
     field<&Config::database, &DatabaseConfig::listen_url>(
         "database.listen_url", "", kRestart,
         "where the LISTEN session connects, e.g. past the pooler; empty: `url`, or no LISTEN "

@@ -190,13 +190,40 @@ std::string connection_option(pqxx::connection_base& conn, const std::string& ke
 
 void PgResultDeleter::operator()(pg_result* result) const { PQclear(result); }
 
-PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
-                    const std::vector<TypedParam>& params) {
-  // Every ConnectionPtr holds a Connection (open_connection makes them all).
-  PGconn* handle = static_cast<Connection&>(conn).handle();
+namespace {
+
+// `handle` if its session is usable.
+PGconn* usable(PGconn* handle) {
   if (handle == nullptr || PQstatus(handle) != CONNECTION_OK) {
     throw pqxx::broken_connection("connection lost");
   }
+  return handle;
+}
+
+// libpqxx 6.4 gives a transaction's libpq handle out only to its large objects (a protected
+// static of pqxx::largeobject): this reaches it for a transaction on any connection, not
+// only one open_connection opened.
+struct TransactionHandle : pqxx::largeobject {
+  static PGconn* of(const pqxx::dbtransaction& txn) { return raw_connection(txn); }
+};
+
+// Throws what libpqxx would for a failed `result` of `sql` (nullptr: libpq had none).
+[[noreturn]] void throw_failure(PGconn* handle, const PGresult* result, const std::string& sql) {
+  if (PQstatus(handle) != CONNECTION_OK) {
+    throw pqxx::broken_connection(PQerrorMessage(handle));
+  }
+  const char* sqlstate = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string message =
+      result != nullptr ? PQresultErrorMessage(result) : PQerrorMessage(handle);
+  throw pqxx::sql_error(message, sql, sqlstate);
+}
+
+}  // namespace
+
+PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
+                    const std::vector<TypedParam>& params) {
+  // Every ConnectionPtr holds a Connection (open_connection makes them all).
+  PGconn* handle = usable(static_cast<Connection&>(conn).handle());
   std::vector<Oid> types;
   std::vector<const char*> values;
   types.reserve(params.size());
@@ -221,12 +248,27 @@ PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
     while (PGresult* rest = PQgetResult(handle)) PQclear(rest);
     throw pqxx::sql_error("a handler's statement cannot be a COPY", sql, "0A000");
   }
-  if (PQstatus(handle) != CONNECTION_OK) {
-    throw pqxx::broken_connection(PQerrorMessage(handle));
+  throw_failure(handle, result.get(), sql);
+}
+
+StatementShape describe_statement(pqxx::dbtransaction& txn, const std::string& sql) {
+  PGconn* handle = usable(TransactionHandle::of(txn));
+  PgResult parsed(PQprepare(handle, "", sql.c_str(), 0, nullptr));
+  if (!parsed || PQresultStatus(parsed.get()) != PGRES_COMMAND_OK) {
+    throw_failure(handle, parsed.get(), sql);
   }
-  const char* sqlstate = result ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
-  const std::string message = result ? PQresultErrorMessage(result.get()) : PQerrorMessage(handle);
-  throw pqxx::sql_error(message, sql, sqlstate);
+  PgResult described(PQdescribePrepared(handle, ""));
+  if (!described || PQresultStatus(described.get()) != PGRES_COMMAND_OK) {
+    throw_failure(handle, described.get(), sql);
+  }
+  StatementShape shape;
+  for (int i = 0; i < PQnparams(described.get()); ++i) {
+    shape.parameter_types.push_back(PQparamtype(described.get(), i));
+  }
+  for (int i = 0; i < PQnfields(described.get()); ++i) {
+    shape.columns.push_back({PQftype(described.get(), i), PQfmod(described.get(), i)});
+  }
+  return shape;
 }
 
 }  // namespace pgjobd

@@ -11,7 +11,8 @@
 
 namespace pqxx {
 class connection_base;
-}
+class dbtransaction;
+}  // namespace pqxx
 struct pg_result;  // libpq's PGresult
 
 namespace pgjobd {
@@ -72,5 +73,21 @@ using PgResult = std::unique_ptr<pg_result, PgResultDeleter>;
 // libpqxx itself would (pqxx::sql_error with the SQLSTATE, pqxx::broken_connection).
 PgResult exec_typed(pqxx::connection_base& conn, const std::string& sql,
                     const std::vector<TypedParam>& params);
+
+// What the server says one statement takes and gives back, as libpq's describe of an unnamed
+// statement tells it: each parameter's type, and each result column's type and modifier
+// (pg_type OIDs; no columns for a statement that returns no rows).
+struct StatementShape {
+  struct Column {
+    unsigned int type_oid;
+    int type_modifier;
+  };
+  std::vector<unsigned int> parameter_types;
+  std::vector<Column> columns;
+};
+
+// Parses `sql` in `txn` as the unnamed statement and describes it without running it.
+// Throws as exec_typed does (pqxx::sql_error with the SQLSTATE for SQL the server refuses).
+StatementShape describe_statement(pqxx::dbtransaction& txn, const std::string& sql);
 
 }  // namespace pgjobd

@@ -89,6 +89,7 @@ void DbSession::connect(const char* operation) {
     call(operation, Millis(0), [&] {
       // ahead_.get() rethrows what opening it threw; the next connect() retries.
       conn_ = ahead_.valid() ? ahead_.get() : open(std::move(handed_));
+      if (statements_) statements_->resolve_functions(*conn_, config_.schema);
       return 0;
     });
   } catch (const DbError& e) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "db/migrations.hpp"
+#include "db/pooled_functions.hpp"
 #include "db/sql_text.hpp"
 
 namespace pgjobd {
@@ -86,7 +87,7 @@ Recorded read_recorded(pqxx::connection_base& conn, const std::string& schema) {
 }
 
 bool functions_current(const Recorded& state) {
-  return state.version == latest_schema_version() && state.functions_digest == functions_digest();
+  return state.version == latest_schema_version() && state.functions_digest == applied_digest();
 }
 
 // Fills in a function file's @name@ placeholders in one pass (a value put in is never
@@ -145,6 +146,10 @@ void apply_functions(pqxx::transaction_base& txn, const std::string& schema) {
 
 }  // namespace
 
+std::string applied_digest() {
+  return std::string(functions_digest()) + "+" + pooled_functions_digest();
+}
+
 MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema,
                         const std::function<bool()>& stop_requested) {
   // Nearly every start finds the schema current, with this binary's functions: two reads
@@ -192,11 +197,13 @@ MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema,
   // The functions after the tables they use. Applied again when another binary of this
   // version applied its own since (or none was recorded); else another session did it
   // while this one waited for the lock.
-  if (report.to_version != before.version || before.functions_digest != functions_digest()) {
+  if (report.to_version != before.version || before.functions_digest != applied_digest()) {
     spdlog::info("applying the functions to schema {}", quoted);
     apply_functions(txn, schema);
+    // Another version's binaries cannot run against this one: their statements' functions go.
+    apply_pooled_functions(txn, schema, report.to_version != before.version);
     txn.exec_params("UPDATE pgjobd_migrations SET functions_digest = $1 WHERE version = $2",
-                    std::string(functions_digest()), report.to_version);
+                    applied_digest(), report.to_version);
   }
   txn.commit();
   return report;

@@ -13,7 +13,8 @@ class connection_base;
 namespace pgjobd {
 
 // Creates the schema if needed and applies every pending migration, then every function
-// and trigger, in one transaction, holding a transaction-level advisory lock so daemons
+// and trigger, and the functions of the hot-path statements for sessions behind a pooler
+// (pooled_functions.hpp), in one transaction, holding a transaction-level advisory lock so daemons
 // that start together serialise (and it also works through PgBouncer in transaction mode).
 // The functions are applied after any migration, and when the schema records another
 // function digest than this binary's. Idempotent: a schema at this binary's version and
@@ -22,6 +23,10 @@ namespace pgjobd {
 // `stopped` set, having applied nothing, as soon as stop_requested() (when given) is true.
 MigrationReport migrate(pqxx::connection_base& conn, const std::string& schema,
                         const std::function<bool()>& stop_requested = {});
+
+// The digest the migrator records with the functions it applied: sql/functions/'s, and its
+// statements' functions' (pooled_functions.hpp).
+std::string applied_digest();
 
 // The version recorded in the schema, 0 when it was never migrated. Logs a warning naming
 // `pgjobd migrate` when the schema is at this binary's version with another binary's

@@ -39,10 +39,14 @@
 //
 // Behind a pooler (unnamed), nothing is set: the next transaction may run on a server
 // connection another client uses, and an unnamed statement is planned at each execution.
-// bench/README.md measures what each choice costs.
+// A pinned set's hot statements are called there through the functions `pgjobd migrate`
+// made of them (pooled_functions.hpp), which keep their plans per server connection under
+// the same settings, set for the call only; a statement without its function in the schema
+// goes unnamed. bench/README.md measures what each choice costs.
 
 #include <pqxx/pqxx>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +55,15 @@
 namespace pgjobd {
 
 enum class Planning { kEachExecution, kPinned };
+
+// The planner settings of a pinned session, and of the functions that run its statements
+// behind a pooler.
+inline constexpr std::pair<const char*, const char*> kPinnedSettings[] = {
+    {"enable_seqscan", "off"},
+    {"enable_bitmapscan", "off"},
+    {"jit", "off"},
+    {"plan_cache_mode", "force_generic_plan"},
+};
 
 class StatementSet {
  public:
@@ -62,21 +75,34 @@ class StatementSet {
   // would reach other clients).
   void prepare(pqxx::connection_base& conn) const;
 
+  // Behind a pooler, for a pinned set, on each connection the session opens (after
+  // prepare(), on the thread that executes): finds which of the statements' functions
+  // `schema` (unquoted) holds that this session may call, and calls those from now on.
+  // The first time some are missing, says so.
+  void resolve_functions(pqxx::connection_base& conn, const std::string& schema);
+
   template <typename... Args>
   pqxx::result execute(pqxx::transaction_base& txn, const char* name, Args&&... args) const {
     const stmt::Statement& statement = find(name);
     if (!unnamed_) return txn.exec_prepared(name, std::forward<Args>(args)...);
+    for (const auto& [kept, call] : calls_) {
+      if (std::string_view(kept) == statement.name) {
+        return txn.exec_params(call, std::forward<Args>(args)...);
+      }
+    }
     return txn.exec_params(statement.sql, std::forward<Args>(args)...);
   }
 
  private:
-  // Found by text: the same name's literal may sit at another address in another object
-  // file. Throws std::logic_error for a name not in the set.
+  // Throws std::logic_error for a name not in the set.
   const stmt::Statement& find(const char* name) const;
 
   std::vector<stmt::Statement> statements_;
   bool unnamed_;
   Planning planning_;
+  // Behind a pooler: the statements sent as a call of their function, with that call.
+  std::vector<std::pair<const char*, std::string>> calls_;
+  bool warned_ = false;
 };
 
 }  // namespace pgjobd

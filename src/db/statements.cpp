@@ -6,6 +6,7 @@
 #include "db/statements.hpp"
 
 #include <initializer_list>
+#include <stdexcept>
 #include <string_view>
 
 #include "db/sql_text.hpp"
@@ -1007,6 +1008,13 @@ std::string with_tables(std::string sql, const std::string& schema) {
   replace_all(sql, "{dead_letters}", schema + ".pgjobd_dead_letters");
   replace_all(sql, "{schema}", schema);
   return sql;
+}
+
+const Statement& statement_named(const std::vector<Statement>& statements, std::string_view name) {
+  for (const Statement& statement : statements) {
+    if (name == statement.name) return statement;
+  }
+  throw std::logic_error("no statement " + std::string(name));
 }
 
 std::vector<Statement> job_statements(const std::string& schema) {

@@ -4,6 +4,7 @@
 // `{jobs}`, `{leader}`, `{daemons}` in the text stand for the quoted, schema-qualified tables.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pgjobd::stmt {
@@ -169,6 +170,11 @@ struct Statement {
   const char* name;
   std::string sql;
 };
+
+// The statement of `statements` called `name`. Throws std::logic_error for a name not
+// among them. Found by text: the same name's literal may sit at another address in
+// another object file.
+const Statement& statement_named(const std::vector<Statement>& statements, std::string_view name);
 
 // All statements for a schema (already quoted): {jobs}, {leader} and {queues} name its
 // tables.

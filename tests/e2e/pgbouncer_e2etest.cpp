@@ -117,6 +117,8 @@ TEST(PgBouncerE2E, TwoDaemonsBehindATransactionPoolerRunEveryJobOnceAndEveryFeat
   for (DaemonProcess* daemon : {&first, &second}) {
     EXPECT_EQ(daemon->log().find("prepared statement"), std::string::npos) << daemon->log();
     EXPECT_EQ(daemon->log().find("claim failed"), std::string::npos) << daemon->log();
+    // The hot statements went as calls of the functions that keep their plans.
+    EXPECT_EQ(daemon->log().find("planned at each execution"), std::string::npos) << daemon->log();
     stop_daemon(*daemon);
   }
 }
