@@ -89,9 +89,16 @@ void DbSession::connect(const char* operation) {
     call(operation, Millis(0), [&] {
       // ahead_.get() rethrows what opening it threw; the next connect() retries.
       conn_ = ahead_.valid() ? ahead_.get() : open(std::move(handed_));
-      if (statements_) statements_->resolve_functions(*conn_, config_.schema);
       return 0;
     });
+    // On this thread, under the call deadline (open() may run on another thread, and
+    // before the session is there to arm one).
+    if (statements_) {
+      call(operation, [&] {
+        statements_->resolve_functions(*conn_, config_.schema);
+        return 0;
+      });
+    }
   } catch (const DbError& e) {
     if (back_off_) {
       // From the failure on: a connect that failed slowly (connect_timeout) gates as long.
