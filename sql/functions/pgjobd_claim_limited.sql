@@ -327,49 +327,49 @@ CREATE OR REPLACE FUNCTION @schema@.pgjobd_claim_limited(
         -- Otherwise each queue's first due jobs of each type, ranked per queue and cut in
         -- claim order. Neither sorts the arrays: the UPDATE reads its rows by ctid, in ctid
         -- order, whatever their order here.
-        IF o_room > 0 AND NOT o_general AND cardinality(queues) = 1 AND types <@ types[1:1] THEN
-          SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.tid), '{}')
-            INTO claimed, claimed_tids
-          FROM (
-            SELECT j.id, j.ctid AS tid
-            FROM @schema@.jobs j
-            WHERE j.queue = queues[1] AND j.type = types[1]
-              AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
-                              WHERE pq.queue = queues[1] AND pq.paused)
-            ORDER BY j.priority DESC, j.run_at, j.id
-            LIMIT greatest(least(free[1], total, o_room), 0)
-            FOR UPDATE OF j SKIP LOCKED) c;
-        ELSIF o_room > 0 AND NOT o_general THEN
-          WITH arms AS (
-            SELECT q.queue, q.free, t.type
-            FROM unnest(queues, free) AS q(queue, free)
-            CROSS JOIN (SELECT DISTINCT u.type FROM unnest(types) AS u(type)) t
-            WHERE q.free > 0
-              AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
-                              WHERE pq.queue = q.queue AND pq.paused)
-          ), c AS (
-            SELECT c.id, c.tid, c.priority, c.run_at, a.free,
-                   row_number() OVER (PARTITION BY a.queue
-                                      ORDER BY c.priority DESC, c.run_at, c.id) AS k
-            FROM arms a CROSS JOIN LATERAL (
-              SELECT j.id, j.ctid AS tid, j.priority, j.run_at
-              FROM @schema@.jobs j
-              WHERE j.queue = a.queue AND j.type = a.type
-                AND j.status IN ('pending', 'failed') AND j.run_at <= now()
-              ORDER BY j.priority DESC, j.run_at, j.id
-              LIMIT least(a.free, total, o_room)
-              FOR UPDATE OF j SKIP LOCKED) c
-          ), k AS (
-            SELECT c.id, c.tid, c.priority, c.run_at FROM c WHERE c.k <= c.free
-            ORDER BY c.priority DESC, c.run_at, c.id
-            LIMIT least(total, o_room)
-          )
-          SELECT coalesce(array_agg(k.id), '{}'), coalesce(array_agg(k.tid), '{}')
-            INTO claimed, claimed_tids
-          FROM k;
-        END IF;
         IF o_room > 0 AND NOT o_general THEN
+          IF cardinality(queues) = 1 AND types <@ types[1:1] THEN
+            SELECT coalesce(array_agg(c.id), '{}'), coalesce(array_agg(c.tid), '{}')
+              INTO claimed, claimed_tids
+            FROM (
+              SELECT j.id, j.ctid AS tid
+              FROM @schema@.jobs j
+              WHERE j.queue = queues[1] AND j.type = types[1]
+                AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+                AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
+                                WHERE pq.queue = queues[1] AND pq.paused)
+              ORDER BY j.priority DESC, j.run_at, j.id
+              LIMIT greatest(least(free[1], total, o_room), 0)
+              FOR UPDATE OF j SKIP LOCKED) c;
+          ELSE
+            WITH arms AS (
+              SELECT q.queue, q.free, t.type
+              FROM unnest(queues, free) AS q(queue, free)
+              CROSS JOIN (SELECT DISTINCT u.type FROM unnest(types) AS u(type)) t
+              WHERE q.free > 0
+                AND NOT EXISTS (SELECT 1 FROM @schema@.pgjobd_queues pq
+                                WHERE pq.queue = q.queue AND pq.paused)
+            ), c AS (
+              SELECT c.id, c.tid, c.priority, c.run_at, a.free,
+                     row_number() OVER (PARTITION BY a.queue
+                                        ORDER BY c.priority DESC, c.run_at, c.id) AS k
+              FROM arms a CROSS JOIN LATERAL (
+                SELECT j.id, j.ctid AS tid, j.priority, j.run_at
+                FROM @schema@.jobs j
+                WHERE j.queue = a.queue AND j.type = a.type
+                  AND j.status IN ('pending', 'failed') AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT least(a.free, total, o_room)
+                FOR UPDATE OF j SKIP LOCKED) c
+            ), k AS (
+              SELECT c.id, c.tid, c.priority, c.run_at FROM c WHERE c.k <= c.free
+              ORDER BY c.priority DESC, c.run_at, c.id
+              LIMIT least(total, o_room)
+            )
+            SELECT coalesce(array_agg(k.id), '{}'), coalesce(array_agg(k.tid), '{}')
+              INTO claimed, claimed_tids
+            FROM k;
+          END IF;
           taken := cardinality(claimed);
           -- One keyed limit: the choice stands when no partition has more than its share of
           -- it, and each has room for its part (its running jobs counted only when the
